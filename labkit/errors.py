@@ -1,0 +1,49 @@
+"""Errors that teach: each says what happened and what to do next."""
+from __future__ import annotations
+
+
+class LabError(Exception):
+    """Base of every labkit error. ``hint`` is the next thing to try."""
+
+    def __init__(self, message: str, hint: str | None = None):
+        self.message = message
+        self.hint = hint
+        super().__init__(message if not hint else f"{message}\n  hint: {hint}")
+
+
+class ServerNotFound(LabError):
+    """A server binary (or Java, for ZooKeeper) is not installed where labkit looks."""
+
+
+class InvalidClusterSize(LabError):
+    """An ensemble size labkit refuses (even sizes, zero, too large)."""
+
+
+class PortBusy(LabError):
+    """A port that a node must listen on is already taken."""
+
+
+class NodeStartError(LabError):
+    """A server did not become ready before its deadline; carries its last log lines."""
+
+    def __init__(self, message: str, hint: str | None = None, log_tail: str = ""):
+        self.log_tail = log_tail
+        if log_tail:
+            message = f"{message}\n  last log lines:\n" + "\n".join("    " + line for line in log_tail.splitlines())
+        super().__init__(message, hint)
+
+
+class UnknownNode(LabError):
+    """A node name that is not part of this lab."""
+
+
+class NoLeader(LabError):
+    """An ensemble has no leader (yet, or any more: it may have lost its quorum)."""
+
+
+class DockerUnavailable(LabError):
+    """The Docker backend was asked for but no engine answers."""
+
+
+class NoLabRunning(LabError):
+    """``attach()`` found no lab started by ``labkit up``."""
