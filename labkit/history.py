@@ -1,0 +1,290 @@
+"""The merged, ordered events of every lock client and every injected fault.
+
+Events arrive from threads of this process (``history.sink(client)``) and from other
+processes (``remote_sink(history.listen(), client)``). What can go wrong: a client
+process may die before its last events reach us (a killed holder never says
+"released"), so its hold stays open in ``holds()``; and events of different processes
+are ordered by their wall-clock time, which is one clock on one machine but can still
+put two events that race within microseconds in either order. ``wait_for`` lets a
+notebook wait for an event to arrive instead of sleeping a guess.
+"""
+from __future__ import annotations
+
+import bisect
+import secrets
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from multiprocessing.connection import Client, Connection, Listener
+from typing import Any, Callable, Iterable
+
+from labkit.errors import LabError
+from labkit.events import Event, EventSink, sink_for
+
+FAULT_CLIENT = "lab"  # the "client" name under which injected faults are recorded
+HOLD_ENDS = ("released", "lost")
+
+
+class HistoryUnreachable(LabError):
+    """A client process could not reach the History that collects its events."""
+
+
+@dataclass(frozen=True)
+class Hold:
+    """One interval during which a client believed it held the lock.
+    ``end`` is None and ``end_reason`` is "open" if the history ends first (still
+    holding, or the client was killed before it could say anything)."""
+
+    client: str
+    token: Any
+    start: float
+    end: float | None
+    end_reason: str  # "released", "lost", "superseded" (acquired again) or "open"
+    lost_reason: str = ""
+
+
+class History:
+    """Thread-safe, time-ordered list of Events (see ``labkit.events``)."""
+
+    def __init__(self, events: Iterable[Event] = ()):
+        self._lock = threading.Condition()
+        self._keys: list[tuple[float, int]] = []  # (time, arrival number): a stable sort key
+        self._events: list[Event] = []
+        self._arrivals = 0
+        self._listener: Listener | None = None
+        self._address: str | None = None
+        self._threads: list[threading.Thread] = []
+        self._closing = threading.Event()
+        for event in events:
+            self.append(event)
+
+    # ---- feeding -------------------------------------------------------------------
+    def append(self, event: Event) -> None:
+        with self._lock:
+            key = (event.time, self._arrivals)
+            self._arrivals += 1
+            index = bisect.bisect(self._keys, key)
+            self._keys.insert(index, key)
+            self._events.insert(index, event)
+            self._lock.notify_all()
+
+    def sink(self, client: str) -> EventSink:
+        """The ``on_event`` callable to give a recipe running in this process."""
+        return sink_for(client, self.append)
+
+    def record_fault(self, what: str, target: str, **detail: Any) -> Event:
+        """Record an injected fault (e.g. what="pause", target="client-2", seconds=3)."""
+        event = Event(time.time(), FAULT_CLIENT, "fault", {"what": what, "target": target, **detail})
+        self.append(event)
+        return event
+
+    def listen(self) -> str:
+        """Accept events from other processes; returns the address to give
+        ``remote_sink`` ("127.0.0.1:PORT/AUTHKEY-HEX"). Idempotent. Call ``close()``."""
+        with self._lock:
+            if self._address is None:
+                authkey = secrets.token_bytes(16)
+                self._listener = Listener(("127.0.0.1", 0), authkey=authkey)
+                host, port = self._listener.address
+                self._address = f"{host}:{port}/{authkey.hex()}"
+                self._start_thread(self._accept_loop, "history-accept")
+            return self._address
+
+    def _start_thread(self, target: Callable[..., None], name: str, *args: Any) -> None:
+        thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+    def _accept_loop(self) -> None:
+        assert self._listener is not None
+        while not self._closing.is_set():
+            try:
+                connection = self._listener.accept()
+            except (OSError, EOFError):
+                # A peer that fails the authkey handshake, or the listener closing.
+                continue
+            if self._closing.is_set():
+                connection.close()
+                return
+            self._start_thread(self._read_loop, "history-reader", connection)
+
+    def _read_loop(self, connection: Connection) -> None:
+        # poll with a short timeout so that close() is noticed even if the peer is silent;
+        # events already on the wire when close() is called are still read
+        try:
+            while True:
+                if connection.poll(0.1):
+                    self.append(Event.from_dict(connection.recv()))
+                elif self._closing.is_set():
+                    return
+        except (EOFError, OSError):
+            pass  # the client process ended or was killed: its events so far are kept
+        finally:
+            connection.close()
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop accepting remote events and join the reader threads. Idempotent."""
+        if self._closing.is_set():
+            return
+        self._closing.set()
+        if self._listener is not None and self._address is not None:
+            # accept() does not notice a closed socket; a bare connection of our own wakes it
+            # (its failed handshake is ignored by the accept loop, which then sees _closing)
+            host, port = self._listener.address
+            try:
+                socket.create_connection((host, port), timeout=1.0).close()
+            except OSError:
+                pass
+            self._listener.close()
+        for thread in self._threads:
+            thread.join(timeout)
+
+    def __enter__(self) -> "History":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def wait_for(self, kind: str, client: str | None = None, count: int = 1, timeout: float = 10.0) -> list[Event]:
+        """Block until ``count`` events of ``kind`` (of ``client``) are in the history.
+        Raises TimeoutError naming what was missing."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while True:
+                found = self.events(client=client, kind=kind)
+                if len(found) >= count:
+                    return found
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError(
+                        f"waited {timeout:.1f} s for {count} {kind!r} event(s)"
+                        f"{' of ' + client if client else ''}, saw {len(found)}; "
+                        "is the client process alive and connected to this history?")
+                self._lock.wait(remaining)
+
+    # ---- queries ---------------------------------------------------------------------
+    def events(self, client: str | None = None, kind: str | Iterable[str] | None = None) -> list[Event]:
+        kinds = {kind} if isinstance(kind, str) else (set(kind) if kind is not None else None)
+        with self._lock:
+            return [e for e in self._events
+                    if (client is None or e.client == client) and (kinds is None or e.kind in kinds)]
+
+    def clients(self) -> list[str]:
+        """Client names in order of their first event (faults excluded)."""
+        seen: dict[str, None] = {}
+        for event in self.events():
+            if event.client != FAULT_CLIENT:
+                seen.setdefault(event.client, None)
+        return list(seen)
+
+    def holds(self) -> list[Hold]:
+        """Hold intervals from each client's acquired → released/lost, ordered by start."""
+        holds: list[Hold] = []
+        open_holds: dict[str, Event] = {}
+        for event in self.events(kind=("acquired", *HOLD_ENDS)):
+            started = open_holds.pop(event.client, None)
+            if event.kind == "acquired":
+                if started is not None:  # a second acquire without an end: a recipe bug
+                    holds.append(_hold(started, event.time, "superseded"))
+                open_holds[event.client] = event
+            elif started is not None:
+                holds.append(_hold(started, event.time, event.kind, str(event.detail.get("reason", ""))))
+        holds.extend(_hold(started, None, "open") for started in open_holds.values())
+        return sorted(holds, key=lambda hold: hold.start)
+
+    def acquisition_order(self) -> list[str]:
+        return [event.client for event in self.events(kind="acquired")]
+
+    def wakeups_per_release(self, clock_slack: float = 0.01) -> list[int]:
+        """For each hand-off, the number of distinct waiters that woke for it.
+
+        A hand-off is the end of a hold (its "released" or "lost" event at time R)
+        followed by another "acquired" event (at time A, the next one after R). Its
+        count is the number of distinct clients, other than the one whose hold ended,
+        with at least one "woke" event in the window [max(hold start, R - clock_slack), A].
+        A hold end with no later acquire hands nothing off and is left out (there may
+        have been no waiter at all). ``clock_slack`` exists because a waiter's watch
+        notification and the releaser's own reply travel on different connections: the
+        waiter may stamp "woke" a moment before the releaser stamps "released".
+        Wakeups long before a release (e.g. a parent watch firing when a new waiter
+        joins) are not counted for it.
+        """
+        acquired_times = [event.time for event in self.events(kind="acquired")]
+        wakes = self.events(kind="woke")
+        counts = []
+        for hold in self.holds():
+            if hold.end is None or hold.end_reason == "superseded":
+                continue
+            next_acquire = bisect.bisect_left(acquired_times, hold.end)
+            if next_acquire == len(acquired_times):
+                continue
+            window_start = max(hold.start, hold.end - clock_slack)
+            window_end = acquired_times[next_acquire]
+            woken = {event.client for event in wakes
+                     if window_start <= event.time <= window_end and event.client != hold.client}
+            counts.append(len(woken))
+        return counts
+
+    def to_rows(self) -> list[dict[str, Any]]:
+        """One dict per event, time in seconds since the first event: for a table."""
+        events = self.events()
+        origin = events[0].time if events else 0.0
+        return [{"t (s)": round(event.time - origin, 6), "client": event.client, "kind": event.kind,
+                 "detail": ", ".join(f"{key}={value}" for key, value in event.detail.items())}
+                for event in events]
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._events)
+
+
+def _hold(started: Event, end: float | None, reason: str, lost_reason: str = "") -> Hold:
+    return Hold(started.client, started.detail.get("token"), started.time, end, reason, lost_reason)
+
+
+class RemoteSink:
+    """An ``on_event`` callable for a child process: sends each event to a History
+    listening at ``address``. Thread-safe. Raises HistoryUnreachable when the History
+    is gone (closed, or its process ended)."""
+
+    def __init__(self, address: str, client: str):
+        try:
+            host_port, key = address.split("/")
+            host, port = host_port.rsplit(":", 1)
+            authkey = bytes.fromhex(key)
+        except ValueError:
+            raise HistoryUnreachable(f"not a history address: {address!r}",
+                                     hint="pass the string returned by History.listen()") from None
+        self.client = client
+        self._send_lock = threading.Lock()
+        self._connection = _connect((host, int(port)), authkey)
+        self._on_event = sink_for(client, self._send)
+
+    def _send(self, event: Event) -> None:
+        with self._send_lock:
+            try:
+                self._connection.send(event.to_dict())
+            except (OSError, ValueError) as error:
+                raise HistoryUnreachable(f"could not send {event.kind!r} of {self.client} to the history: {error}",
+                                         hint="the notebook's History was closed or its kernel restarted") from error
+
+    def __call__(self, kind: str, **detail: Any) -> None:
+        self._on_event(kind, **detail)
+
+    def close(self) -> None:
+        with self._send_lock:
+            self._connection.close()
+
+
+def _connect(address: tuple[str, int], authkey: bytes) -> Connection:
+    try:
+        return Client(address, authkey=authkey)
+    except (OSError, EOFError) as error:
+        raise HistoryUnreachable(f"no history listening at {address[0]}:{address[1]} ({error})",
+                                 hint="call History.listen() in the notebook and pass its address") from error
+
+
+def remote_sink(address: str, client: str) -> RemoteSink:
+    """The ``on_event`` callable a client process gives its recipe (close it at exit)."""
+    return RemoteSink(address, client)

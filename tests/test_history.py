@@ -1,0 +1,142 @@
+"""History: ordering, holds, wakeups per release, and events from other processes."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from labkit.events import Event
+from labkit.history import FAULT_CLIENT, History, HistoryUnreachable, remote_sink
+
+
+def crafted(*rows: tuple) -> History:
+    """Rows of (time, client, kind[, detail])."""
+    return History(Event(row[0], row[1], row[2], row[3] if len(row) > 3 else {}) for row in rows)
+
+
+def test_events_are_ordered_by_time_whatever_the_arrival_order():
+    history = crafted((3.0, "b", "acquired"), (1.0, "a", "requested"), (2.0, "a", "acquired"))
+    assert [event.time for event in history.events()] == [1.0, 2.0, 3.0]
+    assert [event.kind for event in history.events(client="a")] == ["requested", "acquired"]
+    assert [event.client for event in history.events(kind="acquired")] == ["a", "b"]
+
+
+def test_sink_stamps_client_and_rejects_unknown_kinds():
+    history = History()
+    on_event = history.sink("client-1")
+    on_event("acquired", token=7)
+    (event,) = history.events()
+    assert (event.client, event.kind, event.detail) == ("client-1", "acquired", {"token": 7})
+    with pytest.raises(ValueError, match="unknown event kind"):
+        on_event("grabbed")
+
+
+def test_append_is_thread_safe():
+    history = History()
+    sinks = [history.sink(f"client-{index}") for index in range(8)]
+    threads = [threading.Thread(target=lambda s=s: [s("requested") for _ in range(200)]) for s in sinks]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert len(history) == 8 * 200
+    times = [event.time for event in history.events()]
+    assert times == sorted(times)
+
+
+def test_holds_from_acquired_to_released_or_lost():
+    history = crafted(
+        (1.0, "a", "acquired", {"token": 5}), (2.0, "a", "released", {"token": 5}),
+        (2.1, "b", "acquired", {"token": 6}), (3.0, "b", "lost", {"reason": "session expired"}),
+        (3.2, "c", "acquired", {"token": 7}))
+    holds = history.holds()
+    assert [(h.client, h.token, h.start, h.end, h.end_reason) for h in holds] == [
+        ("a", 5, 1.0, 2.0, "released"), ("b", 6, 2.1, 3.0, "lost"), ("c", 7, 3.2, None, "open")]
+    assert holds[1].lost_reason == "session expired"
+    assert history.acquisition_order() == ["a", "b", "c"]
+
+
+def test_wakeups_counts_distinct_waiters_between_release_and_next_acquire():
+    # herd: b, c, d all wake after a's release (c twice: counted once); then c and d after b's
+    history = crafted(
+        (0.0, "a", "acquired"),
+        (0.5, "b", "woke"),  # a parent watch firing when someone joined: not a release's wakeup
+        (1.0, "a", "released"),
+        (1.001, "b", "woke"), (1.002, "c", "woke"), (1.003, "d", "woke"), (1.004, "c", "woke"),
+        (1.01, "b", "acquired"), (2.0, "b", "released"),
+        (2.001, "c", "woke"), (2.002, "d", "woke"), (2.01, "c", "acquired"),
+        (3.0, "c", "released"), (3.001, "d", "woke"), (3.01, "d", "acquired"),
+        (4.0, "d", "released"))  # nobody left to hand off to: not counted
+    assert history.wakeups_per_release() == [3, 2, 1]
+
+
+def test_wakeup_stamped_just_before_the_release_still_counts():
+    # the waiter's notification raced the releaser's reply by 2 ms
+    history = crafted((0.0, "a", "acquired"), (0.998, "b", "woke"), (1.0, "a", "released"),
+                      (1.01, "b", "acquired"))
+    assert history.wakeups_per_release() == [1]
+    assert history.wakeups_per_release(clock_slack=0.0) == [0]
+
+
+def test_lost_hold_hands_off_too_and_releasers_own_wake_is_ignored():
+    history = crafted((0.0, "a", "acquired"), (1.0, "a", "lost"), (1.001, "a", "woke"),
+                      (1.002, "b", "woke"), (1.1, "b", "acquired"))
+    assert history.wakeups_per_release() == [1]
+
+
+def test_record_fault_and_rows():
+    history = crafted((10.0, "a", "acquired", {"token": 3}))
+    fault = history.record_fault("pause", "a", seconds=2)
+    assert fault.client == FAULT_CLIENT and fault.detail == {"what": "pause", "target": "a", "seconds": 2}
+    rows = history.to_rows()
+    assert rows[0] == {"t (s)": 0.0, "client": "a", "kind": "acquired", "detail": "token=3"}
+    assert history.clients() == ["a"]
+
+
+def test_wait_for_times_out_with_a_message():
+    history = History()
+    with pytest.raises(TimeoutError, match="'acquired'"):
+        history.wait_for("acquired", timeout=0.2)
+
+
+REPOSITORY = Path(__file__).resolve().parents[1]  # so that "python -c" imports this labkit
+CHILD = """
+import sys
+from labkit.history import remote_sink
+on_event = remote_sink(sys.argv[1], sys.argv[2])
+for index in range(50):
+    on_event("requested", index=index)
+on_event("acquired", token=index)
+on_event.close()
+"""
+
+
+def test_events_from_other_processes_reach_the_history():
+    with History() as history:
+        address = history.listen()
+        assert address.startswith("127.0.0.1:")
+        children = [subprocess.Popen([sys.executable, "-c", CHILD, address, f"proc-{n}"], cwd=REPOSITORY)
+                    for n in range(2)]
+        try:
+            assert [child.wait(timeout=30) for child in children] == [0, 0]
+        finally:
+            for child in children:
+                child.kill()
+        history.wait_for("acquired", count=2, timeout=10)
+        for name in ("proc-0", "proc-1"):
+            indexes = [event.detail["index"] for event in history.events(client=name, kind="requested")]
+            assert indexes == list(range(50))
+    assert all(not thread.is_alive() for thread in history._threads)
+
+
+def test_remote_sink_to_a_closed_history_says_so():
+    history = History()
+    address = history.listen()
+    history.close()
+    with pytest.raises(HistoryUnreachable, match="no history listening"):
+        remote_sink(address, "late")
+    with pytest.raises(HistoryUnreachable, match="not a history address"):
+        remote_sink("nonsense", "x")
