@@ -1,0 +1,125 @@
+"""The fenced store on a real Redis: it rejects stale tokens itself, atomically."""
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import redis
+
+from labkit.fencing import FencedStore
+
+REPOSITORY = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def redis_client(request):
+    """The session lab's Redis (tests/conftest.py) or, before that exists, our own."""
+    try:
+        lab = request.getfixturevalue("lab")
+    except pytest.FixtureLookupError:
+        lab = None
+    if lab is not None:
+        yield lab.redis.client()
+        return
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                               "--appendonly", "no"], stdout=subprocess.DEVNULL)
+    try:
+        client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=5)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                if time.monotonic() > deadline or server.poll() is not None:
+                    raise
+                time.sleep(0.02)  # poll interval between readiness probes
+        yield client
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+@pytest.fixture
+def store_name():
+    return f"test-store-{uuid.uuid4().hex[:8]}"
+
+
+def test_fenced_store_rejects_a_lower_token(redis_client, store_name):
+    store = FencedStore(redis_client, store_name)
+    try:
+        assert store.write("a", 5, "from a")
+        assert store.write("b", 6, "from b")
+        assert store.write("b", 6, "b again")  # the same hold writes more than once
+        assert not store.write("a", 5, "stale a")
+        assert store.value() == "b again"
+        assert store.highest_token() == 6
+        writes = store.writes()
+        assert [(w.client, w.token, w.accepted) for w in writes] == [
+            ("a", 5, True), ("b", 6, True), ("b", 6, True), ("a", 5, False)]
+        assert writes[3].reason == "token 5 < highest seen 6" and writes[3].highest_before == 6
+        server_seconds, _ = redis_client.time()
+        assert abs(writes[0].time - server_seconds) < 60  # the server's clock, in seconds
+        assert [w.time for w in writes] == sorted(w.time for w in writes)
+    finally:
+        store.reset()
+
+
+def test_unfenced_store_accepts_the_stale_write(redis_client, store_name):
+    store = FencedStore(redis_client, store_name, fenced=False)
+    try:
+        assert store.write("a", 5, "from a")
+        assert store.write("b", 6, "from b")
+        assert store.write("a", 5, "stale a")
+        assert store.value() == "stale a"
+        assert all(w.accepted and not w.fenced for w in store.writes())
+    finally:
+        store.reset()
+
+
+def test_fenced_store_refuses_a_write_without_token(redis_client, store_name):
+    store = FencedStore(redis_client, store_name)
+    try:
+        assert not store.write("redis-holder", None, "x")
+        assert store.writes()[0].reason == "no fencing token"
+        assert FencedStore(redis_client, store_name, fenced=False).write("redis-holder", None, "x")
+        with pytest.raises(ValueError, match="integer"):
+            store.write("a", "7", "x")
+    finally:
+        store.reset()
+    assert store.writes() == [] and store.value() is None
+
+
+WRITER = """
+import sys, redis
+from labkit.fencing import FencedStore
+store = FencedStore(redis.Redis(host="127.0.0.1", port=int(sys.argv[1])), sys.argv[2])
+for token in range(int(sys.argv[3]), 200, 2):
+    store.write(sys.argv[4], token, f"{sys.argv[4]}:{token}")
+"""
+
+
+def test_writers_in_several_processes_never_make_the_token_go_backwards(redis_client, store_name):
+    port = redis_client.connection_pool.connection_kwargs["port"]
+    writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(port), store_name, str(first), f"p{first}"],
+                                cwd=REPOSITORY) for first in (0, 1)]
+    store = FencedStore(redis_client, store_name)
+    try:
+        assert [writer.wait(timeout=60) for writer in writers] == [0, 0]
+        writes = store.writes()
+        assert len(writes) == 200
+        accepted_tokens = [w.token for w in writes if w.accepted]
+        assert accepted_tokens == sorted(accepted_tokens)
+        assert all(w.token < w.highest_before for w in writes if not w.accepted)
+    finally:
+        for writer in writers:
+            writer.kill()
+        store.reset()
