@@ -1,0 +1,20 @@
+"""Is a Docker engine there? Asked quickly, answered in words."""
+from __future__ import annotations
+
+
+def engine_problem(timeout: float = 3.0) -> str | None:
+    """None when an engine answers a ping; otherwise why not, in one sentence."""
+    try:
+        import docker
+    except ImportError:
+        return "the Docker SDK for Python is not installed (pip install docker)"
+    try:
+        client = docker.from_env(timeout=timeout)
+        try:
+            client.ping()
+        finally:
+            client.close()
+    except Exception as exc:  # the SDK raises several unrelated types for "no engine"
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return f"no Docker engine answers ({reason[:160]})"
+    return None

@@ -1,0 +1,119 @@
+"""etcd members: their flags, the /health probe and the leader seen by each member.
+
+Raft timing is scaled down (heartbeat 50 ms, election timeout 500 ms) so that a lesson
+sees a new leader within a second of killing the old one.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import urllib.request
+
+from labkit.errors import NoLeader
+from labkit.servers.node import HOST, Node
+
+
+def etcd_argv(etcd: str, name: str, data_dir: str, client_port: int, peer_port: int,
+              initial_cluster: str, token: str) -> list[str]:
+    return [etcd, "--name", name, "--data-dir", data_dir,
+            "--listen-client-urls", f"http://{HOST}:{client_port}",
+            "--advertise-client-urls", f"http://{HOST}:{client_port}",
+            "--listen-peer-urls", f"http://{HOST}:{peer_port}",
+            "--initial-advertise-peer-urls", f"http://{HOST}:{peer_port}",
+            "--initial-cluster", initial_cluster, "--initial-cluster-state", "new",
+            "--initial-cluster-token", token,
+            "--heartbeat-interval", "50", "--election-timeout", "500",
+            "--logger", "zap", "--log-level", "warn"]
+
+
+def _post_json(url: str, body: dict, timeout: float) -> dict:
+    request = urllib.request.Request(url, data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=timeout) as reply:
+        return json.loads(reply.read())
+
+
+class EtcdNode(Node):
+    kind = "etcd"
+    start_timeout = 30.0
+    start_hint = "check the ports are free and `etcd --version` runs; `labkit doctor` helps"
+
+    def status(self, timeout: float = 1.0) -> dict:
+        """The member's own view (gRPC gateway /v3/maintenance/status): member id, leader id,
+        raft term and index."""
+        return _post_json(f"http://{self.endpoint}/v3/maintenance/status", {}, timeout)
+
+    def read_role(self) -> str:
+        status = self.status()
+        leader = status.get("leader")
+        if not leader or leader == "0":
+            return "candidate"
+        return "leader" if leader == status["header"]["member_id"] else "follower"
+
+    def is_ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://{self.endpoint}/health", timeout=1.0) as reply:
+                return json.loads(reply.read()).get("health") == "true"
+        except (OSError, ValueError):
+            return False
+
+    def metrics(self) -> str:
+        """The Prometheus text of /metrics (etcd_server_*, etcd_debugging_* ...)."""
+        with urllib.request.urlopen(f"http://{self.endpoint}/metrics", timeout=2.0) as reply:
+            return reply.read().decode()
+
+
+class EtcdService:
+    name = "etcd"
+
+    def __init__(self, nodes: list[EtcdNode], etcdctl: str | None = None):
+        self.nodes = nodes
+        self.etcdctl_path = etcdctl
+
+    @property
+    def endpoints(self) -> list[str]:
+        return [node.endpoint for node in self.nodes]
+
+    def leader(self) -> EtcdNode:
+        for node in self.nodes:
+            if node.role == "leader":
+                return node
+        raise NoLeader("the etcd cluster has no leader right now",
+                       "a majority of members must be running; use wait_for_leader(timeout) after a crash")
+
+    def wait_for_leader(self, timeout: float = 15.0) -> EtcdNode:
+        deadline = time.monotonic() + timeout
+        while True:
+            roles = {node.name: node.role for node in self.nodes}
+            leaders = [n for n in self.nodes if roles[n.name] == "leader"]
+            if len(leaders) == 1 and leaders[0].is_ready():
+                return leaders[0]
+            if time.monotonic() > deadline:
+                raise NoLeader(f"no etcd leader within {timeout:.0f} s (roles now: {roles})",
+                               "a majority of members must be running; restart stopped members")
+            time.sleep(0.05)
+
+    def client(self, node: EtcdNode | None = None, **kwargs):
+        """An etcd3 client on one member (the first running one unless named)."""
+        import etcd3
+
+        node = node or next(n for n in self.nodes if n.state == "running")
+        return etcd3.client(host=node.host, port=node.port, **kwargs)
+
+    def etcdctl(self, *args: str, timeout: float = 30.0, check: bool = True, **kwargs) -> subprocess.CompletedProcess:
+        """Run etcdctl (API v3) against this cluster's endpoints."""
+        from labkit.servers.discovery import find_etcdctl
+
+        argv = [self.etcdctl_path or find_etcdctl(), "--endpoints", ",".join(self.endpoints), *args]
+        env = dict(os.environ, ETCDCTL_API="3")
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env,
+                              check=check, **kwargs)
+
+    def describe(self) -> dict:
+        return {"endpoints": self.endpoints, "nodes": [n.describe() for n in self.nodes]}
+
+    def is_ready(self) -> bool:
+        roles = [n.role for n in self.nodes]
+        return roles.count("leader") == 1 and all(n.is_ready() for n in self.nodes)

@@ -1,0 +1,378 @@
+"""The Lab: start real clusters, find them again, stop them without a trace."""
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+from labkit.errors import InvalidClusterSize, LabError, NoLabRunning, UnknownNode
+from labkit.servers import discovery, state as lab_state
+from labkit.servers.etcd import EtcdNode, EtcdService, etcd_argv
+from labkit.servers.process import LocalProcess, process_start_time
+from labkit.servers.redis import RedisNode, RedisService, redis_argv
+from labkit.servers.zookeeper import ZooKeeperNode, ZooKeeperService, zookeeper_argv, zookeeper_config
+
+NODE_CLASSES = {"zookeeper": ZooKeeperNode, "etcd": EtcdNode, "redis": RedisNode}
+ENSEMBLE_SIZES = (0, 1, 3, 5)
+
+
+def check_ensemble_size(service: str, size: int) -> None:
+    if size in ENSEMBLE_SIZES:
+        return
+    if size > 0 and size % 2 == 0:
+        raise InvalidClusterSize(
+            f"{service}={size}: an even ensemble is refused. A quorum is a majority, so {size} nodes "
+            f"tolerate no more failures than {size - 1} do, while giving one more node to wait for",
+            f"use {size - 1} or {size + 1}")
+    raise InvalidClusterSize(f"{service}={size}: labkit runs ensembles of 1, 3 or 5 nodes (or 0 for none)",
+                             "use 1 for a quick lab, 3 to see a leader fail over")
+
+
+class Lab:
+    """Handle on a running lab. A context manager: leaving the block stops what it started.
+
+    ``lab.zookeeper``, ``lab.etcd``, ``lab.redis`` are None when that service was not asked for.
+    """
+
+    def __init__(self, lab_id: str, run_dir: Path, backend: str, owned: bool, detached: bool):
+        self.id = lab_id
+        self.run_dir = run_dir
+        self.backend = backend
+        self.owned = owned          # this process started it and will stop it
+        self.detached = detached    # started by `labkit up`: outlives its command
+        self.zookeeper: ZooKeeperService | None = None
+        self.etcd: EtcdService | None = None
+        self.redis: RedisService | None = None
+        self.started_in: float | None = None
+        self._down = False
+
+    # -- nodes ------------------------------------------------------------------
+    @property
+    def services(self) -> list:
+        return [s for s in (self.zookeeper, self.etcd, self.redis) if s is not None]
+
+    @property
+    def nodes(self) -> list:
+        return [node for service in self.services for node in service.nodes]
+
+    def node(self, name: str):
+        for node in self.nodes:
+            if node.name == name:
+                return node
+        known = ", ".join(n.name for n in self.nodes) or "none"
+        raise UnknownNode(f"no node named {name!r} in this lab (its nodes: {known})",
+                          "use one of those names, e.g. lab.node('zk1')")
+
+    def status(self) -> dict:
+        """The shape printed by `labkit status --json`, read live from the servers."""
+        services = {service.name: service.describe() for service in self.services}
+        return {"backend": self.backend, "id": self.id, "services": services}
+
+    # -- lifetime ---------------------------------------------------------------
+    def down(self) -> None:
+        """Stop every node and remove the run folder. Safe to call twice."""
+        if self._down:
+            return
+        self._down = True
+        for node in self.nodes:
+            try:
+                node.runner.kill()
+            except Exception:  # keep stopping the others; the reaper will retry the rest
+                pass
+        state = lab_state.read_state(self.run_dir)
+        if state is not None:
+            lab_state.stop_recorded_nodes(state, self.run_dir)
+        lab_state.remove_lab(self.run_dir)
+        _LIVE_LABS.discard(self)
+
+    def __enter__(self) -> "Lab":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.owned:
+            self.down()
+
+    def __repr__(self) -> str:
+        sizes = ", ".join(f"{s.name}={len(s.nodes)}" for s in self.services)
+        return f"<Lab {self.id} {self.backend} {sizes}{' down' if self._down else ''}>"
+
+    def save_state(self) -> None:
+        lab_state.write_state(self.run_dir, {
+            "id": self.id, "backend": self.backend, "detached": self.detached,
+            "owner_pid": None if self.detached else os.getpid(),
+            "owner_start_time": None if self.detached else process_start_time(os.getpid()),
+            "created": time.time(),
+            "nodes": [node.to_state() for node in self.nodes],
+        })
+
+
+_LIVE_LABS: set[Lab] = set()
+
+
+@atexit.register
+def _stop_owned_labs() -> None:
+    for lab in list(_LIVE_LABS):
+        if lab.owned and not lab.detached:
+            lab.down()
+
+
+def _make_runner(backend: str, lab_id: str, name: str, argv: list[str], log_path: str, cwd: str):
+    if backend == "docker":
+        from labkit.servers.docker_backend import DockerContainer
+
+        return DockerContainer(argv, log_path, cwd, lab_id=lab_id, name=name)
+    return LocalProcess(argv, log_path, cwd)
+
+
+def choose_backend(backend: str | None, say=print) -> str:
+    backend = (backend or os.environ.get("LABKIT_BACKEND") or "auto").lower()
+    if backend not in ("auto", "local", "docker"):
+        raise LabError(f"unknown backend {backend!r}", "use LABKIT_BACKEND=auto, local or docker")
+    if backend == "auto":
+        from labkit.servers.docker_engine import engine_problem
+
+        problem = engine_problem(timeout=1.5)
+        if problem is None and _docker_backend_available():
+            say("backend: docker (a Docker engine answers)")
+            return "docker"
+        say(f"backend: local processes ({problem or 'the Docker backend is not installed'})")
+        return "local"
+    if backend == "docker":
+        from labkit.errors import DockerUnavailable
+        from labkit.servers.docker_engine import engine_problem
+
+        problem = engine_problem()
+        if problem or not _docker_backend_available():
+            raise DockerUnavailable(f"LABKIT_BACKEND=docker but {problem or 'the Docker backend is missing'}",
+                                    "start Docker (Debian: dockerd &, macOS: Docker Desktop) or use LABKIT_BACKEND=local")
+    return backend
+
+
+def _docker_backend_available() -> bool:
+    try:
+        import labkit.servers.docker_backend  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = False,
+       backend: str | None = None, base_port: int | None = None, quiet: bool = False,
+       detached: bool = False, timeout: float | None = None) -> Lab:
+    """Start a lab of real servers and wait until every node answers.
+
+    zookeeper / etcd: ensemble sizes (0, 1, 3 or 5). redis: a primary; replica: plus an
+    asynchronous replica. base_port: use consecutive ports from there instead of free ones
+    chosen by the kernel. Prints a line per node as it becomes ready unless ``quiet``.
+
+    Raises InvalidClusterSize, ServerNotFound (before starting anything), PortBusy,
+    NodeStartError (with the node's last log lines; everything already started is stopped).
+    """
+    say = (lambda *a, **k: None) if quiet else (lambda *a, **k: print(*a, **k, flush=True))
+    check_ensemble_size("zookeeper", zookeeper)
+    check_ensemble_size("etcd", etcd)
+    if replica and not redis:
+        raise InvalidClusterSize("replica=True needs redis=True", "a replica replicates a primary")
+    backend = choose_backend(backend, say)
+    binaries = _find_binaries(zookeeper, etcd, redis, backend)
+    lab_state.reap_orphans(log=say)
+
+    redis_count = (1 + int(replica)) if redis else 0
+    port_count = 3 * zookeeper + 2 * etcd + redis_count
+    if base_port is not None:
+        ports = list(range(base_port, base_port + port_count))
+    else:
+        ports = lab_state.free_ports(port_count)
+    lab_id = time.strftime("%H%M%S-") + uuid.uuid4().hex[:6]
+    run_dir = lab_state.labs_dir() / lab_id
+    run_dir.mkdir(parents=True)
+    lab = Lab(lab_id, run_dir, backend, owned=True, detached=detached)
+    try:
+        _build_nodes(lab, binaries, ports, zookeeper, etcd, redis_count)
+        for node, port_use in _port_uses(lab):
+            lab_state.check_port_free(port_use[0], f"{node.name} ({port_use[1]})")
+        lab.save_state()
+        _LIVE_LABS.add(lab)
+        began = time.monotonic()
+        what = ", ".join(f"{s.name} x{len(s.nodes)}" for s in lab.services)
+        say(f"starting {what} on 127.0.0.1 ({backend}) ...")
+        for node in lab.nodes:
+            node.start()
+        lab.save_state()
+        _wait_all_ready(lab, say, timeout)
+        lab.started_in = time.monotonic() - began
+        say(f"lab {lab.id} ready in {lab.started_in:.1f} s")
+    except BaseException:
+        lab.down()
+        raise
+    return lab
+
+
+def _find_binaries(zookeeper: int, etcd: int, redis: bool, backend: str) -> dict:
+    if backend == "docker":
+        from labkit.servers.docker_backend import image_binaries
+
+        return image_binaries()
+    found = {}
+    if zookeeper:
+        found["java"] = discovery.find_java()
+        found["zookeeper"] = discovery.find_zookeeper()
+    if etcd:
+        found["etcd"] = discovery.find_etcd()
+        found["etcdctl"] = discovery.find_etcdctl()
+    if redis:
+        found["redis"] = discovery.find_redis()
+    return found
+
+
+def _build_nodes(lab: Lab, binaries: dict, ports: list[int], zookeeper: int, etcd: int, redis_count: int) -> None:
+    take = iter(ports)
+    if zookeeper:
+        triples = [(i + 1, next(take), next(take), next(take)) for i in range(zookeeper)]
+        peers = [(myid, quorum, election) for myid, _, quorum, election in triples]
+        nodes = []
+        for myid, client_port, quorum, election in triples:
+            name = f"zk{myid}"
+            data_dir = lab.run_dir / name
+            data_dir.mkdir()
+            (data_dir / "myid").write_text(f"{myid}\n")
+            config = data_dir / "zoo.cfg"
+            config.write_text(zookeeper_config(str(data_dir), client_port, peers))
+            argv = zookeeper_argv(binaries["java"], binaries["zookeeper"], str(config))
+            runner = _make_runner(lab.backend, lab.id, name, argv, str(lab.run_dir / f"{name}.log"), str(data_dir))
+            nodes.append(ZooKeeperNode(name, client_port, runner, str(data_dir),
+                                       {"client": client_port, "quorum": quorum, "election": election}))
+        lab.zookeeper = ZooKeeperService(nodes)
+    if etcd:
+        pairs = [(f"etcd{i + 1}", next(take), next(take)) for i in range(etcd)]
+        initial_cluster = ",".join(f"{name}=http://127.0.0.1:{peer}" for name, _, peer in pairs)
+        nodes = []
+        for name, client_port, peer_port in pairs:
+            data_dir = lab.run_dir / name
+            argv = etcd_argv(binaries["etcd"], name, str(data_dir), client_port, peer_port,
+                             initial_cluster, f"labkit-{lab.id}")
+            runner = _make_runner(lab.backend, lab.id, name, argv, str(lab.run_dir / f"{name}.log"), str(lab.run_dir))
+            nodes.append(EtcdNode(name, client_port, runner, str(data_dir),
+                                  {"client": client_port, "peer": peer_port}))
+        lab.etcd = EtcdService(nodes, binaries.get("etcdctl"))
+    if redis_count:
+        nodes = []
+        primary_port = None
+        for i in range(redis_count):
+            name = f"redis{i + 1}"
+            port = next(take)
+            data_dir = lab.run_dir / name
+            data_dir.mkdir()
+            argv = redis_argv(binaries["redis"], port, str(data_dir), replica_of=primary_port)
+            primary_port = primary_port or port
+            runner = _make_runner(lab.backend, lab.id, name, argv, str(lab.run_dir / f"{name}.log"), str(data_dir))
+            nodes.append(RedisNode(name, port, runner, str(data_dir)))
+        lab.redis = RedisService(nodes)
+
+
+def _port_uses(lab: Lab):
+    for node in lab.nodes:
+        for use, port in node.ports.items():
+            yield node, (port, use)
+
+
+def _wait_all_ready(lab: Lab, say, timeout: float | None) -> None:
+    """Probe every node in parallel; print a line per node as it answers."""
+    errors: list[BaseException] = []
+
+    def wait(node):
+        try:
+            seconds = node.wait_ready(timeout)
+            say(f"  {node.name:<7} {node.endpoint:<16} ready in {seconds:4.1f} s")
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=wait, args=(node,), daemon=True) for node in lab.nodes]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    if lab.zookeeper and len(lab.zookeeper.nodes) > 1:
+        leader = lab.zookeeper.wait_for_leader(timeout or 30)
+        say(f"  zookeeper leader: {leader.name}")
+    if lab.etcd and len(lab.etcd.nodes) > 1:
+        leader = lab.etcd.wait_for_leader(timeout or 30)
+        say(f"  etcd leader: {leader.name}")
+    if lab.redis and lab.redis.replica is not None:
+        lab.redis.wait_replica_in_sync(timeout or 15)
+
+
+def attach(lab_id: str | None = None) -> Lab:
+    """The lab started by `labkit up` (or the one with this id), without starting anything.
+    Leaving its context manager does not stop it: `labkit down` does."""
+    lab_state.reap_orphans(log=None)
+    if lab_id is None:
+        try:
+            lab_id = lab_state.current_file().read_text().strip()
+        except OSError:
+            raise NoLabRunning("no lab started by `labkit up` is running",
+                               "run `labkit up` in a terminal, or start one here with labkit.up()") from None
+    run_dir = lab_state.labs_dir() / lab_id
+    data = lab_state.read_state(run_dir)
+    if data is None:
+        raise NoLabRunning(f"lab {lab_id} is not running (no state in {run_dir})", "run `labkit up`")
+    lab = Lab(data["id"], run_dir, data["backend"], owned=False, detached=data.get("detached", False))
+    by_kind: dict[str, list] = {}
+    for node_data in data["nodes"]:
+        runner_data = node_data["runner"]
+        if runner_data["backend"] == "docker":
+            from labkit.servers.docker_backend import DockerContainer
+
+            runner = DockerContainer.from_state(runner_data)
+        else:
+            runner = LocalProcess.from_state(runner_data)
+        cls = NODE_CLASSES[node_data["kind"]]
+        by_kind.setdefault(node_data["kind"], []).append(
+            cls(node_data["name"], node_data["port"], runner, node_data["data_dir"], node_data.get("ports")))
+    if "zookeeper" in by_kind:
+        lab.zookeeper = ZooKeeperService(by_kind["zookeeper"])
+    if "etcd" in by_kind:
+        lab.etcd = EtcdService(by_kind["etcd"])
+    if "redis" in by_kind:
+        lab.redis = RedisService(by_kind["redis"])
+    return lab
+
+
+def attach_or_up(**sizes) -> Lab:
+    """Attach to the `labkit up` lab if it has at least the requested services, else start
+    a lab owned by this process. Notebooks that break servers should call ``up`` instead."""
+    try:
+        lab = attach()
+    except NoLabRunning:
+        return up(**sizes)
+    want_zk, want_etcd = sizes.get("zookeeper", 1), sizes.get("etcd", 1)
+    want_redis, want_replica = sizes.get("redis", True), sizes.get("replica", False)
+    have = lambda s: len(s.nodes) if s else 0  # noqa: E731
+    if (have(lab.zookeeper) >= want_zk and have(lab.etcd) >= want_etcd
+            and have(lab.redis) >= (1 + int(want_replica)) * int(bool(want_redis))
+            and all(n.state == "running" for n in lab.nodes)):
+        return lab
+    return up(**sizes)
+
+
+def down_all(say=print) -> list[str]:
+    """Stop the `labkit up` lab and every orphan. Labs owned by live processes are left alone."""
+    stopped = lab_state.reap_orphans(log=say)
+    for run_dir in sorted(lab_state.labs_dir().iterdir()):
+        data = lab_state.read_state(run_dir)
+        if data and data.get("detached"):
+            names = lab_state.stop_recorded_nodes(data, run_dir)
+            lab_state.remove_lab(run_dir)
+            stopped.append(data["id"])
+            say(f"stopped lab {data['id']}: {', '.join(names) or 'nothing was running'}")
+    return stopped
+
+
+if sys.platform == "win32":  # pragma: no cover
+    raise ImportError("labkit's local backend needs a POSIX system (Linux or macOS); on Windows use WSL or Docker")

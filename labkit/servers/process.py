@@ -1,0 +1,143 @@
+"""A server node run as a local process: start, SIGKILL, SIGTERM, SIGSTOP/SIGCONT.
+
+Processes start in their own session so that a Ctrl-C in a notebook or terminal does
+not reach them; the lab's state file records each pid with its start time, so that a
+reaper can tell our process from an unrelated one that reused the pid.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+
+def process_start_time(pid: int) -> str | None:
+    """The kernel's start time of a pid (Linux), to detect pid reuse; None if gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            return None
+        return "unknown"
+
+
+def process_state(pid: int) -> str:
+    """'running', 'paused' (SIGSTOPped) or 'stopped' (gone or a zombie)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            code = stat.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            return "stopped"
+        return "running"
+    if code in ("Z", "X"):
+        return "stopped"
+    return "paused" if code in ("T", "t") else "running"
+
+
+def process_cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            return cmdline.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+class LocalProcess:
+    """Runs one argv with its output appended to a log file."""
+
+    backend = "local"
+
+    def __init__(self, argv: list[str], log_path: str, cwd: str, env: dict | None = None,
+                 pid: int | None = None, start_time: str | None = None):
+        self.argv = argv
+        self.log_path = log_path
+        self.cwd = cwd
+        self.env = env or {}
+        self.pid = pid
+        self.start_time = start_time
+        self._popen: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        env = dict(os.environ, **self.env)
+        with open(self.log_path, "ab") as log:
+            log.write(f"\n--- labkit start {time.strftime('%H:%M:%S')}: {' '.join(self.argv)}\n".encode())
+            log.flush()
+            try:
+                self._popen = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT,
+                                               stdin=subprocess.DEVNULL, cwd=self.cwd, env=env,
+                                               start_new_session=True)
+            except OSError as exc:
+                raise OSError(f"could not run {self.argv[0]}: {exc}") from exc
+        self.pid = self._popen.pid
+        self.start_time = process_start_time(self.pid)
+
+    def _ours(self) -> bool:
+        return self.pid is not None and process_start_time(self.pid) == self.start_time
+
+    def state(self) -> str:
+        if self._popen is not None and self._popen.poll() is not None:
+            return "stopped"
+        if not self._ours():
+            return "stopped"
+        return process_state(self.pid)
+
+    def exit_code(self) -> int | None:
+        return self._popen.poll() if self._popen is not None else None
+
+    def signal(self, signum: int) -> None:
+        if self.state() != "stopped":
+            try:
+                os.kill(self.pid, signum)
+            except ProcessLookupError:
+                pass
+
+    def kill(self) -> None:
+        self.signal(signal.SIGKILL)
+        self._reap(5.0)
+
+    def terminate(self, grace: float = 10.0) -> None:
+        """SIGTERM (after SIGCONT, since a stopped process cannot act on it), then SIGKILL."""
+        if self.state() == "stopped":
+            self._reap(0.1)
+            return
+        self.signal(signal.SIGCONT)
+        self.signal(signal.SIGTERM)
+        if not self._reap(grace):
+            self.kill()
+
+    def pause(self) -> None:
+        self.signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self.signal(signal.SIGCONT)
+
+    def _reap(self, timeout: float) -> bool:
+        """Wait until the process is gone; True if it went within the timeout."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._popen is not None:
+                try:
+                    self._popen.wait(timeout=0.05)
+                    return True
+                except subprocess.TimeoutExpired:
+                    continue
+            if self.state() == "stopped":
+                return True
+            time.sleep(0.02)
+        return False
+
+    def to_state(self) -> dict:
+        return {"backend": "local", "argv": self.argv, "log_path": self.log_path, "cwd": self.cwd,
+                "env": self.env, "pid": self.pid, "start_time": self.start_time}
+
+    @classmethod
+    def from_state(cls, data: dict) -> "LocalProcess":
+        return cls(data["argv"], data["log_path"], data["cwd"], data.get("env"),
+                   data.get("pid"), data.get("start_time"))

@@ -1,0 +1,125 @@
+"""Redis: a primary and, optionally, an asynchronous replica.
+
+No persistence by default (`--save ''`, no AOF), so a crash loses everything since the
+last explicit SAVE — which is exactly what the lessons on vanishing and resurrected
+locks need. Failover is manual (`promote`), so a lesson decides when it happens.
+"""
+from __future__ import annotations
+
+import socket
+
+from labkit.errors import UnknownNode
+from labkit.servers.node import HOST, Node
+
+
+def redis_argv(redis_server: str, port: int, data_dir: str, replica_of: int | None = None) -> list[str]:
+    argv = [redis_server, "--port", str(port), "--bind", HOST, "--protected-mode", "yes",
+            "--save", "", "--appendonly", "no", "--dir", data_dir, "--daemonize", "no",
+            "--loglevel", "notice"]
+    if replica_of is not None:
+        argv += ["--replicaof", HOST, str(replica_of)]
+    return argv
+
+
+def _command(host: str, port: int, *words: str, timeout: float = 1.0) -> bytes:
+    """One RESP command on a fresh connection; enough for probes without a client library."""
+    payload = f"*{len(words)}\r\n".encode() + b"".join(
+        f"${len(w.encode())}\r\n".encode() + w.encode() + b"\r\n" for w in words)
+    with socket.create_connection((host, port), timeout=timeout) as conn:
+        conn.sendall(payload)
+        reply = b""
+        while not reply.endswith(b"\r\n") or (reply.startswith(b"$") and reply.count(b"\r\n") < 2):
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            reply += chunk
+    return reply
+
+
+class RedisNode(Node):
+    kind = "redis"
+    start_timeout = 15.0
+    start_hint = "check that `redis-server --version` runs and the port is free"
+
+    def read_role(self) -> str:
+        info = _command(self.host, self.port, "INFO", "replication").decode(errors="replace")
+        for line in info.splitlines():
+            if line.startswith("role:"):
+                return "primary" if line.split(":", 1)[1].strip() == "master" else "replica"
+        return "unreachable"
+
+    def is_ready(self) -> bool:
+        try:
+            return _command(self.host, self.port, "PING", timeout=0.5).startswith(b"+PONG")
+        except OSError:
+            return False
+
+    def client(self, **kwargs):
+        import redis
+
+        kwargs.setdefault("socket_timeout", 5.0)
+        return redis.Redis(host=self.host, port=self.port, **kwargs)
+
+
+class RedisService:
+    name = "redis"
+
+    def __init__(self, nodes: list[RedisNode]):
+        self.nodes = nodes
+
+    @property
+    def primary(self) -> RedisNode:
+        """The node that was started (or last promoted) as primary."""
+        return self.nodes[self._primary_index]
+
+    _primary_index = 0
+
+    @property
+    def replica(self) -> RedisNode | None:
+        others = [n for i, n in enumerate(self.nodes) if i != self._primary_index]
+        return others[0] if others else None
+
+    @property
+    def host(self) -> str:
+        return self.primary.host
+
+    @property
+    def port(self) -> int:
+        return self.primary.port
+
+    def client(self, node: RedisNode | None = None, **kwargs):
+        """A redis-py client on the primary (or the given node)."""
+        return (node or self.primary).client(**kwargs)
+
+    def promote(self, node: RedisNode | None = None) -> RedisNode:
+        """Manual failover: REPLICAOF NO ONE on the replica, which becomes the primary.
+        Whatever the old primary had not shipped yet is not there: replication is asynchronous."""
+        node = node or self.replica
+        if node is None or node not in self.nodes:
+            raise UnknownNode("there is no replica to promote", "start the lab with redis replica=True")
+        node.client().execute_command("REPLICAOF", "NO", "ONE")
+        self._primary_index = self.nodes.index(node)
+        return node
+
+    def wait_replica_in_sync(self, timeout: float = 15.0) -> None:
+        """Wait until the replica reports its link to the primary up (the initial sync done)."""
+        import time
+
+        from labkit.errors import NodeStartError
+
+        replica = self.replica
+        deadline = time.monotonic() + timeout
+        while replica is not None:
+            info = _command(replica.host, replica.port, "INFO", "replication").decode(errors="replace")
+            if "master_link_status:up" in info:
+                return
+            if time.monotonic() > deadline:
+                raise NodeStartError(f"redis replica {replica.name} did not sync with the primary within "
+                                     f"{timeout:.0f} s", "look at both nodes' logs", replica.log_tail())
+            time.sleep(0.05)
+
+    def describe(self) -> dict:
+        return {"nodes": [n.describe() for n in self.nodes]}
+
+    def is_ready(self) -> bool:
+        return all(n.is_ready() for n in self.nodes)

@@ -1,0 +1,159 @@
+"""Where labs live on disk, free ports, and the reaper of labs whose owner died.
+
+Each lab has a run folder ``$LABKIT_HOME/labs/<id>/`` with its data, logs and
+``lab.json``: the owner's pid (None for a lab started by ``labkit up``, which outlives
+the command), and for every node how to find it again (pid + start time, or container
+id). A lab whose owner is gone is an orphan: the next ``up`` or ``down`` stops its
+servers and removes its folder.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import time
+from pathlib import Path
+
+from labkit.errors import PortBusy
+from labkit.servers.process import process_cmdline, process_start_time
+
+
+def labkit_home() -> Path:
+    home = os.environ.get("LABKIT_HOME")
+    if home:
+        return Path(home)
+    state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(state) / "labkit"
+
+
+def labs_dir() -> Path:
+    path = labkit_home() / "labs"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def current_file() -> Path:
+    return labkit_home() / "current"
+
+
+def free_ports(count: int) -> list[int]:
+    """Ports the kernel says are free on 127.0.0.1 right now, all distinct."""
+    sockets, ports = [], []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind(("127.0.0.1", 0))
+            sockets.append(sock)
+            ports.append(sock.getsockname()[1])
+    finally:
+        for sock in sockets:
+            sock.close()
+    return ports
+
+
+def check_port_free(port: int, what: str) -> None:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.bind(("127.0.0.1", port))
+    except OSError as exc:
+        raise PortBusy(f"port {port} on 127.0.0.1, needed for {what}, is already in use ({exc.strerror})",
+                       f"stop whatever listens there (`ss -ltnp 'sport = :{port}'` shows it), "
+                       "or choose another base port, or leave the ports to labkit (the default)") from None
+    finally:
+        sock.close()
+
+
+def write_state(run_dir: Path, state: dict) -> None:
+    tmp = run_dir / "lab.json.tmp"
+    tmp.write_text(json.dumps(state, indent=1))
+    os.replace(tmp, run_dir / "lab.json")
+
+
+def read_state(run_dir: Path) -> dict | None:
+    try:
+        return json.loads((run_dir / "lab.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def owner_alive(state: dict) -> bool:
+    """True for a detached lab (no owner) and for a lab whose owner process still runs."""
+    pid = state.get("owner_pid")
+    if pid is None:
+        return True
+    return process_start_time(pid) == state.get("owner_start_time")
+
+
+def stop_recorded_nodes(state: dict, run_dir: Path) -> list[str]:
+    """Stop every node the state file lists, trusting a pid only if its command line
+    still mentions this lab's run folder (pids get reused)."""
+    stopped = []
+    for node in state.get("nodes", []):
+        runner = node.get("runner", {})
+        if runner.get("backend") == "local" and runner.get("pid"):
+            pid = runner["pid"]
+            if str(run_dir) in process_cmdline(pid) and process_start_time(pid) == runner.get("start_time"):
+                for signum in (signal.SIGCONT, signal.SIGKILL):
+                    try:
+                        os.kill(pid, signum)
+                    except ProcessLookupError:
+                        break
+                _wait_gone(pid)
+                stopped.append(node["name"])
+    if state.get("backend") == "docker":
+        from labkit.servers.docker_backend import remove_lab_containers
+
+        stopped += remove_lab_containers(state["id"])
+    return stopped
+
+
+def _wait_gone(pid: int, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)  # our own child: reap the zombie
+            if done:
+                return
+        except ChildProcessError:
+            pass
+        if process_start_time(pid) is None:
+            return
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                if stat.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return
+        except OSError:
+            return
+        time.sleep(0.02)
+
+
+def remove_lab(run_dir: Path) -> None:
+    shutil.rmtree(run_dir, ignore_errors=True)
+    try:
+        if current_file().read_text().strip() == run_dir.name:
+            current_file().unlink()
+    except OSError:
+        pass
+
+
+def reap_orphans(log=print) -> list[str]:
+    """Stop and remove every lab whose owner died. Returns the ids reaped."""
+    reaped = []
+    for run_dir in sorted(labs_dir().iterdir()):
+        state = read_state(run_dir)
+        if state is None:
+            # a folder without a readable state: a start that died very early
+            if time.time() - run_dir.stat().st_mtime > 60:
+                shutil.rmtree(run_dir, ignore_errors=True)
+            continue
+        if owner_alive(state):
+            continue
+        stopped = stop_recorded_nodes(state, run_dir)
+        remove_lab(run_dir)
+        reaped.append(state["id"])
+        if log:
+            log(f"reaped lab {state['id']} (its owner, pid {state.get('owner_pid')}, is gone): "
+                f"stopped {', '.join(stopped) or 'nothing still running'}")
+    return reaped

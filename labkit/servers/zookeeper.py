@@ -1,0 +1,151 @@
+"""ZooKeeper nodes: the config each one gets, the four-letter words that probe it, and the
+ensemble's leader.
+
+Timing is scaled down for lessons: tickTime 200 ms, so sessions can time out in under a
+second (minSessionTimeout = 2 ticks) and an ensemble elects a leader in a few seconds.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import time
+
+from labkit.errors import NoLeader
+from labkit.servers.discovery import ZooKeeperInstall
+from labkit.servers.node import HOST, Node
+
+TICK_MS = 200
+
+
+def four_letter(host: str, port: int, word: str, timeout: float = 2.0) -> str:
+    """Send a four-letter word (srvr, mntr, wchc, ruok, ...) and return the reply text."""
+    with socket.create_connection((host, port), timeout=timeout) as conn:
+        conn.sendall(word.encode())
+        chunks = []
+        while True:
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    return b"".join(chunks).decode(errors="replace")
+
+
+def zookeeper_config(data_dir: str, client_port: int, peers: list[tuple[int, int, int]]) -> str:
+    """peers: (myid, quorum port, election port) for every member; one member → standalone."""
+    lines = [
+        f"tickTime={TICK_MS}",
+        "initLimit=25",
+        "syncLimit=10",
+        f"dataDir={data_dir}",
+        f"clientPort={client_port}",
+        f"clientPortAddress={HOST}",
+        "admin.enableServer=false",
+        "4lw.commands.whitelist=*",
+        f"minSessionTimeout={2 * TICK_MS}",
+        "maxSessionTimeout=60000",
+        "preAllocSize=4096",  # KB: 64 MB preallocated logs per node would be silly here
+        "reconfigEnabled=false",
+        "standaloneEnabled=true",
+    ]
+    if len(peers) > 1:
+        lines += [f"server.{myid}={HOST}:{quorum}:{election}" for myid, quorum, election in peers]
+    return "\n".join(lines) + "\n"
+
+
+def zookeeper_argv(java: str, install: ZooKeeperInstall, config_path: str) -> list[str]:
+    classpath = install.classpath
+    # Debian's jar logs through SLF4J with no binding; slf4j-simple makes it log to stderr,
+    # which is what a learner needs when a node does not start.
+    simple = "/usr/share/java/slf4j-simple.jar"
+    if os.path.exists(simple) and "slf4j-simple" not in classpath and "logback" not in classpath:
+        classpath += ":" + simple
+    return [java, "-Xms32m", "-Xmx256m", "-XX:+UseSerialGC", "-Djava.awt.headless=true",
+            "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+            "-Dorg.slf4j.simpleLogger.log.org.apache.zookeeper.server.quorum=info",
+            "-Dzookeeper.root.logger=INFO,CONSOLE", "-Dzookeeper.jmx.log4j.disable=true",
+            "-cp", classpath, "org.apache.zookeeper.server.quorum.QuorumPeerMain", config_path]
+
+
+def parse_mode(srvr_reply: str) -> str | None:
+    for line in srvr_reply.splitlines():
+        if line.startswith("Mode:"):
+            return line.split(":", 1)[1].strip()
+    return None
+
+
+class ZooKeeperNode(Node):
+    kind = "zookeeper"
+    start_timeout = 40.0
+    start_hint = ("check that Java works (`java -version`) and that the ports are free; "
+                  "`labkit doctor` lists what is installed")
+
+    def four_letter(self, word: str, timeout: float = 2.0) -> str:
+        return four_letter(self.host, self.port, word, timeout)
+
+    def read_role(self) -> str:
+        mode = parse_mode(self.four_letter("srvr"))
+        return mode or "unreachable"  # "This ZooKeeper instance is not currently serving requests"
+
+    def is_ready(self) -> bool:
+        try:
+            return parse_mode(self.four_letter("srvr", timeout=1.0)) is not None
+        except OSError:
+            return False
+
+
+class ZooKeeperService:
+    """The ensemble as a whole: its connection string, its leader, its four-letter words."""
+
+    name = "zookeeper"
+
+    def __init__(self, nodes: list[ZooKeeperNode]):
+        self.nodes = nodes
+
+    @property
+    def hosts(self) -> str:
+        """The kazoo / zkCli connection string."""
+        return ",".join(node.endpoint for node in self.nodes)
+
+    def leader(self) -> ZooKeeperNode:
+        for node in self.nodes:
+            if node.role in ("leader", "standalone"):
+                return node
+        raise NoLeader("the ZooKeeper ensemble has no leader right now",
+                       "a majority of nodes must be running and able to talk; "
+                       "use wait_for_leader(timeout) after a crash")
+
+    def wait_for_leader(self, timeout: float = 15.0) -> ZooKeeperNode:
+        """Poll `srvr` on every node until one says leader (or standalone) and every other
+        running node is serving as a follower."""
+        deadline = time.monotonic() + timeout
+        while True:
+            roles = {node.name: node.role for node in self.nodes}
+            leaders = [n for n in self.nodes if roles[n.name] in ("leader", "standalone")]
+            settled = all(r in ("leader", "follower", "standalone", "stopped", "paused") for r in roles.values())
+            if len(leaders) == 1 and settled:
+                return leaders[0]
+            if time.monotonic() > deadline:
+                raise NoLeader(f"no ZooKeeper leader within {timeout:.0f} s (roles now: {roles})",
+                               "a majority of the ensemble must be running; restart stopped nodes")
+            time.sleep(0.05)
+
+    def four_letter(self, word: str, node: ZooKeeperNode | None = None) -> str:
+        node = node or next(n for n in self.nodes if n.state == "running")
+        return node.four_letter(word)
+
+    def client(self, timeout: float = 4.0, **kwargs):
+        """A started KazooClient on the whole ensemble; the caller stops it.
+        ``timeout`` is the session timeout in seconds the client asks for."""
+        from kazoo.client import KazooClient
+
+        client = KazooClient(hosts=self.hosts, timeout=timeout, **kwargs)
+        client.start(timeout=15)
+        return client
+
+    def describe(self) -> dict:
+        return {"connect": self.hosts, "nodes": [n.describe() for n in self.nodes]}
+
+    def is_ready(self) -> bool:
+        roles = [n.role for n in self.nodes]
+        return roles.count("leader") + roles.count("standalone") == 1 and all(
+            r in ("leader", "follower", "standalone") for r in roles)
