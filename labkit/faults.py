@@ -1,0 +1,141 @@
+"""Faults you can inject: freeze a process, kill it, expire its session, revoke its lease.
+
+Every fault here is real. ``pause`` sends SIGSTOP and, from a timer thread, SIGCONT:
+the process stops executing exactly as it would in a long garbage-collection pause, while
+its sessions keep ticking on the server. ``expire_session`` makes the ZooKeeper server
+itself expire a session; ``revoke_lease`` makes etcd drop a lease and every key attached
+to it. Nothing is simulated in the client.
+
+A target is a process id, a lock client (``labkit.clients.LockClient``) or a server node
+(``lab.node("zk1")``). Give ``history=`` to record the fault as a ``fault`` event, so that
+timelines show when it happened.
+
+What can fail: a target that is already gone (``ProcessLookupError`` is raised for a pid
+that does not exist; nodes and clients raise their own errors), an unreachable server
+for ``expire_session`` / ``revoke_lease`` (the client library's timeout error).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from typing import Any
+
+
+def describe(target: Any) -> str:
+    """The name a fault event uses for its target."""
+    if isinstance(target, int):
+        return f"pid {target}"
+    return str(getattr(target, "name", target))
+
+
+def record_fault(history: Any, target: Any, what: str, **detail: Any) -> None:
+    """Append a ``fault`` event for ``target`` to ``history`` (nothing if history is None)."""
+    if history is not None:
+        history.record_fault(what, describe(target), **detail)
+
+
+def _is_lock_client(target: Any) -> bool:
+    # A LockClient records its own faults and knows its child process; avoid importing
+    # labkit.clients here so that either module can be imported first.
+    return hasattr(target, "expire_session") and hasattr(target, "command")
+
+
+def freeze_process(pid: int) -> None:
+    """SIGSTOP: the process stops running until ``thaw_process``; the kernel keeps its
+    sockets open, so servers see a silent peer, not a closed connection."""
+    os.kill(pid, signal.SIGSTOP)
+
+
+def thaw_process(pid: int) -> bool:
+    """SIGCONT. Returns False (instead of raising) when the process is gone by now, so a
+    resume timer firing after a kill is harmless."""
+    try:
+        os.kill(pid, signal.SIGCONT)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def pause(target: Any, seconds: float, history: Any = None) -> threading.Timer:
+    """Freeze ``target`` now and let it run again after ``seconds``.
+
+    Returns the started resume timer; ``timer.cancel()`` plus ``resume(target)`` ends the
+    pause early. A node is paused with its own ``pause()`` / ``resume()`` (which also works
+    for containers); a lock client records the fault itself.
+    """
+    if seconds <= 0:
+        raise ValueError(f"pause needs a positive number of seconds, got {seconds!r}")
+    if _is_lock_client(target):
+        return target.pause(seconds)
+    if isinstance(target, int):
+        freeze_process(target)
+        timer = threading.Timer(seconds, thaw_process, args=(target,))
+    else:
+        target.pause()
+        timer = threading.Timer(seconds, target.resume)
+    timer.daemon = True
+    timer.start()
+    record_fault(history, target, "pause", seconds=seconds)
+    return timer
+
+
+def resume(target: Any, history: Any = None) -> None:
+    """End a pause now (SIGCONT / ``node.resume()``)."""
+    if _is_lock_client(target):
+        target.resume()
+        return
+    if isinstance(target, int):
+        thaw_process(target)
+    else:
+        target.resume()
+    record_fault(history, target, "resume")
+
+
+def kill(target: Any, history: Any = None) -> None:
+    """SIGKILL: no cleanup runs, no session is closed; the server notices only when the
+    session times out (ZooKeeper) or the lease expires (etcd) or the TTL runs out (Redis)."""
+    if _is_lock_client(target):
+        target.kill()
+        return
+    if isinstance(target, int):
+        os.kill(target, signal.SIGKILL)
+    else:
+        target.kill()
+    record_fault(history, target, "kill")
+
+
+def expire_session(zookeeper_hosts: str, session_id: int, password: bytes, timeout: float = 10.0) -> None:
+    """Make the ZooKeeper ensemble expire a session for real, from outside its process.
+
+    A second client connects with the same session id and password, then closes the
+    session. The server deletes the session's ephemeral nodes at once and the original
+    client learns on its next contact that its session is gone (SESSION_EXPIRED).
+    Raises kazoo's timeout error when the ensemble does not answer within ``timeout``,
+    and ``kazoo.exceptions.SessionExpiredError``-like failures when the session has
+    already expired.
+    """
+    from kazoo.client import KazooClient
+
+    impostor = KazooClient(hosts=zookeeper_hosts, client_id=(session_id, password), timeout=timeout)
+    try:
+        impostor.start(timeout=timeout)
+        impostor.stop()
+    finally:
+        impostor.close()
+
+
+def revoke_lease(etcd_client: Any, lease_id: int) -> None:
+    """Revoke an etcd lease: every key attached to it is deleted in the same revision,
+    as if the lease had expired. The holder learns it when its keep-alive fails."""
+    etcd_client.revoke_lease(lease_id)
+
+
+def kill_leader(service: Any, history: Any = None) -> Any:
+    """Kill the current leader of a cluster (``lab.zookeeper`` or ``lab.etcd``) with
+    SIGKILL and return the node that was killed. Raises ``labkit.errors.NoLeader`` when
+    the cluster has no leader to kill."""
+    node = service.leader()
+    node.kill()
+    record_fault(history, node, "kill_leader", role="leader")
+    return node
