@@ -1,51 +1,25 @@
 """The fenced store on a real Redis: it rejects stale tokens itself, atomically."""
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
 import pytest
-import redis
 
 from labkit.fencing import FencedStore
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(scope="module")
-def redis_client(request):
-    """The session lab's Redis (tests/conftest.py) or, before that exists, our own."""
+@pytest.fixture
+def redis_client(lab):
+    client = lab.redis.client()
     try:
-        lab = request.getfixturevalue("lab")
-    except pytest.FixtureLookupError:
-        lab = None
-    if lab is not None:
-        yield lab.redis.client()
-        return
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                               "--appendonly", "no"], stdout=subprocess.DEVNULL)
-    try:
-        client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=5)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    raise
-                time.sleep(0.02)  # poll interval between readiness probes
         yield client
     finally:
-        server.terminate()
-        server.wait(10)
+        client.close()
 
 
 @pytest.fixture
@@ -107,8 +81,8 @@ for token in range(int(sys.argv[3]), 200, 2):
 """
 
 
-def test_writers_in_several_processes_never_make_the_token_go_backwards(redis_client, store_name):
-    port = redis_client.connection_pool.connection_kwargs["port"]
+def test_writers_in_several_processes_never_make_the_token_go_backwards(lab, redis_client, store_name):
+    port = lab.redis.port
     writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(port), store_name, str(first), f"p{first}"],
                                 cwd=REPOSITORY) for first in (0, 1)]
     store = FencedStore(redis_client, store_name)

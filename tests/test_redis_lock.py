@@ -1,0 +1,162 @@
+"""The Redis lock on a real Redis server (the session lab's primary)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+import pytest
+
+from labkit.checker import check_mutual_exclusion
+from labkit.fencing import FencedStore
+from labkit.history import History
+from labkit.locks import LockTimeout
+from labkit.locks.redis_lock import RedisLock
+
+
+@pytest.fixture
+def redis_client(lab):
+    client = lab.redis.client()
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def lock_name():
+    return f"test-lock-{uuid.uuid4().hex[:8]}"
+
+
+def wait_until_gone(client, key: str, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while client.exists(key):
+        assert time.monotonic() < deadline, f"{key} still exists after {timeout} s"
+        time.sleep(0.01)  # poll interval: Redis has no way to tell us when a key expires
+
+
+def test_acquire_release_events_and_no_token(redis_client, lock_name):
+    history = History()
+    lock = RedisLock(redis_client, lock_name, ttl_ms=5000, identifier="alice", on_event=history.sink("alice"))
+    with lock as held:
+        assert held is lock and lock.token is None and lock.is_held
+        assert redis_client.get(lock_name).decode() == lock.value and lock.value.startswith("alice:")
+        assert 0 < lock.remaining_ms() <= 5000
+    assert not lock.is_held and not redis_client.exists(lock_name)
+    assert lock.release() is False  # idempotent: nothing held any more
+    assert [e.kind for e in history.events()] == ["requested", "acquired", "released"]
+    assert history.events(kind="acquired")[0].detail["token"] is None
+
+
+def test_mutual_exclusion_with_twelve_threads(lab, lock_name):
+    history = History()
+    store = FencedStore(lab.redis.client(), f"{lock_name}-store", fenced=False)
+    inside, most_inside, guard = [0], [0], threading.Lock()
+    errors: list[BaseException] = []
+
+    def contender(name: str) -> None:
+        client = lab.redis.client()
+        lock = RedisLock(client, lock_name, ttl_ms=10_000, identifier=name, on_event=history.sink(name))
+        try:
+            for round_number in range(3):
+                lock.acquire(timeout=30, retry_interval=0.002)
+                with guard:
+                    inside[0] += 1
+                    most_inside[0] = max(most_inside[0], inside[0])
+                store.write(name, None, f"{name} begin {round_number}")
+                store.write(name, None, f"{name} end {round_number}")
+                with guard:
+                    inside[0] -= 1
+                assert lock.release()
+        except BaseException as error:  # noqa: BLE001  (re-raised in the test thread)
+            errors.append(error)
+        finally:
+            client.close()
+
+    threads = [threading.Thread(target=contender, args=(f"client-{n}",)) for n in range(12)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert not any(thread.is_alive() for thread in threads)
+        assert errors == []
+        assert most_inside[0] == 1
+        assert len(history.events(kind="acquired")) == 36
+        verdict = check_mutual_exclusion(store.writes(), history=history)
+        assert verdict.ok, verdict.explain()
+        assert "72 accepted writes by 36 holds" in verdict.summary
+    finally:
+        store.reset()
+        store.client.close()
+
+
+DEAD_HOLDER = """
+import sys, time, redis
+from labkit.locks.redis_lock import RedisLock
+lock = RedisLock(redis.Redis(host="127.0.0.1", port=int(sys.argv[1])), sys.argv[2], ttl_ms=int(sys.argv[3]))
+lock.acquire(timeout=10)
+print(time.time(), flush=True)
+time.sleep(120)  # stands in for a holder doing work; the test kills it long before
+"""
+
+
+def test_a_killed_holders_lock_is_freed_only_by_the_ttl(lab, redis_client, lock_name):
+    ttl_ms = 1000
+    holder = subprocess.Popen([sys.executable, "-c", DEAD_HOLDER, str(lab.redis.port), lock_name, str(ttl_ms)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        acquired_at = float(holder.stdout.readline())
+        holder.kill()
+        holder.wait(10)
+        assert redis_client.exists(lock_name), "the lock vanished with its holder: Redis has no client liveness"
+        waiter = RedisLock(redis_client, lock_name, ttl_ms=5000)
+        waiter.acquire(timeout=10)
+        waited = time.time() - acquired_at
+        waiter.release()
+    finally:
+        holder.kill()
+        holder.wait(10)
+        holder.stdout.close()
+    assert ttl_ms / 1000 * 0.95 <= waited <= ttl_ms / 1000 + 3.0, f"freed after {waited:.3f} s for a TTL of {ttl_ms} ms"
+
+
+def test_release_by_a_non_owner_is_refused(redis_client, lock_name):
+    history = History()
+    alice = RedisLock(redis_client, lock_name, ttl_ms=300, identifier="alice", on_event=history.sink("alice"))
+    bob = RedisLock(redis_client, lock_name, ttl_ms=5000, identifier="bob", on_event=history.sink("bob"))
+    alice.acquire()
+    with pytest.raises(LockTimeout, match=lock_name):
+        bob.acquire(timeout=0.05)
+    assert bob.release() is False
+    assert redis_client.get(lock_name).decode() == alice.value
+    bob.acquire(timeout=5)  # alice's TTL runs out while she still believes she holds it
+    try:
+        assert alice.release() is False  # her script sees bob's value and deletes nothing
+        assert bob.is_held and redis_client.get(lock_name).decode() == bob.value
+        assert history.events(client="alice", kind="lost")[0].detail["reason"].startswith("the key had expired")
+        assert [e.kind for e in history.events(client="bob")] == ["requested", "timeout", "requested", "acquired"]
+    finally:
+        bob.release()
+
+
+def test_extend_keeps_the_lock_and_fails_once_it_expired(redis_client, lock_name):
+    history = History()
+    lock = RedisLock(redis_client, lock_name, ttl_ms=300, on_event=history.sink("alice"))
+    lock.acquire()
+    assert lock.extend(5000)
+    assert redis_client.pttl(lock_name) > 1000
+    assert lock.extend(50)
+    wait_until_gone(redis_client, lock_name)
+    assert lock.extend() is False
+    assert not lock.is_held and lock.value is None
+    assert [e.kind for e in history.events()] == ["requested", "acquired", "lost"]
+    assert lock.extend() is False  # nothing held: nothing to extend, no second "lost"
+    assert len(history.events(kind="lost")) == 1
+
+
+def test_invalid_ttl_is_refused(redis_client):
+    with pytest.raises(ValueError, match="ttl_ms must be positive"):
+        RedisLock(redis_client, "x", ttl_ms=0)
