@@ -160,9 +160,9 @@ def doctor() -> list[dict]:
 
 def _zookeeper_version(install: ZooKeeperInstall) -> str:
     for part in install.classpath.split(":"):
-        base = os.path.basename(os.path.realpath(part))
-        if base.startswith("zookeeper-") and base.endswith(".jar") and base[10:11].isdigit():
-            return base[len("zookeeper-"):-len(".jar")]
+        folder = os.path.dirname(part) if part.endswith(".jar") else part
+        for jar in glob.glob(os.path.join(folder, "zookeeper-[0-9]*.jar")):
+            return os.path.basename(jar)[len("zookeeper-"):-len(".jar")]
     return "?"
 
 

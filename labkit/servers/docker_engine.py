@@ -15,6 +15,11 @@ def engine_problem(timeout: float = 3.0) -> str | None:
         finally:
             client.close()
     except Exception as exc:  # the SDK raises several unrelated types for "no engine"
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        return f"no Docker engine answers ({reason[:160]})"
+        text = str(exc)
+        if "FileNotFoundError" in text or "No such file" in text or "Connection refused" in text:
+            return "no Docker engine answers (is dockerd / Docker Desktop running?)"
+        if "Permission denied" in text:
+            return "the Docker engine refused this user (add it to the docker group, or use sudo)"
+        reason = text.splitlines()[0] if text else type(exc).__name__
+        return f"no Docker engine answers ({reason[:120]})"
     return None

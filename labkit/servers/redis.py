@@ -15,7 +15,9 @@ from labkit.servers.node import HOST, Node
 def redis_argv(redis_server: str, port: int, data_dir: str, replica_of: int | None = None) -> list[str]:
     argv = [redis_server, "--port", str(port), "--bind", HOST, "--protected-mode", "yes",
             "--save", "", "--appendonly", "no", "--dir", data_dir, "--daemonize", "no",
-            "--loglevel", "notice"]
+            "--loglevel", "notice",
+            # diskless full sync starts after 5 s by default; a lab wants its replica now
+            "--repl-diskless-sync-delay", "0"]
     if replica_of is not None:
         argv += ["--replicaof", HOST, str(replica_of)]
     return argv

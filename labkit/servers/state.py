@@ -54,7 +54,10 @@ def free_ports(count: int) -> list[int]:
 
 
 def check_port_free(port: int, what: str) -> None:
+    """Raise PortBusy if something listens on the port. Like the servers themselves, bind
+    with SO_REUSEADDR: a port whose old connections linger in TIME_WAIT is free to reuse."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind(("127.0.0.1", port))
     except OSError as exc:
@@ -87,14 +90,17 @@ def owner_alive(state: dict) -> bool:
 
 
 def stop_recorded_nodes(state: dict, run_dir: Path) -> list[str]:
-    """Stop every node the state file lists, trusting a pid only if its command line
-    still mentions this lab's run folder (pids get reused)."""
+    """Stop every node the state file lists, trusting a pid only if it still has the start
+    time recorded for it (pids get reused; some servers, like Redis, rewrite their command
+    line, so the start time is the identity that holds)."""
     stopped = []
     for node in state.get("nodes", []):
         runner = node.get("runner", {})
         if runner.get("backend") == "local" and runner.get("pid"):
             pid = runner["pid"]
-            if str(run_dir) in process_cmdline(pid) and process_start_time(pid) == runner.get("start_time"):
+            started = process_start_time(pid)
+            same = started == runner.get("start_time") and (started != "unknown" or str(run_dir) in process_cmdline(pid))
+            if same:
                 for signum in (signal.SIGCONT, signal.SIGKILL):
                     try:
                         os.kill(pid, signum)

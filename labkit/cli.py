@@ -1,0 +1,136 @@
+"""The `labkit` command: up, status, down, doctor, bench."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from labkit.errors import LabError
+
+
+def _print_status(status: dict) -> None:
+    print(f"lab {status.get('id', '?')} ({status['backend']} backend)")
+    for service, info in status["services"].items():
+        where = info.get("connect") or ",".join(info.get("endpoints", [])) or ""
+        print(f"{service}{'  ' + where if where else ''}")
+        for node in info["nodes"]:
+            print(f"  {node['name']:<7} {node['endpoint']:<16} {node['role']:<11} {node['state']}")
+
+
+def cmd_up(args) -> int:
+    from labkit.servers import lab as lab_module
+    from labkit.servers import state
+
+    try:
+        existing = lab_module.attach()
+    except LabError:
+        existing = None
+    if existing is not None:
+        print(f"a lab is already running ({existing.id}); `labkit down` stops it first. Its status:")
+        _print_status(existing.status())
+        return 0
+    lab = lab_module.up(zookeeper=args.zookeeper, etcd=args.etcd, redis=args.redis or args.replica,
+                        replica=args.replica, backend=args.backend, base_port=args.base_port, detached=True)
+    state.current_file().write_text(lab.id + "\n")
+    _print_status(lab.status())
+    print(f"started in {lab.started_in:.1f} s; `labkit status` shows it, `labkit down` stops it")
+    return 0
+
+
+def cmd_status(args) -> int:
+    from labkit.servers.lab import attach
+
+    try:
+        lab = attach()
+    except LabError as exc:
+        if args.json:
+            print(json.dumps({"backend": None, "services": {}, "error": exc.message}))
+        else:
+            print(f"{exc.message}\n  hint: {exc.hint}")
+        return 1
+    status = lab.status()
+    if args.json:
+        print(json.dumps(status))
+    else:
+        _print_status(status)
+    return 0
+
+
+def cmd_down(args) -> int:
+    from labkit.servers.lab import down_all
+
+    stopped = down_all()
+    if not stopped:
+        print("no lab was running")
+    return 0
+
+
+def cmd_doctor(args) -> int:
+    from labkit.servers.discovery import doctor
+
+    report = doctor()
+    if args.json:
+        print(json.dumps(report, indent=1))
+    else:
+        for item in report:
+            if item["ok"]:
+                print(f"  ok       {item['name']:<10} {item['version'] or ''}  [{item['found']}]")
+            else:
+                print(f"  MISSING  {item['name']:<10} {item['problem']}\n           fix: {item['fix']}")
+    needed = [i for i in report if not i["ok"] and i["name"] != "docker"]
+    docker_ok = any(i["ok"] for i in report if i["name"] == "docker")
+    if needed and not docker_ok:
+        print("\nThe local backend cannot start every server yet: install what is missing above.")
+        return 1
+    print("\nReady: `labkit up` starts a lab." if not needed else
+          "\nSome servers are missing locally, but Docker answers: LABKIT_BACKEND=docker labkit up")
+    return 0
+
+
+def cmd_bench(args) -> int:
+    from labkit import bench
+
+    return bench.main(args.rest)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="labkit", description="Real lock servers for the Distributed Locks Lab.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    up = commands.add_parser("up", help="start a lab that outlives this command")
+    up.add_argument("--zookeeper", type=int, default=1, metavar="N", help="ZooKeeper nodes: 0, 1, 3 or 5 (default 1)")
+    up.add_argument("--etcd", type=int, default=1, metavar="N", help="etcd members: 0, 1, 3 or 5 (default 1)")
+    up.add_argument("--redis", action="store_true", help="a Redis primary")
+    up.add_argument("--replica", action="store_true", help="a Redis primary plus an asynchronous replica")
+    up.add_argument("--backend", choices=["auto", "local", "docker"], default=None,
+                    help="where servers run (default: $LABKIT_BACKEND or auto)")
+    up.add_argument("--base-port", type=int, default=None, help="use consecutive ports from here")
+    up.set_defaults(handler=cmd_up)
+
+    status = commands.add_parser("status", help="roles and states of the running lab, read live")
+    status.add_argument("--json", action="store_true")
+    status.set_defaults(handler=cmd_status)
+
+    down = commands.add_parser("down", help="stop the lab and any lab whose owner died")
+    down.set_defaults(handler=cmd_down)
+
+    doctor = commands.add_parser("doctor", help="what is installed, and how to install what is not")
+    doctor.add_argument("--json", action="store_true")
+    doctor.set_defaults(handler=cmd_doctor)
+
+    bench = commands.add_parser("bench", help="latency and wakeup benchmark (python -m labkit.bench)")
+    bench.add_argument("rest", nargs=argparse.REMAINDER)
+    bench.set_defaults(handler=cmd_bench)
+
+    args = parser.parse_args(argv)
+    try:
+        return args.handler(args)
+    except LabError as exc:
+        print(f"labkit {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
