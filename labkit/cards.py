@@ -1,0 +1,490 @@
+"""Interview practice cards: question, answer, and the notebook section that proves it.
+
+Every card links to a section of a course notebook whose experiment shows the answer on
+real servers (or on the sandbox). The headings are fixed in ``SECTIONS``; notebook authors
+use exactly those texts as markdown headings, so a link never points at nothing.
+
+    deck = Deck()
+    deck.show()                    # ipywidgets: question, Reveal, I got it / I missed it, score
+    print(deck.as_text())          # the same cards without a widget front-end
+    interview = deck.mock_interview(n=5, seconds_per_card=90)
+
+What can fail: an unknown card id raises ``UnknownCard``; a card whose link names a
+notebook or heading missing from ``SECTIONS`` raises ValueError when it is created.
+"""
+from __future__ import annotations
+
+import html
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from labkit.errors import LabError
+
+# Section headings, per notebook, that cards link to. Use them verbatim as headings.
+SECTIONS: dict[str, tuple[str, ...]] = {
+    "00_start_here.ipynb": (
+        "Your first lock on each system",
+        "What lies underneath: nodes and keys",
+    ),
+    "01_redis_vs_consensus.ipynb": (
+        "The comparison table, measured",
+        "A dead client keeps its Redis lock until the TTL",
+        "A Redis crash: the lock vanishes or comes back",
+        "Failover grants the same lock twice",
+        "The one-liner to remember",
+    ),
+    "02_zookeeper_lock_recipe.ipynb": (
+        "Ephemeral nodes die with the session",
+        "Sequential nodes: the lowest holds",
+        "Herd or predecessor: counting wakeups",
+        "Session timeout is the failure detector",
+        "A middle waiter dies: re-check",
+        "Hand-rolled locks vs kazoo and Curator",
+    ),
+    "03_etcd_leases_and_mutex.ipynb": (
+        "Leases and keep-alive",
+        "The mutex key is bound to the lease",
+        "When keep-alive fails: stop writing",
+        "Compare-and-swap with a transaction instead of a lock",
+        "Revisions go through the leader's log",
+        "python-etcd3 Lock vs the Mutex port",
+    ),
+    "04_pauses_and_fencing.ipynb": (
+        "A pause longer than the session timeout",
+        "Fencing tokens: the store rejects the stale write",
+        "Unlock fails while the session lives",
+    ),
+    "05_coordinator_crash_and_quorum.ipynb": (
+        "Kill the ZooKeeper leader while the lock is held",
+        "Kill the etcd leader while the lock is held",
+        "Redis failover loses the lock",
+        "Lose a majority: writes stop",
+    ),
+    "06_observing_lock_health.ipynb": (
+        "The lock health dashboard",
+        "What to alert on",
+    ),
+    "07_interview_practice.ipynb": (
+        "Practice cards",
+        "Pitfalls: predict, then run",
+        "Mock interview",
+    ),
+    "sandbox.ipynb": (
+        "Predict: ten waiters watch the parent",
+        "Wakeups per release against N",
+        "First come, first served",
+        "A middle waiter dies: the re-check",
+        "Edit the waiter's logic",
+    ),
+}
+
+
+class UnknownCard(LabError):
+    """A card id that is not in the deck."""
+
+
+def anchor(heading: str) -> str:
+    """The fragment JupyterLab gives a markdown heading: spaces become dashes."""
+    return heading.replace(" ", "-")
+
+
+@dataclass(frozen=True)
+class Card:
+    """One practice question. ``proves`` lists (notebook file, section heading) pairs."""
+
+    id: str
+    question: str
+    answer: str
+    proves: tuple[tuple[str, str], ...]
+    claims: tuple[str, ...] = ()
+    source: str = "course"          # "seed-qa", "seed-pitfall" or "course"
+
+    def __post_init__(self):
+        if not self.proves:
+            raise ValueError(f"card {self.id} links to no notebook section; add one from SECTIONS")
+        for notebook, heading in self.proves:
+            if heading not in SECTIONS.get(notebook, ()):
+                raise ValueError(f"card {self.id} links to {notebook} § {heading!r}, which is not in SECTIONS; "
+                                 "add the heading there (and to the notebook) or pick an existing one")
+
+    def links(self) -> list[str]:
+        """Markdown links to the proving sections, relative to the notebooks folder."""
+        return [f"[{notebook} › {heading}]({notebook}#{anchor(heading)})" for notebook, heading in self.proves]
+
+    def as_text(self, reveal: bool = True) -> str:
+        lines = [f"[{self.id}] {self.question}"]
+        lines.append(f"Answer: {self.answer}" if reveal else "Answer: (think first, then reveal)")
+        lines += [f"  proved in {notebook} › {heading}" for notebook, heading in self.proves]
+        if self.claims:
+            lines.append(f"  claims: {', '.join(self.claims)}")
+        return "\n".join(lines)
+
+
+def _card(id: str, source: str, claims: str, question: str, answer: str, *proves: tuple[str, str]) -> Card:
+    return Card(id, question, answer, tuple(proves), tuple(claims.split()), source)
+
+
+ZK, ETCD, PAUSES, CRASH = ("02_zookeeper_lock_recipe.ipynb", "03_etcd_leases_and_mutex.ipynb",
+                           "04_pauses_and_fencing.ipynb", "05_coordinator_crash_and_quorum.ipynb")
+REDIS, HEALTH, PRACTICE, SANDBOX = ("01_redis_vs_consensus.ipynb", "06_observing_lock_health.ipynb",
+                                    "07_interview_practice.ipynb", "sandbox.ipynb")
+
+CARDS: tuple[Card, ...] = (
+    # --- the seed's interview Q&A --------------------------------------------------------
+    _card("qa-ephemeral", "seed-qa", "C1",
+          "Why does the ZooKeeper lock recipe create ephemeral nodes?",
+          "An ephemeral node lives only as long as the session that created it. When the holder "
+          "crashes or is cut off, ZooKeeper expires its session and deletes the node, so the lock "
+          "is freed without anyone having to unlock politely.",
+          (ZK, "Ephemeral nodes die with the session"), ("00_start_here.ipynb", "What lies underneath: nodes and keys")),
+    _card("qa-sequential", "seed-qa", "C13",
+          "Why are the lock nodes sequential?",
+          "ZooKeeper appends a counter that only grows, which puts all waiters in one total order. "
+          "The lowest number holds the lock and the rest are served in arrival order: fair, "
+          "first come first served, as long as every client follows the recipe.",
+          (ZK, "Sequential nodes: the lowest holds"), (SANDBOX, "First come, first served")),
+    _card("qa-predecessor", "seed-qa", "C2",
+          "Why does a waiter watch its predecessor and not the parent?",
+          "A watch on the parent fires for every waiter whenever any child changes, so each release "
+          "wakes all N waiters and only one can win: O(N) work per release, the thundering herd. "
+          "A watch on the node just below yours fires for exactly one waiter per release.",
+          (ZK, "Herd or predecessor: counting wakeups"), (SANDBOX, "Wakeups per release against N")),
+    _card("qa-curator", "seed-qa", "C15",
+          "What is Curator's InterProcessMutex, and why use it?",
+          "Apache Curator's production Java implementation of the ZooKeeper lock recipe (re-entrant). "
+          "It handles what hand-written versions miss: a create whose reply was lost (it finds its "
+          "node again by a unique prefix), connection loss versus session loss, retries and cleanup. "
+          "Use it, or kazoo's Lock in Python, rather than a recipe copied from a blog.",
+          (ZK, "Hand-rolled locks vs kazoo and Curator")),
+    _card("qa-etcd-lease", "seed-qa", "C11",
+          "How is an etcd lock tied to a lease?",
+          "The client grants a lease with a TTL and keeps it alive in the background. The mutex key is "
+          "written with that lease attached, so when keep-alive stops and the TTL runs out etcd deletes "
+          "the key, and the waiter with the next-lowest create revision gets the lock.",
+          (ETCD, "The mutex key is bound to the lease"), (ETCD, "Leases and keep-alive")),
+    _card("qa-gc-pause", "seed-qa", "C3 C10",
+          "How does the session timeout interact with a GC pause in the lock holder?",
+          "If the pause outlasts the session timeout, the session expires, the node is deleted and "
+          "another client takes the lock while the paused process still believes it holds it. The "
+          "timeout is the fence boundary: after such a pause the holder must assume the lock is lost "
+          "and stop writing, and the resource should reject writes carrying an old fencing token.",
+          (PAUSES, "A pause longer than the session timeout"), (PAUSES, "Fencing tokens: the store rejects the stale write")),
+    _card("qa-zk-vs-etcd", "seed-qa", "C4",
+          "ZooKeeper or etcd for a new system?",
+          "Usually etcd for greenfield work: Raft, a gRPC API, leases and a ready-made mutex, and the "
+          "Kubernetes ecosystem runs on it. Keep ZooKeeper where your estate already depends on it. "
+          "Both are consensus coordinators: both keep a held lock through a leader crash.",
+          (CRASH, "Kill the ZooKeeper leader while the lock is held"), (CRASH, "Kill the etcd leader while the lock is held")),
+    _card("qa-cross-datacenter", "seed-qa", "C5 C17",
+          "Can you hold an etcd lock across datacenters?",
+          "You can, but every acquire is a write through the leader and a quorum, so it pays "
+          "cross-datacenter round trips, and a partition leaves the minority side unable to lock at "
+          "all. Prefer a regional owner per resource and keep each lock inside one region.",
+          (REDIS, "The comparison table, measured"), (CRASH, "Lose a majority: writes stop")),
+    _card("qa-unlock-fails", "seed-qa", "C9",
+          "Unlock fails, but your session is still alive. Who holds the lock?",
+          "You do, until an unlock succeeds or the session (lease) ends; everyone else keeps waiting. "
+          "Release in finally / defer so the unlock is always attempted, and hang the lock on a "
+          "session or lease with a bounded timeout so a lost unlock cannot block others for ever.",
+          (PAUSES, "Unlock fails while the session lives")),
+    _card("qa-lock-health", "seed-qa", "C16",
+          "How do you observe the health of a lock?",
+          "Track hold duration (as a distribution), wait-queue depth (children under the lock node, "
+          "keys under the etcd prefix), the rate of session expiries and lost leases, and keep-alive "
+          "failures, next to the servers' own numbers: ZooKeeper mntr and watch counts, etcd metrics.",
+          (HEALTH, "The lock health dashboard"), (HEALTH, "What to alert on")),
+    _card("qa-linearizable", "seed-qa", "C17 C10",
+          "Is a ZooKeeper lock linearizable?",
+          "The acquire is: every create and delete is ordered by the leader (zxid), so all clients "
+          "agree on the queue and on who is lowest. That says nothing about when the holder acts: it "
+          "must still stop on session loss, and the resource should check a fencing token.",
+          (CRASH, "Kill the ZooKeeper leader while the lock is held"), (ETCD, "Revisions go through the leader's log"),
+          (PAUSES, "Fencing tokens: the store rejects the stale write")),
+    _card("qa-one-liner", "seed-qa", "C5 C6 C7 C8",
+          "Give the interview one-liner: Redis lock vs ZooKeeper/etcd lock.",
+          "Redis SET NX is a fast, best-effort lock on a single primary with only a TTL; ZooKeeper "
+          "and etcd give consensus-backed locks bound to client sessions. Use them when two holders "
+          "would corrupt data.",
+          (REDIS, "The one-liner to remember"), (REDIS, "Failover grants the same lock twice")),
+    # --- the seed's pitfalls -------------------------------------------------------------
+    _card("pitfall-parent-watch", "seed-pitfall", "C2",
+          "Ten waiters queue under /locks/r and each one watches the parent. "
+          "The holder deletes its node. How many clients wake?",
+          "All ten. A children-watch fires for every client that set it, on any change, so ten "
+          "clients fetch the children again and nine go straight back to waiting. They are also "
+          "woken each time a newcomer joins the queue.",
+          (SANDBOX, "Predict: ten waiters watch the parent"), (ZK, "Herd or predecessor: counting wakeups"),
+          (PRACTICE, "Pitfalls: predict, then run")),
+    _card("pitfall-predecessor-watch", "seed-pitfall", "C2",
+          "The same ten waiters now each watch only their predecessor. "
+          "How many wake when the holder deletes its node?",
+          "One: the waiter directly behind the holder. Its watch fires, it lists the children, finds "
+          "itself lowest and takes the lock; the other nine hear nothing.",
+          (SANDBOX, "Wakeups per release against N"), (ZK, "Herd or predecessor: counting wakeups"),
+          (PRACTICE, "Pitfalls: predict, then run")),
+    _card("pitfall-gc-pause", "seed-pitfall", "C10",
+          "The holder is frozen by a GC pause longer than its session timeout. "
+          "What must it do before writing anything?",
+          "Assume the lock is gone: check the session (or lease); if it expired, do not write, start "
+          "over. Because a pause can also strike between that check and the write, the write must "
+          "carry the fencing token (node sequence, key revision) so the store can refuse it once a "
+          "newer holder has written.",
+          (PAUSES, "A pause longer than the session timeout"), (PAUSES, "Fencing tokens: the store rejects the stale write"),
+          (PRACTICE, "Pitfalls: predict, then run")),
+    # --- what the course adds ------------------------------------------------------------
+    _card("course-fencing-token", "course", "C10",
+          "What is a fencing token, and where do ZooKeeper, etcd and Redis locks get one?",
+          "A number that grows with every grant of the lock and travels with each write, so the "
+          "protected store can refuse a write whose token is lower than one it has seen. ZooKeeper: "
+          "the sequence number of your lock node. etcd: the create revision of your key. A plain "
+          "Redis SET NX lock has no number that survives failover, so it cannot fence safely.",
+          (PAUSES, "Fencing tokens: the store rejects the stale write")),
+    _card("course-redis-failover", "course", "C8",
+          "How can Redis failover give the same lock to two clients?",
+          "Replication is asynchronous: the primary acknowledges SET NX before the replica has it. If "
+          "the primary dies in that window and the replica is promoted, the key is simply missing, so "
+          "the next client's SET NX succeeds while the first still believes it holds the lock.",
+          (REDIS, "Failover grants the same lock twice"), (CRASH, "Redis failover loses the lock")),
+    _card("course-keepalive-fails", "course", "C11",
+          "Your etcd lease keep-alive starts failing while you hold the mutex. What happens, and what must your code do?",
+          "Nothing visible at first: the key lives until the TTL runs out, then etcd deletes it and the "
+          "next waiter acquires. Your code must treat a failing keep-alive as losing the lock: stop "
+          "writing before the TTL can have expired, and acquire again with a new lease.",
+          (ETCD, "When keep-alive fails: stop writing")),
+    _card("course-txn-cas", "course", "C12",
+          "You need to update one etcd key safely. A lock, or a transaction?",
+          "A transaction: read the value and its mod revision, then write with a compare that the "
+          "revision is unchanged; if someone wrote in between, the txn fails and you retry. One round "
+          "trip, no lock to lose, no lost update. Keep locks for multi-step work outside etcd.",
+          (ETCD, "Compare-and-swap with a transaction instead of a lock")),
+    _card("course-suspended-vs-lost", "course", "C15",
+          "In kazoo, what is the difference between SUSPENDED and LOST for a lock holder?",
+          "SUSPENDED: the connection dropped but the session may still live, so you cannot know if you "
+          "hold the lock; pause writing and wait. LOST: the session expired, the ephemeral node and "
+          "the lock are gone; stop and acquire again. Treating SUSPENDED as fine risks two holders.",
+          (ZK, "Hand-rolled locks vs kazoo and Curator")),
+    _card("course-recheck", "course", "C14",
+          "A waiter's watch on its predecessor fires. May it take the lock straight away?",
+          "No: it lists the children again. The predecessor may have gone because that waiter's "
+          "session died, not because the lock was released, and an earlier node can still hold it. "
+          "If it is now lowest it holds the lock; otherwise it watches its new predecessor.",
+          (ZK, "A middle waiter dies: re-check"), (SANDBOX, "A middle waiter dies: the re-check")),
+    _card("course-crash-detector", "course", "C3",
+          "The lock holder is killed with SIGKILL. When does the next waiter get the lock?",
+          "After about one session timeout: ZooKeeper notices only when the dead session stops "
+          "heartbeating for that long, then deletes the ephemeral node and the next watch fires. "
+          "The timeout is the failure detector: shorter means faster takeover but more false expiries.",
+          (ZK, "Session timeout is the failure detector")),
+    _card("course-leader-crash", "course", "C4 C17",
+          "The coordinator's leader crashes while you hold the lock. Do you still hold it?",
+          "Yes, as long as a majority survives: the others elect a new leader from the replicated log, "
+          "your session or lease carries on, and the queue keeps its order. A lone Redis primary makes "
+          "no such promise.",
+          (CRASH, "Kill the ZooKeeper leader while the lock is held"), (CRASH, "Kill the etcd leader while the lock is held")),
+    _card("course-lost-create", "course", "C15",
+          "Your create of the sequential lock node times out. What can go wrong if you simply retry?",
+          "The server may have created the node and lost only the reply. A blind retry leaves that "
+          "orphan in the queue under your live session; if it is ever lowest nobody can get past it "
+          "until your session ends. Curator and kazoo put a unique id in the node name so a retry "
+          "finds its own earlier node.",
+          (ZK, "Hand-rolled locks vs kazoo and Curator")),
+    _card("course-etcd3-lock", "course", "C18",
+          "Why not build on python-etcd3's Lock?",
+          "Every waiter watches the same key, so each release wakes them all (a herd); it takes a new "
+          "lease per attempt and never refreshes it on its own, so a long critical section silently "
+          "loses the lock. A port of Go's concurrency.Mutex waits only on the key just before its own "
+          "and keeps its session's lease alive.",
+          (ETCD, "python-etcd3 Lock vs the Mutex port")),
+)
+
+
+@dataclass(frozen=True)
+class Score:
+    right: int
+    missed: int
+    total: int
+
+    @property
+    def not_tried(self) -> int:
+        return self.total - self.right - self.missed
+
+    def __str__(self) -> str:
+        return f"{self.right} right, {self.missed} missed, {self.not_tried} not tried yet (of {self.total})"
+
+
+class Deck:
+    """Cards to practise. A card's latest grade counts: miss it, retry it, get it right."""
+
+    def __init__(self, cards: tuple[Card, ...] | list[Card] = CARDS, random_seed: int | None = None):
+        self.cards = list(cards)
+        self.grades: dict[str, bool] = {}
+        self._random = random.Random(random_seed)
+
+    def card(self, card_id: str) -> Card:
+        for card in self.cards:
+            if card.id == card_id:
+                return card
+        raise UnknownCard(f"no card {card_id!r} in this deck", hint=f"ids look like {self.cards[0].id!r}; see [c.id for c in deck.cards]")
+
+    def draw(self, random_seed: int | None = None) -> Card:
+        """A random card you have not got right yet (any card once you have them all)."""
+        pool = [card for card in self.cards if not self.grades.get(card.id)] or self.cards
+        chooser = self._random if random_seed is None else random.Random(random_seed)
+        return chooser.choice(pool)
+
+    def grade(self, card_id: str, correct: bool) -> Score:
+        self.grades[self.card(card_id).id] = bool(correct)
+        return self.score()
+
+    def score(self) -> Score:
+        right = sum(1 for card in self.cards if self.grades.get(card.id) is True)
+        missed = sum(1 for card in self.cards if self.grades.get(card.id) is False)
+        return Score(right, missed, len(self.cards))
+
+    def mock_interview(self, n: int = 5, seconds_per_card: float = 90, random_seed: int | None = None,
+                       clock: Callable[[], float] = time.monotonic) -> "MockInterview":
+        """``n`` different cards at random, each on its own clock; raises LabError if n is too big."""
+        if not 1 <= n <= len(self.cards):
+            raise LabError(f"a mock interview of {n} cards needs between 1 and {len(self.cards)} cards")
+        chooser = self._random if random_seed is None else random.Random(random_seed)
+        return MockInterview(self, chooser.sample(self.cards, n), seconds_per_card, clock)
+
+    def as_text(self, reveal: bool = True) -> str:
+        cards = [f"{number}. {card.as_text(reveal)}" for number, card in enumerate(self.cards, 1)]
+        return "\n\n".join(cards + [f"Score: {self.score()}"])
+
+    def show(self, widgets: bool | None = None, random_seed: int | None = None):
+        """The card panel (ipywidgets); without a widget front-end, prints the questions instead."""
+        if widgets is None:
+            widgets = _widgets_available()
+        if widgets:
+            return CardPanel(self, random_seed)
+        print(self.as_text(reveal=False))
+        print("\nReveal one: print(deck.card(ID).as_text()); grade it: deck.grade(ID, True or False)")
+        return None
+
+
+@dataclass
+class CardResult:
+    card_id: str
+    seconds: float
+    correct: bool
+    over_time: bool
+
+
+@dataclass
+class MockInterview:
+    """Cards asked one at a time against the clock: ``next_card()``, answer aloud, ``answer(correct)``."""
+
+    deck: Deck
+    cards: list[Card]
+    seconds_per_card: float
+    clock: Callable[[], float] = time.monotonic
+    results: list[CardResult] = field(default_factory=list)
+    _asked_at: float | None = field(default=None, init=False, repr=False)
+
+    @property
+    def done(self) -> bool:
+        return len(self.results) == len(self.cards)
+
+    @property
+    def current(self) -> Card | None:
+        return self.cards[len(self.results)] if self._asked_at is not None else None
+
+    def next_card(self) -> Card | None:
+        """Start the clock on the next card; None when the interview is over."""
+        if self._asked_at is not None:
+            raise LabError(f"card {self.current.id} is still open", hint="grade it first: interview.answer(True or False)")
+        if self.done:
+            return None
+        self._asked_at = self.clock()
+        return self.cards[len(self.results)]
+
+    def time_left(self) -> float:
+        if self._asked_at is None:
+            return 0.0
+        return max(0.0, self.seconds_per_card - (self.clock() - self._asked_at))
+
+    def answer(self, correct: bool) -> CardResult:
+        """Stop the clock on the current card and grade it in the deck."""
+        card = self.current
+        if card is None:
+            raise LabError("no card is open", hint="draw one with interview.next_card()")
+        seconds = self.clock() - self._asked_at
+        result = CardResult(card.id, seconds, bool(correct), seconds > self.seconds_per_card)
+        self.results.append(result)
+        self._asked_at = None
+        self.deck.grade(card.id, correct)
+        return result
+
+    def summary(self) -> str:
+        right = sum(result.correct for result in self.results)
+        late = [result.card_id for result in self.results if result.over_time]
+        lines = [f"{right}/{len(self.results)} right, {len(self.cards) - len(self.results)} not asked"]
+        lines += [f"  {r.card_id}: {'right' if r.correct else 'missed'} in {r.seconds:.0f} s" for r in self.results]
+        lines.append(f"over {self.seconds_per_card:.0f} s: {', '.join(late)}" if late else "every answer in time")
+        return "\n".join(lines)
+
+
+class CardPanel:
+    """Question, Reveal, then "I got it" / "I missed it", which grade and draw the next card."""
+
+    def __init__(self, deck: Deck, random_seed: int | None = None):
+        import ipywidgets as widgets
+
+        self.deck = deck
+        self.card = deck.draw(random_seed)
+        self.question = widgets.HTML()
+        self.answer = widgets.HTML()
+        self.reveal_button = widgets.Button(description="Reveal", icon="eye")
+        self.got_it_button = widgets.Button(description="I got it", button_style="success")
+        self.missed_button = widgets.Button(description="I missed it", button_style="warning")
+        self.score_label = widgets.Label()
+        self.reveal_button.on_click(lambda _: self.reveal())
+        self.got_it_button.on_click(lambda _: self.grade(True))
+        self.missed_button.on_click(lambda _: self.grade(False))
+        buttons = widgets.HBox([self.reveal_button, self.got_it_button, self.missed_button])
+        self.box = widgets.VBox([self.question, buttons, self.answer, self.score_label])
+        self._show(self.card)
+
+    def reveal(self) -> None:
+        links = "".join(f'<li><a href="{html.escape(notebook)}#{html.escape(anchor(heading))}">'
+                        f"{html.escape(notebook)} › {html.escape(heading)}</a></li>" for notebook, heading in self.card.proves)
+        self.answer.value = f"<p>{html.escape(self.card.answer)}</p><p>Proved in:</p><ul>{links}</ul>"
+        self.revealed = True
+        self.got_it_button.disabled = self.missed_button.disabled = False
+
+    def grade(self, correct: bool) -> None:
+        if not self.revealed:       # button.click() from code ignores ``disabled``; keep the rule anyway
+            return
+        self.deck.grade(self.card.id, correct)
+        self.card = self.deck.draw()
+        self._show(self.card)
+
+    def _show(self, card: Card) -> None:
+        self.question.value = f"<b>{html.escape(card.question)}</b>"
+        self.answer.value = ""
+        self.revealed = False
+        # Grading before revealing would make the score meaningless.
+        self.got_it_button.disabled = self.missed_button.disabled = True
+        self.score_label.value = f"Score: {self.deck.score()}"
+
+    def _repr_mimebundle_(self, **kwargs):
+        return self.box._repr_mimebundle_(**kwargs)
+
+
+def render(card: Card, widgets: bool = True):
+    """One card as a CardPanel, or as plain text when ``widgets=False``."""
+    return CardPanel(Deck([card])) if widgets else card.as_text()
+
+
+def _widgets_available() -> bool:
+    try:
+        import ipywidgets  # noqa: F401
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and "IPKernelApp" in shell.config
