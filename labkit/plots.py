@@ -1,0 +1,174 @@
+"""Graphs of real runs: who held the lock when, wakeups per release, latencies, writes.
+
+Every function takes the data and an optional matplotlib ``ax``; without one it makes
+a new figure. Each returns the Axes (``ax.figure`` is the Figure). Nothing here calls
+``show()`` or picks a backend, so the functions work in notebooks and under Agg alike.
+What can fail: ValueError when there is nothing to draw (an empty history or no samples).
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+from matplotlib.axes import Axes
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+from labkit.events import Event
+from labkit.history import FAULT_CLIENT, History
+
+WAITING_COLOR = "#a6cee3"
+HOLDING_COLOR = "#1f78b4"
+LOST_COLOR = "#e31a1c"
+PAUSE_COLOR = "#ff7f00"
+FAULT_COLOR = "#6a3d9a"
+ACCEPTED_COLOR = "#33a02c"
+WAIT_ENDS = ("acquired", "timeout", "error", "lost")
+
+
+def _axes(ax: Axes | None, width: float = 9.0, height: float = 4.0) -> Axes:
+    if ax is not None:
+        return ax
+    import matplotlib.pyplot as pyplot  # imported here so that importing labkit picks no backend
+
+    _, ax = pyplot.subplots(figsize=(width, height), layout="constrained")
+    return ax
+
+
+def hold_timeline(history: History, ax: Axes | None = None, title: str = "Who waited for and held the lock") -> Axes:
+    """One row per client: waiting (light), holding (solid), wakeups (ticks), lost (red x),
+    pauses (hatched, from pause faults with ``seconds``), other faults (labelled lines)."""
+    events = history.events()
+    if not events:
+        raise ValueError("the history is empty: run some clients first, then plot")
+    origin, end = events[0].time, events[-1].time
+    clients = history.clients()
+    ax = _axes(ax, height=max(2.5, 0.55 * len(clients) + 1.5))
+    rows = {client: row for row, client in enumerate(clients)}
+    faults = history.events(client=FAULT_CLIENT, kind="fault")
+    for client, row in rows.items():
+        mine = history.events(client=client)
+        # a killed client stops waiting there and then (its hold, if any, stays: the
+        # server still counts it as held until the session or TTL runs out)
+        kills = [Event(fault.time, client, "error") for fault in faults
+                 if fault.detail.get("what") == "kill" and fault.detail.get("target") == client]
+        waiting, started = [], None
+        for event in sorted(mine + kills, key=lambda event: event.time):
+            if event.kind == "requested" and started is None:
+                started = event.time
+            elif event.kind in WAIT_ENDS and started is not None:
+                waiting.append((started - origin, event.time - started))
+                started = None
+        if started is not None:
+            waiting.append((started - origin, end - started))
+        ax.broken_barh(waiting, (row - 0.3, 0.6), facecolors=WAITING_COLOR)
+        holding = [(hold.start - origin, (hold.end if hold.end is not None else end) - hold.start)
+                   for hold in history.holds() if hold.client == client]
+        ax.broken_barh(holding, (row - 0.3, 0.6), facecolors=HOLDING_COLOR)
+        woke = [event.time - origin for event in mine if event.kind == "woke"]
+        ax.plot(woke, [row + 0.38] * len(woke), linestyle="none", marker="|", markersize=9, color="black")
+        lost = [event.time - origin for event in mine if event.kind == "lost"]
+        ax.plot(lost, [row] * len(lost), linestyle="none", marker="X", markersize=11, color=LOST_COLOR)
+    for fault in faults:
+        what, target = fault.detail.get("what", "fault"), str(fault.detail.get("target", ""))
+        at = fault.time - origin
+        if what == "pause" and target in rows and fault.detail.get("seconds"):
+            ax.broken_barh([(at, float(fault.detail["seconds"]))], (rows[target] - 0.42, 0.84),
+                           facecolors="none", edgecolors=PAUSE_COLOR, hatch="///")
+        else:
+            ax.axvline(at, color=FAULT_COLOR, linestyle="--", linewidth=1)
+            ax.annotate(f"{what} {target}".strip(), (at, 1.0), xycoords=("data", "axes fraction"),
+                        xytext=(2, -2), textcoords="offset points", rotation=90, va="top", fontsize=8,
+                        color=FAULT_COLOR)
+    ax.set_yticks(range(len(clients)), clients)
+    ax.set_ylim(len(clients) - 0.5, -0.5)  # first client on top
+    ax.set_xlim(0, max(end - origin, 1e-3) * 1.02)
+    ax.set_xlabel("time since the first event (s)")
+    ax.set_ylabel("client")
+    ax.set_title(title)
+    ax.legend(handles=[Patch(color=WAITING_COLOR, label="waiting"), Patch(color=HOLDING_COLOR, label="holding"),
+                       Line2D([], [], linestyle="none", marker="|", color="black", label="woke"),
+                       Line2D([], [], linestyle="none", marker="X", color=LOST_COLOR, label="lost"),
+                       Patch(facecolor="none", edgecolor=PAUSE_COLOR, hatch="///", label="paused"),
+                       Line2D([], [], color=FAULT_COLOR, linestyle="--", label="fault")],
+              loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    return ax
+
+
+def wakeups_per_release_plot(results: Mapping[str, Mapping[int, float]], ax: Axes | None = None,
+                             title: str = "Waiters woken by each release") -> Axes:
+    """``results[label][N]`` = mean wakeups per release with N waiters; one line per label."""
+    if not any(results.values()):
+        raise ValueError("no results to plot: expected {label: {N: mean wakeups per release}}")
+    ax = _axes(ax, width=7.0)
+    for label, points in results.items():
+        waiters = sorted(points)
+        ax.plot(waiters, [points[n] for n in waiters], marker="o", label=label)
+    ax.axhline(1, color="gray", linestyle=":", linewidth=1, label="one wakeup (ideal)")
+    ax.set_xlabel("waiters N (processes queued for the lock)")
+    ax.set_ylabel("wakeups per release (mean)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    return ax
+
+
+def latency_plot(samples: Mapping[str, Iterable[float]], ax: Axes | None = None,
+                 title: str = "Acquire + release latency") -> Axes:
+    """Cumulative distribution of each label's samples (given in seconds, drawn in ms).
+    The x axis turns logarithmic when the samples span more than a factor of 20."""
+    in_ms = {label: sorted(1000.0 * value for value in values) for label, values in samples.items()}
+    in_ms = {label: values for label, values in in_ms.items() if values}
+    if not in_ms:
+        raise ValueError("no latency samples to plot: expected {label: [seconds, ...]}")
+    ax = _axes(ax, width=7.0)
+    for label, values in in_ms.items():
+        count = len(values)
+        p50, p99 = values[(count - 1) // 2], values[min(count - 1, int(0.99 * count))]
+        fractions = [(index + 1) / count for index in range(count)]
+        ax.step(values, fractions, where="post", label=f"{label}: p50 {p50:.2f} ms, p99 {p99:.2f} ms (n={count})")
+    smallest = min(values[0] for values in in_ms.values())
+    largest = max(values[-1] for values in in_ms.values())
+    if smallest > 0 and largest / smallest > 20:
+        ax.set_xscale("log")
+        # 0.2, 0.5, 1, 2, 5 ms read better than 2×10⁻¹ crowded by minor labels
+        ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("latency (ms)")
+    ax.set_ylabel("fraction of operations at most this fast")
+    ax.set_ylim(0, 1.02)
+    ax.set_title(title)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8, loc="lower right")
+    return ax
+
+
+def store_writes_plot(writes: Iterable[Any], ax: Axes | None = None,
+                      title: str = "The store's own record of writes") -> Axes:
+    """Accepted (green dot) and rejected (red x) writes over the store's time, one row per
+    client, each labelled with its token. ``writes`` = ``FencedStore.writes()`` or dicts."""
+    rows = [item if isinstance(item, dict) else vars(item) for item in writes]
+    if not rows:
+        raise ValueError("the store has no writes to plot")
+    origin = rows[0]["time"]
+    clients = list(dict.fromkeys(row["client"] for row in rows))
+    ax = _axes(ax, height=max(2.5, 0.5 * len(clients) + 1.5))
+    for accepted, color, marker, label in ((True, ACCEPTED_COLOR, "o", "accepted"),
+                                           (False, LOST_COLOR, "x", "rejected by fencing")):
+        chosen = [row for row in rows if bool(row["accepted"]) is accepted]
+        ax.plot([row["time"] - origin for row in chosen], [clients.index(row["client"]) for row in chosen],
+                linestyle="none", marker=marker, markersize=9, color=color, label=f"{label}: {len(chosen)}")
+        if len(rows) <= 60:
+            for row in chosen:
+                ax.annotate(f"{row['token']}", (row["time"] - origin, clients.index(row["client"])),
+                            xytext=(0, 7), textcoords="offset points", ha="center", fontsize=7)
+    ax.set_yticks(range(len(clients)), clients)
+    ax.set_ylim(len(clients) - 0.5, -0.5)
+    ax.set_xlabel("store time since the first write (s)")
+    ax.set_ylabel("writer")
+    ax.set_title(title)
+    ax.grid(alpha=0.3, axis="x")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, title="token above each mark",
+              title_fontsize=8)
+    return ax
