@@ -1,0 +1,105 @@
+"""Lock clients as real processes, on the real servers of the shared ``lab`` fixture."""
+import os
+import time
+
+import pytest
+
+from labkit.checker import check_mutual_exclusion
+from labkit.clients import RECIPES, ClientError, spawn_clients
+from labkit.fencing import FencedStore
+from labkit.history import History
+from labkit.locks import LockTimeout
+
+
+def process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.fixture
+def store(lab, unique_name):
+    fenced_store = FencedStore(lab.redis.client(), "store" + unique_name)
+    fenced_store.reset()
+    yield fenced_store
+    fenced_store.reset()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("recipe", sorted(RECIPES))
+def test_ten_client_processes_never_overlap(lab, unique_name, recipe):
+    history = History()
+    # a Redis lock has no fencing token, so its store must accept writes without one
+    store = FencedStore(lab.redis.client(), "store" + unique_name, fenced=recipe != "redis")
+    store.reset()
+    with spawn_clients(lab, recipe, n=10, name=unique_name, history=history, store=store,
+                       hold=0.01, loops=2, session_timeout=4.0, ttl=10) as clients:
+        assert len({client.pid for client in clients}) == 10
+        rounds = clients.run(timeout=120)
+    writes = store.writes()
+    verdict = check_mutual_exclusion(writes, history=history)
+    assert verdict.ok, verdict.explain()
+    assert rounds == {f"client-{number}": 2 for number in range(1, 11)}
+    assert len(writes) == 40 and all(write.accepted for write in writes)
+    assert len([hold for hold in history.holds() if hold.end_reason == "released"]) == 20
+    store.reset()
+
+
+def test_single_steps_report_tokens_states_and_timeouts(lab, unique_name, store):
+    with spawn_clients(lab, "zookeeper", n=2, name=unique_name, store=store, session_timeout=2.0) as clients:
+        first, second = clients
+        assert first.state == second.state == "idle"
+        token = first.acquire(timeout=5)
+        assert isinstance(token, int) and first.state == "holding"
+        with pytest.raises(LockTimeout):
+            second.acquire(timeout=0.3)
+        assert second.state == "idle"
+        assert first.write("mine") is True
+        first.release()
+        assert first.state == "idle"
+        assert second.acquire(timeout=5) > token
+        kinds = [event.kind for event in clients.history.events(client="client-1")]
+        assert kinds == ["requested", "created", "acquired", "write", "released"]
+        assert [write.client for write in store.writes()] == ["client-1"]
+
+
+def test_unknown_recipe_is_refused_before_any_process_starts(lab):
+    with pytest.raises(ClientError, match="no recipe named"):
+        spawn_clients(lab, "chubby", n=1)
+
+
+def test_close_stops_every_process_even_a_paused_one(lab, unique_name):
+    clients = spawn_clients(lab, "zookeeper", n=3, name=unique_name, session_timeout=2.0)
+    pids = [client.pid for client in clients]
+    clients[0].acquire(timeout=5)
+    clients[1].send("acquire")  # blocked waiting for the lock while we close
+    clients[2].pause(60)
+    clients.close()
+    assert not any(process_exists(pid) for pid in pids)
+    assert set(clients.states().values()) == {"stopped"}
+
+
+def test_a_killed_client_is_dead_and_refuses_commands(lab, unique_name):
+    with spawn_clients(lab, "redis", n=1, name=unique_name, ttl=1) as clients:
+        client = clients[0]
+        client.kill()
+        client.wait_for_state("dead", timeout=5)
+        with pytest.raises(ClientError):
+            client.acquire(timeout=1, reply_timeout=2)
+        assert [e.detail["what"] for e in clients.history.events(kind="fault")] == ["kill"]
+
+
+def test_session_details_reach_the_notebook(lab, unique_name):
+    with spawn_clients(lab, "zookeeper", n=1, name=unique_name) as zookeeper_clients, \
+            spawn_clients(lab, "etcd", n=1, name=unique_name, ttl=3) as etcd_clients:
+        session = zookeeper_clients[0].session
+        assert session["session_id"] > 0 and len(bytes.fromhex(session["password"])) == 16
+        lease_id = etcd_clients[0].session["lease_id"]
+        assert lab.etcd.client().get_lease_info(lease_id).TTL > 0
+    deadline = time.monotonic() + 10
+    # closing the etcd session revokes the lease: the server reports it gone (TTL -1)
+    while lab.etcd.client().get_lease_info(lease_id).TTL != -1:
+        assert time.monotonic() < deadline, "the closed client's lease is still alive"
+        time.sleep(0.05)

@@ -1,0 +1,160 @@
+"""Faults on real processes and real servers: kill, pause, session expiry, lease revocation."""
+import subprocess
+import sys
+import time
+
+import pytest
+
+import labkit
+from labkit import faults
+from labkit.checker import check_mutual_exclusion
+from labkit.clients import spawn_clients
+from labkit.fencing import FencedStore
+from labkit.history import History
+
+
+def process_state(pid: int) -> str:
+    """The kernel's one-letter state: T = stopped (SIGSTOP), S = sleeping, R = running."""
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().rsplit(")", 1)[1].split()[0]
+
+
+def wait_until(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"waited {timeout} s for {what}"
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def sleeper():
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    yield process
+    process.kill()
+    process.wait(10)
+
+
+def test_pause_stops_a_process_and_the_timer_lets_it_run_again(sleeper):
+    history = History()
+    faults.pause(sleeper.pid, 0.5, history=history)
+    assert process_state(sleeper.pid) == "T"
+    wait_until(lambda: process_state(sleeper.pid) != "T", 5, "SIGCONT from the resume timer")
+    assert [(e.kind, e.detail["what"], e.detail["target"]) for e in history.events()] == \
+        [("fault", "pause", f"pid {sleeper.pid}")]
+
+
+def test_kill_ends_a_process(sleeper):
+    faults.kill(sleeper.pid)
+    assert sleeper.wait(5) == -9
+
+
+# Recipe, the option that bounds how long a dead holder keeps the lock, and when the
+# next client must hold, in seconds after the kill. ZooKeeper expires sessions on tick
+# boundaries (200 ms here); etcd checks leases every 500 ms; Redis keys expire on time.
+KILLED_HOLDER_CASES = [
+    ("zookeeper", {"session_timeout": 1.0}, 0.8, 3.0),
+    ("etcd", {"ttl": 2}, 1.5, 4.5),
+    ("redis", {"ttl": 1.0}, 0.8, 2.5),
+]
+
+
+@pytest.mark.parametrize("recipe, options, earliest, latest", KILLED_HOLDER_CASES)
+def test_a_killed_holders_lock_is_freed_after_its_timeout(lab, unique_name, recipe, options, earliest, latest):
+    with spawn_clients(lab, recipe, n=2, name=unique_name, **options) as clients:
+        holder, waiter = clients
+        holder.acquire(timeout=5)
+        waiting = waiter.send("acquire", timeout=None)
+        waiter.wait_for_state("waiting", timeout=5)
+        killed_at = time.monotonic()
+        holder.kill()
+        waiter.wait_reply(waiting, timeout=latest + 5)
+        freed_after = time.monotonic() - killed_at
+        assert earliest <= freed_after <= latest, f"{recipe}: lock freed {freed_after:.2f} s after the kill"
+        assert holder.state == "dead" and waiter.state == "holding"
+
+
+@pytest.mark.parametrize("fenced", [True, False])
+def test_a_paused_holder_loses_the_lock_and_fencing_rejects_its_late_write(lab, unique_name, fenced):
+    history = History()
+    store = FencedStore(lab.redis.client(), "store" + unique_name, fenced=fenced)
+    store.reset()
+    with spawn_clients(lab, "zookeeper", n=2, name=unique_name, history=history, store=store,
+                       session_timeout=1.0) as clients:
+        paused, other = clients
+        old_token = paused.acquire(timeout=5)
+        assert paused.write("before the pause")
+        paused.pause(3.0)  # three session timeouts: a long GC pause
+        new_token = other.acquire(timeout=10)
+        assert new_token > old_token and other.write("new holder")
+        late = paused.send("write", value="after the pause")  # runs the moment it resumes
+        assert paused.wait_reply(late, timeout=10) is (not fenced)
+        history.wait_for("lost", client="client-1", timeout=10)
+    assert [(w.client, w.token, w.accepted) for w in store.writes()] == [
+        ("client-1", old_token, True), ("client-2", new_token, True), ("client-1", old_token, not fenced)]
+    assert check_mutual_exclusion(store.writes()).ok is fenced
+    assert [e.detail["what"] for e in history.events(kind="fault")] == ["pause", "resume"]
+    store.reset()
+
+
+def test_expire_session_hands_the_lock_to_the_next_client(lab, unique_name):
+    with spawn_clients(lab, "zookeeper", n=2, name=unique_name, session_timeout=10.0) as clients:
+        holder, waiter = clients
+        holder.acquire(timeout=5)
+        old_session = holder.session["session_id"]
+        waiting = waiter.send("acquire", timeout=None)
+        waiter.wait_for_state("waiting", timeout=5)
+        started = time.monotonic()
+        holder.expire_session()
+        waiter.wait_reply(waiting, timeout=5)
+        # ten times faster than the session timeout: the server expired it on request
+        assert time.monotonic() - started < 5
+        clients.history.wait_for("lost", client="client-1", timeout=10)
+        wait_until(lambda: holder.session.get("session_id") not in (None, old_session), 10,
+                   "kazoo to open a new session after the expiry")
+        assert holder.state == "lost" and waiter.state == "holding"
+
+
+@pytest.mark.parametrize("fault", ["revoke_lease", "stop_keepalive"])
+def test_etcd_lease_faults_hand_the_lock_to_the_next_client(lab, unique_name, fault):
+    with spawn_clients(lab, "etcd", n=2, name=unique_name, ttl=2) as clients:
+        holder, waiter = clients
+        holder.acquire(timeout=5)
+        waiting = waiter.send("acquire", timeout=None)
+        waiter.wait_for_state("waiting", timeout=5)
+        started = time.monotonic()
+        getattr(holder, fault)()
+        waiter.wait_reply(waiting, timeout=10)
+        handed_over_after = time.monotonic() - started
+        if fault == "revoke_lease":
+            assert handed_over_after < 1.0  # at once, not after the TTL
+        else:
+            assert 1.0 <= handed_over_after <= 5.0  # once the un-refreshed lease runs out
+        clients.history.wait_for("lost", client="client-1", timeout=10)
+        assert [e.detail["what"] for e in clients.history.events(kind="fault")] == [fault]
+
+
+def test_expire_session_of_a_plain_kazoo_client_deletes_its_ephemeral_node(lab, zk, unique_name):
+    victim = lab.zookeeper.client()
+    states_seen = []
+    victim.add_listener(states_seen.append)
+    try:
+        victim.create(unique_name, ephemeral=True)
+        session_id, password = victim.client_id
+        faults.expire_session(lab.zookeeper.hosts, session_id, password)
+        assert zk.exists(unique_name) is None
+        wait_until(lambda: "LOST" in states_seen, 10, "the victim to learn that its session expired")
+    finally:
+        victim.stop()
+        victim.close()
+
+
+def test_kill_leader_kills_the_leader_and_a_new_one_is_elected():
+    history = History()
+    with labkit.up(zookeeper=3, etcd=0, redis=False, quiet=True) as lab:
+        lab.zookeeper.wait_for_leader(timeout=30)
+        killed = faults.kill_leader(lab.zookeeper, history=history)
+        assert killed.state != "running"
+        new_leader = lab.zookeeper.wait_for_leader(timeout=30)
+        assert new_leader.name != killed.name
+    assert [(e.detail["what"], e.detail["target"]) for e in history.events(kind="fault")] == \
+        [("kill_leader", killed.name)]
