@@ -17,6 +17,7 @@ order is the order the resource ran the writes, not a clock comparison.
 """
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
@@ -203,7 +204,9 @@ def check_fifo(history: History) -> Verdict:
         raise ValueError("this history has no 'created' events, so there is no queue order to compare with; "
                          "FIFO applies to ZooKeeper and etcd recipes, not to a Redis lock")
     origin = history.events()[0].time
-    entries = [(_rank(event), event, _stopped_waiting(history, event)) for event in created]
+    everything = history.events()
+    times = [event.time for event in everything]
+    entries = [(_rank(event), event, _stopped_waiting(everything, times, event)) for event in created]
     served: list[tuple[Any, Any]] = []  # (rank, acquired event)
     problems = []
     for acquired in history.events(kind="acquired"):
@@ -234,12 +237,10 @@ def _rank(created: Any) -> Any:
     return created.time
 
 
-def _stopped_waiting(history: History, entry: Any) -> float:
+def _stopped_waiting(events: list[Any], times: list[float], entry: Any) -> float:
     """When ``entry``'s client acquired or gave up on it (infinity: never in this history).
     A fault aimed at the client (kill, expire_session, ...) counts as giving up."""
-    for event in history.events():
-        if event.time <= entry.time:
-            continue
+    for event in events[bisect.bisect_right(times, entry.time):]:
         if event.client == entry.client and event.kind in ("acquired", "created", *WAITING_ENDS):
             return event.time
         if event.client == FAULT_CLIENT and event.detail.get("target") == entry.client:

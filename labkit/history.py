@@ -212,6 +212,7 @@ class History:
         """
         acquired_times = [event.time for event in self.events(kind="acquired")]
         wakes = self.events(kind="woke")
+        wake_times = [event.time for event in wakes]
         counts = []
         for hold in self.holds():
             if hold.end is None or hold.end_reason == "superseded":
@@ -219,11 +220,9 @@ class History:
             next_acquire = bisect.bisect_left(acquired_times, hold.end)
             if next_acquire == len(acquired_times):
                 continue
-            window_start = max(hold.start, hold.end - clock_slack)
-            window_end = acquired_times[next_acquire]
-            woken = {event.client for event in wakes
-                     if window_start <= event.time <= window_end and event.client != hold.client}
-            counts.append(len(woken))
+            first = bisect.bisect_left(wake_times, max(hold.start, hold.end - clock_slack))
+            last = bisect.bisect_right(wake_times, acquired_times[next_acquire])
+            counts.append(len({event.client for event in wakes[first:last] if event.client != hold.client}))
         return counts
 
     def to_rows(self) -> list[dict[str, Any]]:

@@ -6,6 +6,7 @@ import sys
 import threading
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +15,8 @@ from labkit.fencing import FencedStore
 from labkit.history import History
 from labkit.locks import LockTimeout
 from labkit.locks.redis_lock import RedisLock
+
+REPOSITORY = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
@@ -95,32 +98,55 @@ def test_mutual_exclusion_with_twelve_threads(lab, lock_name):
 
 DEAD_HOLDER = """
 import sys, time, redis
+from labkit.history import remote_sink
 from labkit.locks.redis_lock import RedisLock
-lock = RedisLock(redis.Redis(host="127.0.0.1", port=int(sys.argv[1])), sys.argv[2], ttl_ms=int(sys.argv[3]))
+client = redis.Redis(host="127.0.0.1", port=int(sys.argv[1]))
+lock = RedisLock(client, sys.argv[2], ttl_ms=int(sys.argv[3]), on_event=remote_sink(sys.argv[4], "holder"))
 lock.acquire(timeout=10)
-print(time.time(), flush=True)
 time.sleep(120)  # stands in for a holder doing work; the test kills it long before
 """
 
 
 def test_a_killed_holders_lock_is_freed_only_by_the_ttl(lab, redis_client, lock_name):
     ttl_ms = 1000
-    holder = subprocess.Popen([sys.executable, "-c", DEAD_HOLDER, str(lab.redis.port), lock_name, str(ttl_ms)],
-                              stdout=subprocess.PIPE, text=True)
-    try:
-        acquired_at = float(holder.stdout.readline())
-        holder.kill()
-        holder.wait(10)
-        assert redis_client.exists(lock_name), "the lock vanished with its holder: Redis has no client liveness"
-        waiter = RedisLock(redis_client, lock_name, ttl_ms=5000)
-        waiter.acquire(timeout=10)
-        waited = time.time() - acquired_at
-        waiter.release()
-    finally:
-        holder.kill()
-        holder.wait(10)
-        holder.stdout.close()
+    with History() as history:
+        holder = subprocess.Popen([sys.executable, "-c", DEAD_HOLDER, str(lab.redis.port), lock_name, str(ttl_ms),
+                                   history.listen()], cwd=REPOSITORY)
+        try:
+            (acquired,) = history.wait_for("acquired", client="holder", timeout=30)
+            holder.kill()
+            holder.wait(10)
+            assert redis_client.exists(lock_name), "the lock vanished with its holder: Redis has no client liveness"
+            waiter = RedisLock(redis_client, lock_name, ttl_ms=5000, on_event=history.sink("waiter"))
+            waiter.acquire(timeout=10)
+            waiter.release()
+        finally:
+            holder.kill()
+            holder.wait(10)
+    waited = history.events(client="waiter", kind="acquired")[0].time - acquired.time
     assert ttl_ms / 1000 * 0.95 <= waited <= ttl_ms / 1000 + 3.0, f"freed after {waited:.3f} s for a TTL of {ttl_ms} ms"
+
+
+def test_a_holder_past_its_ttl_overlaps_the_next_one_and_the_store_shows_it(redis_client, lock_name):
+    history = History()
+    store = FencedStore(redis_client, f"{lock_name}-store", fenced=False)
+    alice = RedisLock(redis_client, lock_name, ttl_ms=200, identifier="alice", on_event=history.sink("alice"))
+    bob = RedisLock(redis_client, lock_name, ttl_ms=5000, identifier="bob", on_event=history.sink("bob"))
+    try:
+        alice.acquire()
+        assert store.write("alice", None, "alice 1")
+        bob.acquire(timeout=5)  # granted once alice's TTL ran out; alice is not told
+        assert store.write("bob", None, "bob 1")
+        assert store.write("alice", None, "alice 2")  # she still believes she holds it
+        verdict = check_mutual_exclusion(store.writes(), history=history)
+        assert not verdict.ok
+        (overlap,) = verdict.overlaps
+        assert (overlap.first_client, overlap.second_client) == ("alice", "bob")
+        # fencing cannot save a Redis lock: it has no token, so a fenced store refuses everyone
+        assert not FencedStore(redis_client, f"{lock_name}-store").write("bob", None, "bob 2")
+    finally:
+        bob.release()
+        store.reset()
 
 
 def test_release_by_a_non_owner_is_refused(redis_client, lock_name):
