@@ -48,6 +48,7 @@ class Lab:
         self.etcd: EtcdService | None = None
         self.redis: RedisService | None = None
         self.started_in: float | None = None
+        self.owner_pid = os.getpid()  # a forked child must never stop its parent's lab at exit
         self._down = False
 
     # -- nodes ------------------------------------------------------------------
@@ -116,7 +117,7 @@ _LIVE_LABS: set[Lab] = set()
 @atexit.register
 def _stop_owned_labs() -> None:
     for lab in list(_LIVE_LABS):
-        if lab.owned and not lab.detached:
+        if lab.owned and not lab.detached and lab.owner_pid == os.getpid():
             lab.down()
 
 
