@@ -81,6 +81,8 @@ STRATEGIES: dict[str, Callable[[View], str]] = {
 
 @dataclass(frozen=True)
 class Notification:
+    """A fired watch, waiting in the queue to be delivered to ``client``."""
+
     client: str
     watched: str            # a node name, or "parent"
     node: str               # the child that changed
@@ -156,6 +158,8 @@ class Coordinator:
 
 @dataclass
 class Client:
+    """One lock client; its session has the same name."""
+
     name: str
     strategy: Callable[[View], str]
     node: str = ""
