@@ -1,0 +1,293 @@
+"""EtcdMutex: a port of Go's ``concurrency.Mutex`` (etcd client/v3/concurrency/mutex.go
+and key.go), on python-etcd3.
+
+What can go wrong, first: the lock lives exactly as long as the session's lease. If the
+keep-alive stops (a paused process, a cut network, ``session.stop_keepalive()``), etcd
+deletes the key after the TTL and the next waiter acquires while this holder may still
+believe it holds. ``is_held`` turns False and a ``lost`` event is emitted when this client
+notices; a paused client notices late. So guard every write: put ``is_owner()`` in the
+same transaction, or hand ``token`` (my key's create revision) to a fenced store.
+A waiter whose lease is lost raises ``SessionExpired``; ``lock(timeout)`` raises
+``LockTimeout``; both leave no key of ours in the queue.
+
+The protocol: each contender puts ``<prefix>/<lease id in hex>`` bound to its lease. etcd
+stamps it with a create revision, one global counter, so the queue is creation order and
+the smallest create revision holds the lock. A waiter watches only the key just ahead of
+it, so a release wakes exactly one waiter instead of all of them.
+"""
+from __future__ import annotations
+
+import contextlib
+import queue
+import threading
+import time
+
+import etcd3
+import grpc
+from etcd3 import etcdrpc
+from etcd3.events import DeleteEvent
+from etcd3.utils import prefix_range_end
+
+from labkit.events import EventSink, ignore_events
+from labkit.locks.errors import Locked, LockTimeout, SessionExpired
+from labkit.locks.etcd_session import UNREACHABLE, EtcdSession
+
+_SESSION_DONE = object()  # put in a waiter's queue when its session ends
+
+
+class EtcdMutex:
+    """A mutual-exclusion lock on ``prefix``, queued in create-revision order.
+
+    Interoperates with Go's Mutex and ``etcdctl lock NAME`` when ``prefix`` is ``NAME``.
+    Several EtcdMutex objects on one session and prefix share one key, as in Go.
+    """
+
+    def __init__(self, session: EtcdSession, prefix: str, identifier: str = "",
+                 on_event: EventSink = ignore_events):
+        self.session = session
+        self.client = session.client
+        self.prefix = prefix if prefix.endswith("/") else prefix + "/"  # Go: pfx + "/"
+        self.identifier = identifier
+        self.on_event = on_event
+        self.header_revision: int | None = None  # etcd's revision when the lock was taken
+        self._key: str | None = None
+        self._revision = -1  # my key's create revision: the queue position and the token
+        self._held = False
+        self._waiting: queue.Queue | None = None
+        self._state_lock = threading.Lock()
+        session.add_done_callback(self._on_session_done)
+
+    # -- acquire ----------------------------------------------------------------------
+    def lock(self, timeout: float | None = None) -> int:
+        """Block until held; return the fencing token (my key's create revision).
+        Raises LockTimeout (my key is deleted), SessionExpired (the lease is gone: start
+        a new session), or python-etcd3's connection errors."""
+        started = time.monotonic()
+        deadline = None if timeout is None else started + timeout
+        self.on_event("requested", prefix=self.prefix)
+        self._raise_if_session_done()
+        response = self._try_acquire()
+        owner = response.responses[1].response_range.kvs
+        if not owner or owner[0].create_revision == self._revision:
+            return self._acquired(response.header.revision)
+        try:
+            self._wait_deletes(self._revision - 1, deadline)
+        except LockTimeout:
+            self._delete_my_key()  # Go: Unlock when the context ends, to leave the queue
+            waited = time.monotonic() - started
+            self.on_event("timeout", waited=waited)
+            raise LockTimeout(self.prefix, waited) from None
+        except BaseException:
+            with contextlib.suppress(*UNREACHABLE):
+                self._delete_my_key()  # Go: Unlock when the wait fails; the lease cleans up if this fails
+            raise
+        # Re-check: the keys ahead are gone, but so may be mine if the lease expired meanwhile.
+        mine = self._range(etcdrpc.RangeRequest(key=self._key.encode()))
+        if not mine.kvs or self.session.done.is_set():
+            reason = self.session.lost_reason or f"my key {self._key} is gone: its lease expired or was revoked"
+            self._emit_lost(reason, token=None)
+            self._delete_my_key()
+            raise SessionExpired(f"lock {self.prefix!r}: {reason}; start a new EtcdSession and lock again")
+        return self._acquired(mine.header.revision)
+
+    acquire = lock
+
+    def try_lock(self) -> int:
+        """Take the lock if nobody holds it and return the token; else leave the queue
+        and raise Locked. Raises SessionExpired if the session is already done."""
+        self.on_event("requested", prefix=self.prefix)
+        self._raise_if_session_done()
+        response = self._try_acquire()
+        owner = response.responses[1].response_range.kvs
+        if not owner or owner[0].create_revision == self._revision:
+            return self._acquired(response.header.revision)
+        self._delete_my_key()
+        raise Locked(f"lock {self.prefix!r} is held by {owner[0].key.decode()} (create revision "
+                     f"{owner[0].create_revision}); call lock() to wait for it, or try again later")
+
+    def _try_acquire(self) -> etcdrpc.TxnResponse:
+        # One transaction, one round trip: queue myself (unless my key exists already,
+        # because this session holds or waits) and read the current owner.
+        # python-etcd3's transaction() cannot sort or limit a get, so the request is built
+        # from its protobuf messages, exactly as Go's txn: If(create(myKey) == 0)
+        # Then(put(myKey, lease), getOwner) Else(get(myKey), getOwner).
+        self._key = f"{self.prefix}{self.session.lease_id:x}"
+        key = self._key.encode()
+        get_owner = etcdrpc.RequestOp(request_range=self._first_created_request())
+        request = etcdrpc.TxnRequest(
+            compare=[etcdrpc.Compare(key=key, target=etcdrpc.Compare.CREATE,
+                                     result=etcdrpc.Compare.EQUAL, create_revision=0)],
+            success=[etcdrpc.RequestOp(request_put=etcdrpc.PutRequest(key=key, value=b"",
+                                                                      lease=self.session.lease_id)), get_owner],
+            failure=[etcdrpc.RequestOp(request_range=etcdrpc.RangeRequest(key=key)), get_owner])
+        response = self._call(self.client.kvstub.Txn, request)
+        if response.succeeded:
+            self._revision = response.header.revision
+            self.on_event("created", key=self._key, revision=self._revision)
+        else:
+            self._revision = response.responses[0].response_range.kvs[0].create_revision
+        return response
+
+    def _first_created_request(self) -> etcdrpc.RangeRequest:
+        # Go's WithFirstCreate(): the whole prefix, oldest create revision first, one key.
+        prefix = self.prefix.encode()
+        return etcdrpc.RangeRequest(key=prefix, range_end=prefix_range_end(prefix), limit=1,
+                                    sort_target=etcdrpc.RangeRequest.CREATE,
+                                    sort_order=etcdrpc.RangeRequest.ASCEND)
+
+    # -- wait (Go's key.go) ------------------------------------------------------------
+    def _wait_deletes(self, max_create_revision: int, deadline: float | None) -> None:
+        # Wait until no key older than mine is left. Watch only the youngest of them (Go's
+        # WithLastCreate + WithMaxCreateRev): when it goes, look again, because a waiter
+        # ahead of me may have left while the holder still holds.
+        prefix = self.prefix.encode()
+        while not self.session.done.is_set():
+            ahead = self._range(etcdrpc.RangeRequest(
+                key=prefix, range_end=prefix_range_end(prefix), limit=1,
+                sort_target=etcdrpc.RangeRequest.CREATE, sort_order=etcdrpc.RangeRequest.DESCEND,
+                max_create_revision=max_create_revision))
+            if not ahead.kvs:
+                return
+            self._wait_delete(ahead.kvs[0].key.decode(), ahead.header.revision, deadline)
+
+    def _wait_delete(self, key: str, revision: int, deadline: float | None) -> None:
+        events: queue.Queue = queue.Queue()
+        self.on_event("watch", target=key, what="predecessor")
+        watch_id = self.client.add_watch_callback(key, events.put, start_revision=revision)
+        self._waiting = events
+        try:
+            # Go leaves "stop early when my session ends" as a TODO; a lesson needs it,
+            # or a waiter whose lease is gone would wait on its predecessor forever.
+            if self.session.done.is_set():
+                return
+            while True:
+                remaining = None if deadline is None else max(deadline - time.monotonic(), 0)
+                try:
+                    response = events.get(timeout=self.session.ttl if remaining is None
+                                          else min(remaining, self.session.ttl))
+                except queue.Empty:
+                    if deadline is not None and time.monotonic() >= deadline:
+                        raise LockTimeout(self.prefix, 0.0) from None
+                    watch_id = self._rewatch_unless_gone(key, events, watch_id)
+                    if watch_id is None:
+                        return
+                    continue
+                if response is _SESSION_DONE:
+                    return
+                if isinstance(response, Exception):
+                    raise response
+                if any(isinstance(event, DeleteEvent) for event in response.events):
+                    self.on_event("woke", reason="deleted", target=key)
+                    return
+        finally:
+            self._waiting = None
+            if watch_id is not None:
+                self.client.cancel_watch(watch_id)
+
+    def _rewatch_unless_gone(self, key: str, events: queue.Queue, watch_id: int) -> int | None:
+        # python-etcd3 drops a watch without a word when its stream breaks (a server
+        # restart): its error path fails on a missing `six` import. So, once per TTL, look
+        # at the key, and if it is still there re-arm the watch from that revision.
+        try:
+            current = self._range(etcdrpc.RangeRequest(key=key.encode()))
+            self.client.cancel_watch(watch_id)
+            if not current.kvs:
+                self.on_event("woke", reason="deleted (seen by a re-check, the watch was silent)", target=key)
+                return None
+            return self.client.add_watch_callback(key, events.put, start_revision=current.header.revision + 1)
+        except UNREACHABLE:
+            return watch_id  # the server is away; the session tells us if the lease is lost meanwhile
+
+    # -- hold and release --------------------------------------------------------------
+    def _acquired(self, header_revision: int) -> int:
+        with self._state_lock:
+            self.header_revision = header_revision
+            self._held = True
+        self.on_event("acquired", token=self._revision, key=self._key)
+        return self._revision
+
+    def _on_session_done(self) -> None:
+        waiting = self._waiting
+        if waiting is not None:
+            waiting.put(_SESSION_DONE)
+        with self._state_lock:
+            was_held, self._held = self._held, False
+        if was_held:
+            self._emit_lost(self.session.lost_reason, token=self._revision)
+
+    def _emit_lost(self, reason: str | None, token: int | None) -> None:
+        # A session given the same sink has announced its lost lease already: say it once.
+        if self.session.done.is_set() and self.on_event == self.session.on_event:
+            return
+        self.on_event("lost", reason=reason, key=self._key, token=token)
+
+    def unlock(self) -> None:
+        """Delete my key, letting the next waiter in. Idempotent; emits ``released`` if the
+        lock was held. Raises python-etcd3's connection errors if etcd cannot be reached
+        (the key then goes when the lease expires)."""
+        with self._state_lock:
+            was_held, self._held = self._held, False
+        token = self._revision
+        if self._key is not None:
+            self._delete_my_key()
+        if was_held:
+            self.on_event("released", token=token)
+
+    release = unlock
+
+    def _delete_my_key(self) -> None:
+        self.client.delete(self._key)
+        self._key, self._revision = None, -1
+
+    def is_owner(self) -> etcd3.transactions.Create:
+        """A comparison for a transaction: true only while my key exists with the create
+        revision it had when I queued. Guard writes with it (fencing):
+        ``client.transaction(compare=[mutex.is_owner()], success=[put], failure=[])``."""
+        return self.client.transactions.create(self._key or "\x00") == self._revision
+
+    @property
+    def key(self) -> str | None:
+        return self._key
+
+    @property
+    def token(self) -> int | None:
+        return self._revision if self.is_held else None
+
+    @property
+    def is_held(self) -> bool:
+        return self._held and not self.session.done.is_set()
+
+    def contenders(self) -> list[str]:
+        """The keys queued under the prefix, holder first (create-revision order)."""
+        request = self._first_created_request()
+        request.limit = 0
+        return [kv.key.decode() for kv in self._range(request).kvs]
+
+    # -- plumbing ----------------------------------------------------------------------
+    def _raise_if_session_done(self) -> None:
+        if self.session.done.is_set():
+            raise SessionExpired(f"lock {self.prefix!r}: the session is done ({self.session.lost_reason}); "
+                                 "start a new EtcdSession")
+
+    def _range(self, request: etcdrpc.RangeRequest) -> etcdrpc.RangeResponse:
+        # Built by hand: python-etcd3's get() sends max_create_revision as min_mod_revision.
+        return self._call(self.client.kvstub.Range, request)
+
+    def _call(self, method, request):
+        try:
+            return method(request, self.client.timeout, credentials=self.client.call_credentials,
+                          metadata=self.client.metadata)
+        except grpc.RpcError as error:
+            self.client._manage_grpc_errors(error)  # the same exceptions as python-etcd3's own calls
+            raise
+
+    def __enter__(self) -> "EtcdMutex":
+        self.lock()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.unlock()
+
+    def __repr__(self) -> str:
+        state = f"held, token {self._revision}" if self.is_held else "not held"
+        return f"EtcdMutex({self.prefix!r}, key={self._key!r}, {state})"
