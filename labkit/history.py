@@ -16,6 +16,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
+from multiprocessing import AuthenticationError
 from multiprocessing.connection import Client, Connection, Listener
 from typing import Any, Callable, Iterable
 
@@ -83,6 +84,9 @@ class History:
         """Accept events from other processes; returns the address to give
         ``remote_sink`` ("127.0.0.1:PORT/AUTHKEY-HEX"). Idempotent. Call ``close()``."""
         with self._lock:
+            if self._closing.is_set():
+                raise HistoryUnreachable("this History is closed and accepts no more remote events",
+                                         hint="create a new History() for a new experiment")
             if self._address is None:
                 authkey = secrets.token_bytes(16)
                 self._listener = Listener(("127.0.0.1", 0), authkey=authkey)
@@ -101,8 +105,8 @@ class History:
         while not self._closing.is_set():
             try:
                 connection = self._listener.accept()
-            except (OSError, EOFError):
-                # A peer that fails the authkey handshake, or the listener closing.
+            except (OSError, EOFError, AuthenticationError):
+                # a peer that failed the authkey handshake, or the listener closing
                 continue
             if self._closing.is_set():
                 connection.close()
@@ -279,6 +283,9 @@ class RemoteSink:
 def _connect(address: tuple[str, int], authkey: bytes) -> Connection:
     try:
         return Client(address, authkey=authkey)
+    except AuthenticationError as error:
+        raise HistoryUnreachable(f"the history at {address[0]}:{address[1]} refused our key ({error})",
+                                 hint="pass the exact string History.listen() returned") from error
     except (OSError, EOFError) as error:
         raise HistoryUnreachable(f"no history listening at {address[0]}:{address[1]} ({error})",
                                  hint="call History.listen() in the notebook and pass its address") from error

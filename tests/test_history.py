@@ -132,11 +132,26 @@ def test_events_from_other_processes_reach_the_history():
     assert all(not thread.is_alive() for thread in history._threads)
 
 
+def test_a_peer_with_the_wrong_key_is_turned_away_and_others_still_connect():
+    with History() as history:
+        address = history.listen()
+        host_port, key = address.split("/")
+        with pytest.raises(HistoryUnreachable, match="refused our key"):
+            remote_sink(f"{host_port}/{'00' * 16}", "intruder")
+        on_event = remote_sink(address, "friend")
+        on_event("requested")
+        history.wait_for("requested", client="friend", timeout=10)
+        on_event.close()
+    assert history.clients() == ["friend"]
+
+
 def test_remote_sink_to_a_closed_history_says_so():
     history = History()
     address = history.listen()
     history.close()
     with pytest.raises(HistoryUnreachable, match="no history listening"):
         remote_sink(address, "late")
+    with pytest.raises(HistoryUnreachable, match="closed"):
+        history.listen()
     with pytest.raises(HistoryUnreachable, match="not a history address"):
         remote_sink("nonsense", "x")
