@@ -93,6 +93,9 @@ def check_mutual_exclusion(history_or_writes: History | Iterable[Any], history: 
     has none) are assigned to the hold their client had most recently acquired, which
     needs the clients' "acquired" events: pass ``history=`` (or a History). Without it,
     ValueError, because guessing would invent overlaps between a client's own holds.
+    Prefer the store's log: its order is the order the writes really ran in, while
+    "write" events are stamped by each client after the store replied. An empty record
+    is not OK: nothing was written, so nothing was shown.
     """
     if isinstance(history_or_writes, History):
         history = history_or_writes
@@ -107,6 +110,10 @@ def check_mutual_exclusion(history_or_writes: History | Iterable[Any], history: 
     overlaps = _unique_pairs(overlaps)
     holds = {(write.client, write.hold) for write in accepted}
     rejected = len(writes) - len(accepted)
+    if not accepted:
+        return Verdict(False, "no two holds wrote to the resource during the same period",
+                       f"no accepted writes ({rejected} rejected): nothing to judge; did the clients write "
+                       "to the store, and is it the store they wrote to?")
     summary = (f"{len(accepted)} accepted writes by {len(holds)} holds"
                + (f", {rejected} rejected by fencing" if rejected else "") + "; "
                + (f"{len(overlaps)} overlapping pair(s) of holds." if overlaps else
@@ -138,7 +145,8 @@ def _assign_holds(raw: list[dict[str, Any]], history: History | None) -> list[Wr
         else:
             # number of this client's acquires up to the write: 1 for its first hold, ...
             hold = f"hold {sum(1 for t in acquired.get(item['client'], []) if t <= item['time'])}"
-        writes.append(Write(float(item["time"]), str(item["client"]), token, bool(item["accepted"]), hold))
+        accepted = bool(item.get("accepted", True))
+        writes.append(Write(float(item["time"]), str(item["client"]), token, accepted, hold))
     return writes
 
 

@@ -125,3 +125,9 @@ def test_check_wakeups_exact_and_herd():
     assert not verdict.ok and verdict.problems == ["hand-off 1: 2 waiter(s) woke, expected 1"]
     assert check_wakeups(herd, expected_per_release=[2, 1]).ok
     assert not check_wakeups(crafted((0.0, "a", "acquired"))).ok
+
+
+def test_an_empty_record_proves_nothing():
+    verdict = check_mutual_exclusion([])
+    assert not verdict.ok and "nothing to judge" in verdict.explain()
+    assert not check_mutual_exclusion(store_log((1.0, "a", 5, False))).ok

@@ -25,7 +25,8 @@ def fenced_run() -> History:
             (0.02, "client-2", "requested"), (0.03, "client-2", "watch"), (0.04, "client-3", "requested"),
             (0.5, FAULT_CLIENT, "fault", {"what": "pause", "target": "client-1", "seconds": 2.0}),
             (1.4, "client-1", "lost", {"reason": "session expired"}), (1.41, "client-2", "woke"),
-            (1.42, "client-2", "acquired", {"token": 2}), (1.9, FAULT_CLIENT, "fault", {"what": "kill", "target": "client-3"}),
+            (1.42, "client-2", "acquired", {"token": 2}),
+            (1.9, FAULT_CLIENT, "fault", {"what": "kill", "target": "client-3"}),
             (2.6, "client-2", "released", {"token": 2})]
     return History(Event(row[0], row[1], row[2], row[3] if len(row) > 3 else {}) for row in rows)
 

@@ -48,7 +48,8 @@ class RedisLock:
     def __init__(self, client: redis.Redis, name: str, ttl_ms: int = 5000, identifier: str = "",
                  on_event: EventSink = ignore_events):
         if ttl_ms <= 0:
-            raise ValueError(f"ttl_ms must be positive (got {ttl_ms}): without a TTL a dead holder's lock stays forever")
+            raise ValueError(f"ttl_ms must be positive (got {ttl_ms}): "
+                             "without a TTL a dead holder's lock would stay forever")
         self.client = client
         self.name = name
         self.ttl_ms = ttl_ms
