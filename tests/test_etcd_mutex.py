@@ -267,6 +267,14 @@ def test_is_owner_guards_a_transaction_only_while_the_lock_is_held(etcd, stack):
         mutex.lock(timeout=1)
 
 
+def test_locking_on_a_lease_the_server_no_longer_knows_raises_session_expired(etcd, stack):
+    mutex = EtcdMutex(new_session(stack, etcd, ttl=30), unique("unknown-lease"))
+    etcd.etcdctl("lease", "revoke", f"{mutex.session.lease_id:x}")  # before the keep-alive can notice
+    with pytest.raises(SessionExpired, match="start a new EtcdSession"):
+        mutex.lock(timeout=DEADLINE)
+    assert mutex.key is None and not mutex.is_held
+
+
 def test_session_close_revokes_the_lease(etcd, stack):
     recorder = Recorder()
     session = new_session(stack, etcd, ttl=5, on_event=recorder.sink("session"))

@@ -30,7 +30,7 @@ from etcd3.utils import prefix_range_end
 
 from labkit.events import EventSink, ignore_events
 from labkit.locks.errors import Locked, LockTimeout, SessionExpired
-from labkit.locks.etcd_session import UNREACHABLE, EtcdSession
+from labkit.locks.etcd_session import UNREACHABLE, EtcdSession, rpc
 
 _SESSION_DONE = object()  # put in a waiter's queue when its session ends
 
@@ -120,7 +120,15 @@ class EtcdMutex:
             success=[etcdrpc.RequestOp(request_put=etcdrpc.PutRequest(key=key, value=b"",
                                                                       lease=self.session.lease_id)), get_owner],
             failure=[etcdrpc.RequestOp(request_range=etcdrpc.RangeRequest(key=key)), get_owner])
-        response = self._call(self.client.kvstub.Txn, request)
+        try:
+            response = rpc(self.client, self.client.kvstub.Txn, request)
+        except grpc.RpcError as error:
+            if error.code() != grpc.StatusCode.NOT_FOUND:
+                raise
+            self._key = None
+            raise SessionExpired(f"lock {self.prefix!r}: the server does not know lease "
+                                 f"{self.session.lease_id:x} any more (expired or revoked); "
+                                 "start a new EtcdSession") from None
         if response.succeeded:
             self._revision = response.header.revision
             self.on_event("created", key=self._key, revision=self._revision)
@@ -236,7 +244,7 @@ class EtcdMutex:
     release = unlock
 
     def _delete_my_key(self) -> None:
-        self.client.delete(self._key)
+        rpc(self.client, self.client.kvstub.DeleteRange, etcdrpc.DeleteRangeRequest(key=self._key.encode()))
         self._key, self._revision = None, -1
 
     def is_owner(self) -> etcd3.transactions.Create:
@@ -271,15 +279,7 @@ class EtcdMutex:
 
     def _range(self, request: etcdrpc.RangeRequest) -> etcdrpc.RangeResponse:
         # Built by hand: python-etcd3's get() sends max_create_revision as min_mod_revision.
-        return self._call(self.client.kvstub.Range, request)
-
-    def _call(self, method, request):
-        try:
-            return method(request, self.client.timeout, credentials=self.client.call_credentials,
-                          metadata=self.client.metadata)
-        except grpc.RpcError as error:
-            self.client._manage_grpc_errors(error)  # the same exceptions as python-etcd3's own calls
-            raise
+        return rpc(self.client, self.client.kvstub.Range, request)
 
     def __enter__(self) -> "EtcdMutex":
         self.lock()

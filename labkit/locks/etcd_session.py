@@ -19,11 +19,36 @@ from typing import Callable
 
 import etcd3
 import grpc
+from etcd3 import etcdrpc, exceptions
 
 from labkit.events import EventSink, ignore_events
 
-# What a keep-alive or lease lookup can fail with while the server is unreachable.
+# What a call can fail with while the server is unreachable.
 UNREACHABLE = (grpc.RpcError, etcd3.Etcd3Exception)
+
+_ERRORS_BY_CODE = {
+    grpc.StatusCode.UNAVAILABLE: exceptions.ConnectionFailedError,
+    grpc.StatusCode.DEADLINE_EXCEEDED: exceptions.ConnectionTimeoutError,
+    grpc.StatusCode.INTERNAL: exceptions.InternalServerError,
+    grpc.StatusCode.FAILED_PRECONDITION: exceptions.PreconditionFailedError,
+}
+
+
+def rpc(client: etcd3.Etcd3Client, method, request, timeout: float | None = None):
+    """Call one of the client's gRPC stub methods; raise python-etcd3's exceptions.
+
+    Why not python-etcd3's own methods: after a single UNAVAILABLE they mark the endpoint
+    failed for 300 s, and the client then refuses every call ("Trying to use a failed
+    node"), so a recipe could not outlive a server restart. Other gRPC errors (NOT_FOUND:
+    lease not found) are raised as ``grpc.RpcError``."""
+    try:
+        return method(request, client.timeout if timeout is None else timeout,
+                      credentials=client.call_credentials, metadata=client.metadata)
+    except grpc.RpcError as error:
+        known = _ERRORS_BY_CODE.get(error.code())
+        if known is None:
+            raise
+        raise known() from error
 
 
 class EtcdSession:
@@ -49,6 +74,7 @@ class EtcdSession:
         self.done = threading.Event()
         self.lost_reason: str | None = None
         self._refreshing = True
+        self._lease_gone = False  # the server said so: nothing left to revoke
         self._closing = threading.Event()
         self._state_lock = threading.Lock()
         self._done_callbacks: list[Callable[[], None]] = []
@@ -74,18 +100,20 @@ class EtcdSession:
                 if remaining is not None and remaining > 0:
                     deadline = time.monotonic() + remaining
                     continue
+                self._lease_gone = remaining is not None
                 self._mark_lost("the lease expired on the server: no keep-alive reached it for its TTL "
                                 f"({self.ttl} s)")
                 return
             try:
                 remaining = self._refresh(timeout=max(min(interval, deadline - time.monotonic()), 0.05))
-            except UNREACHABLE as error:
+            except Exception as error:  # any failure is "no refresh": this thread must not die
                 if time.monotonic() >= deadline:
                     self._mark_lost(f"no keep-alive succeeded for a whole TTL ({self.ttl} s); the server has "
                                     f"expired the lease by now (last error: {error.__class__.__name__})")
                     return
                 continue
             if remaining <= 0:
+                self._lease_gone = True
                 self._mark_lost("keep-alive answered that the lease is not found: it expired or was revoked")
                 return
             deadline = time.monotonic() + remaining
@@ -93,21 +121,17 @@ class EtcdSession:
     def _refresh(self, timeout: float) -> int:
         # The lease stub is called directly (not client.refresh_lease) to give the call
         # its own timeout: a frozen server must not hang the keep-alive past the deadline.
-        request = etcd3.etcdrpc.LeaseKeepAliveRequest(ID=self.lease_id)
+        request = etcdrpc.LeaseKeepAliveRequest(ID=self.lease_id)
         responses = self.client.leasestub.LeaseKeepAlive(iter([request]), timeout,
                                                         credentials=self.client.call_credentials,
                                                         metadata=self.client.metadata)
         return max((response.TTL for response in responses), default=0)
 
     def _server_ttl(self, timeout: float | None) -> int | None:
-        request = etcd3.etcdrpc.LeaseTimeToLiveRequest(ID=self.lease_id)
         try:
-            response = self.client.leasestub.LeaseTimeToLive(request, timeout,
-                                                             credentials=self.client.call_credentials,
-                                                             metadata=self.client.metadata)
-        except UNREACHABLE:
+            return self.remaining_ttl(timeout)
+        except Exception:  # unknown for now: the keep-alive thread asks again later
             return None
-        return response.TTL
 
     def _mark_lost(self, reason: str, announce: bool = True) -> None:
         with self._state_lock:
@@ -131,10 +155,11 @@ class EtcdSession:
                 return
         callback()
 
-    def remaining_ttl(self) -> int:
+    def remaining_ttl(self, timeout: float | None = None) -> int:
         """Seconds the server still gives the lease; -1 once it is gone. Raises
         python-etcd3's connection errors if the server cannot be reached."""
-        return self.client.get_lease_info(self.lease_id).TTL
+        request = etcdrpc.LeaseTimeToLiveRequest(ID=self.lease_id)
+        return rpc(self.client, self.client.leasestub.LeaseTimeToLive, request, timeout).TTL
 
     def stop_keepalive(self) -> None:
         """A fault for lessons: stop refreshing the lease, as a paused or cut-off client
@@ -148,22 +173,29 @@ class EtcdSession:
         connection errors if the server cannot be reached; the lease then expires by TTL."""
         self._stop_thread()
         try:
-            self.client.revoke_lease(self.lease_id)
+            self._revoke()
         except grpc.RpcError as error:
             if error.code() != grpc.StatusCode.NOT_FOUND:
                 raise
+        self._lease_gone = True
         self._mark_lost("the lease was revoked by this client")
 
     def close(self) -> None:
         """End the session: stop the keep-alive and revoke the lease (Go's ``Close``).
         Safe to call twice. If the server cannot be reached, the lease expires by TTL."""
         self._stop_thread()
-        if not self.done.is_set():
+        if not self._lease_gone:
             try:
-                self.client.revoke_lease(self.lease_id)
+                self._revoke()
+                self._lease_gone = True
             except UNREACHABLE:
                 pass  # not found (already gone) or unreachable: either way it ends by TTL
         self._mark_lost("the session was closed", announce=False)
+
+    def _revoke(self) -> None:
+        # Go bounds the revoke by the TTL: after that the lease has expired anyway.
+        rpc(self.client, self.client.leasestub.LeaseRevoke, etcdrpc.LeaseRevokeRequest(ID=self.lease_id),
+            timeout=self.ttl)
 
     def _stop_thread(self) -> None:
         self._closing.set()
