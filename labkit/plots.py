@@ -7,6 +7,7 @@ What can fail: ValueError when there is nothing to draw (an empty history or no 
 """
 from __future__ import annotations
 
+import re
 from typing import Any, Iterable, Mapping
 
 from matplotlib.axes import Axes
@@ -35,6 +36,11 @@ def _axes(ax: Axes | None, width: float = 9.0, height: float = 4.0) -> Axes:
     return ax
 
 
+def _natural_order(name: str) -> list[Any]:
+    """client-2 before client-10."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+
+
 def hold_timeline(history: History, ax: Axes | None = None, title: str = "Who waited for and held the lock") -> Axes:
     """One row per client: waiting (light), holding (solid), wakeups (ticks), lost (red x),
     pauses (hatched, from pause faults with ``seconds``), other faults (labelled lines)."""
@@ -42,7 +48,7 @@ def hold_timeline(history: History, ax: Axes | None = None, title: str = "Who wa
     if not events:
         raise ValueError("the history is empty: run some clients first, then plot")
     origin, end = events[0].time, events[-1].time
-    clients = history.clients()
+    clients = sorted(history.clients(), key=_natural_order)
     ax = _axes(ax, height=max(2.5, 0.55 * len(clients) + 1.5))
     rows = {client: row for row, client in enumerate(clients)}
     faults = history.events(client=FAULT_CLIENT, kind="fault")
@@ -66,7 +72,7 @@ def hold_timeline(history: History, ax: Axes | None = None, title: str = "Who wa
                    for hold in history.holds() if hold.client == client]
         ax.broken_barh(holding, (row - 0.3, 0.6), facecolors=HOLDING_COLOR)
         woke = [event.time - origin for event in mine if event.kind == "woke"]
-        ax.plot(woke, [row + 0.38] * len(woke), linestyle="none", marker="|", markersize=9, color="black")
+        ax.plot(woke, [row] * len(woke), linestyle="none", marker="|", markersize=12, color="black")
         lost = [event.time - origin for event in mine if event.kind == "lost"]
         ax.plot(lost, [row] * len(lost), linestyle="none", marker="X", markersize=11, color=LOST_COLOR)
     for fault in faults:
