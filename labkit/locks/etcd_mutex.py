@@ -73,20 +73,19 @@ class EtcdMutex:
         try:
             self._wait_deletes(self._revision - 1, deadline)
         except LockTimeout:
-            self._delete_my_key()  # Go: Unlock when the context ends, to leave the queue
+            self._leave_queue()  # Go: Unlock when the context ends
             waited = time.monotonic() - started
             self.on_event("timeout", waited=waited)
             raise LockTimeout(self.prefix, waited) from None
         except BaseException:
-            with contextlib.suppress(*UNREACHABLE):
-                self._delete_my_key()  # Go: Unlock when the wait fails; the lease cleans up if this fails
+            self._leave_queue()  # Go: Unlock when the wait fails
             raise
         # Re-check: the keys ahead are gone, but so may be mine if the lease expired meanwhile.
         mine = self._range(etcdrpc.RangeRequest(key=self._key.encode()))
         if not mine.kvs or self.session.done.is_set():
             reason = self.session.lost_reason or f"my key {self._key} is gone: its lease expired or was revoked"
             self._emit_lost(reason, token=None)
-            self._delete_my_key()
+            self._leave_queue()
             raise SessionExpired(f"lock {self.prefix!r}: {reason}; start a new EtcdSession and lock again")
         return self._acquired(mine.header.revision)
 
@@ -242,6 +241,13 @@ class EtcdMutex:
             self.on_event("released", token=token)
 
     release = unlock
+
+    def _leave_queue(self) -> None:
+        # On the way out of a failed lock(): if etcd cannot be reached, the lease removes
+        # the key later, and the caller should hear about the first failure, not this one.
+        with contextlib.suppress(*UNREACHABLE):
+            self._delete_my_key()
+        self._key, self._revision = None, -1
 
     def _delete_my_key(self) -> None:
         rpc(self.client, self.client.kvstub.DeleteRange, etcdrpc.DeleteRangeRequest(key=self._key.encode()))
