@@ -81,6 +81,8 @@ def hold_timeline(history: History, ax: Axes | None = None, title: str = "Who wa
         if what == "pause" and target in rows and fault.detail.get("seconds"):
             ax.broken_barh([(at, float(fault.detail["seconds"]))], (rows[target] - 0.42, 0.84),
                            facecolors="none", edgecolors=PAUSE_COLOR, hatch="///")
+        elif what == "resume" and target in rows:
+            continue  # the end of the hatched pause already shows it
         else:
             ax.axvline(at, color=FAULT_COLOR, linestyle="--", linewidth=1)
             ax.annotate(f"{what} {target}".strip(), (at, 1.0), xycoords=("data", "axes fraction"),
@@ -152,23 +154,38 @@ def latency_plot(samples: Mapping[str, Iterable[float]], ax: Axes | None = None,
 
 def store_writes_plot(writes: Iterable[Any], ax: Axes | None = None,
                       title: str = "The store's own record of writes") -> Axes:
-    """Accepted (green dot) and rejected (red x) writes over the store's time, one row per
-    client, each labelled with its token. ``writes`` = ``FencedStore.writes()`` or dicts."""
+    """Writes over the store's time, one row per client, each labelled with its token:
+    accepted (green dot), accepted although its token was lower than one already
+    accepted (orange diamond: the damage an unfenced store takes), rejected (red x).
+    ``writes`` = ``FencedStore.writes()`` (in the store's order) or dicts like them."""
     rows = [item if isinstance(item, dict) else vars(item) for item in writes]
     if not rows:
         raise ValueError("the store has no writes to plot")
     origin = rows[0]["time"]
     clients = list(dict.fromkeys(row["client"] for row in rows))
     ax = _axes(ax, height=max(2.5, 0.5 * len(clients) + 1.5))
-    for accepted, color, marker, label in ((True, ACCEPTED_COLOR, "o", "accepted"),
-                                           (False, LOST_COLOR, "x", "rejected by fencing")):
-        chosen = [row for row in rows if bool(row["accepted"]) is accepted]
+    categories = {"accepted": [], "accepted with a stale token": [], "rejected by fencing": []}
+    highest = None
+    for row in rows:  # in the store's order, so "stale" means: lower than a token it already took
+        token = row["token"]
+        if not row["accepted"]:
+            categories["rejected by fencing"].append(row)
+        elif token is not None and highest is not None and token < highest:
+            categories["accepted with a stale token"].append(row)
+        else:
+            categories["accepted"].append(row)
+        if row["accepted"] and token is not None:
+            highest = token if highest is None else max(highest, token)
+    styles = {"accepted": (ACCEPTED_COLOR, "o"), "accepted with a stale token": (PAUSE_COLOR, "D"),
+              "rejected by fencing": (LOST_COLOR, "x")}
+    for label, chosen in categories.items():
+        color, marker = styles[label]
         ax.plot([row["time"] - origin for row in chosen], [clients.index(row["client"]) for row in chosen],
                 linestyle="none", marker=marker, markersize=9, color=color, label=f"{label}: {len(chosen)}")
-        if len(rows) <= 60:
-            for row in chosen:
-                ax.annotate(f"{row['token']}", (row["time"] - origin, clients.index(row["client"])),
-                            xytext=(0, 7), textcoords="offset points", ha="center", fontsize=7)
+    if len(rows) <= 60:
+        for row in rows:
+            ax.annotate(f"{row['token']}", (row["time"] - origin, clients.index(row["client"])),
+                        xytext=(0, 7), textcoords="offset points", ha="center", fontsize=7)
     ax.set_yticks(range(len(clients)), clients)
     ax.set_ylim(len(clients) - 0.5, -0.5)
     ax.set_xlabel("store time since the first write (s)")

@@ -77,6 +77,16 @@ def test_store_writes_plot(tmp_path):
     ax = plots.store_writes_plot(writes)
     assert_readable(ax, tmp_path / "writes.png")
     legend = [text.get_text() for text in ax.get_legend().get_texts()]
-    assert legend == ["accepted: 2", "rejected by fencing: 1"]
+    assert legend == ["accepted: 2", "accepted with a stale token: 0", "rejected by fencing: 1"]
     rejected = next(line for line in ax.get_lines() if line.get_label().startswith("rejected"))
     assert list(rejected.get_xdata()) == [2.0]
+
+
+def test_store_writes_plot_marks_stale_writes_an_unfenced_store_accepted(tmp_path):
+    writes = [{"time": 1.0, "client": "a", "token": 5, "accepted": True},
+              {"time": 2.0, "client": "b", "token": 6, "accepted": True},
+              {"time": 3.0, "client": "a", "token": 5, "accepted": True}]
+    ax = plots.store_writes_plot(writes)
+    assert_readable(ax, tmp_path / "unfenced.png")
+    stale = next(line for line in ax.get_lines() if line.get_label().startswith("accepted with a stale token"))
+    assert list(stale.get_xdata()) == [2.0] and stale.get_label().endswith(": 1")
