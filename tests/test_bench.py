@@ -1,0 +1,64 @@
+"""The benchmark in its tiny mode on a lab of its own: the JSON shape and the exact wakeup
+counts. Timing is the machine's business, so no test asserts on it."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from labkit import bench
+
+UNCONTENDED = {"redis", "zookeeper", "zookeeper raw ops", "kazoo Lock", "etcd", "etcd raw ops",
+               "python-etcd3 Lock", "etcdctl lock", "etcdctl process start"}
+SCENARIOS = ("zookeeper predecessor", "zookeeper parent", "etcd EtcdMutex", "etcd python-etcd3 Lock")
+
+
+@pytest.fixture(scope="module")
+def tiny_results(tmp_path_factory):
+    output = tmp_path_factory.mktemp("bench") / "bench.json"
+    finished = subprocess.run([sys.executable, "-m", "labkit.bench", "--tiny", "--json", str(output)],
+                              capture_output=True, text=True, timeout=240,
+                              cwd=Path(bench.__file__).resolve().parent.parent)
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    return json.loads(output.read_text()), finished.stdout
+
+
+def test_every_method_is_measured_with_positive_percentiles(tiny_results):
+    results, _ = tiny_results
+    assert set(results["uncontended"]) == UNCONTENDED
+    for name, row in results["uncontended"].items():
+        assert 0 < row["p50_ms"] <= row["p99_ms"], name
+        assert row["samples"] == (2 if name.startswith("etcdctl") else 10), name
+    assert set(results["ratios"]) == {"zookeeper / raw ops", "zookeeper / kazoo Lock", "etcd / raw ops",
+                                      "etcd / python-etcd3 Lock"}
+
+
+def test_wakeups_per_release_are_exact(tiny_results):
+    results, _ = tiny_results
+    rows = {(row["scenario"], row["n"]): row for row in results["handoff"]}
+    assert set(rows) == {(scenario, n) for scenario in SCENARIOS for n in (1, 3, 5)}
+    for scenario in SCENARIOS:
+        assert rows[scenario, 1]["handoffs"] == 0
+        for n in (3, 5):
+            row = rows[scenario, n]
+            assert row["handoffs"] == min(4, n - 1)
+            if scenario in ("zookeeper parent", "etcd python-etcd3 Lock"):
+                # the herd: every release wakes every waiter still queued
+                assert row["wakeups"] == [n - 1 - number for number in range(row["handoffs"])], scenario
+            else:
+                assert row["wakeups"] == [1] * row["handoffs"], scenario
+            assert 0 < row["handoff_p50_ms"] <= row["handoff_p99_ms"]
+
+
+def test_the_report_prints_every_target_as_pass_or_miss(tiny_results):
+    results, printed = tiny_results
+    verdict_lines = [line for line in printed.splitlines() if line.strip().startswith(("PASS", "MISS"))]
+    assert len(verdict_lines) == len(results["targets"]) == 8
+    wakeup_targets = [target for target in results["targets"] if "N=5" in target["target"]]
+    assert len(wakeup_targets) == 4 and all(target["met"] for target in wakeup_targets)
+
+
+def test_a_ratio_above_its_limit_is_a_miss():
+    results = {"ratios": {"zookeeper / raw ops": 1.25, "zookeeper / kazoo Lock": 0.8}, "handoff": []}
+    assert [(t["measured"], t["met"]) for t in bench.targets(results)] == [(1.25, False), (0.8, True)]
