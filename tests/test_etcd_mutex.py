@@ -93,9 +93,8 @@ def test_ten_concurrent_clients_never_hold_at_once_and_tokens_rise(etcd, stack):
                 most_inside[0] = max(most_inside[0], inside[0])
                 tokens.append(token)
             # A real write, guarded by ownership, while others are queued behind us.
-            accepted, _ = mutex.client.transaction(compare=[mutex.is_owner()],
-                                                   success=[mutex.client.transactions.put(prefix + "-data", str(token))],
-                                                   failure=[])
+            write = mutex.client.transactions.put(prefix + "-data", str(token))
+            accepted, _ = mutex.client.transaction(compare=[mutex.is_owner()], success=[write], failure=[])
             assert accepted, f"{mutex} holds the lock but its guarded write was refused"
             with counter:
                 inside[0] -= 1

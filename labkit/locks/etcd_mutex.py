@@ -112,7 +112,7 @@ class EtcdMutex:
         # Then(put(myKey, lease), getOwner) Else(get(myKey), getOwner).
         self._key = f"{self.prefix}{self.session.lease_id:x}"
         key = self._key.encode()
-        get_owner = etcdrpc.RequestOp(request_range=self._first_created_request())
+        get_owner = etcdrpc.RequestOp(request_range=self._by_create_revision(etcdrpc.RangeRequest.ASCEND))
         request = etcdrpc.TxnRequest(
             compare=[etcdrpc.Compare(key=key, target=etcdrpc.Compare.CREATE,
                                      result=etcdrpc.Compare.EQUAL, create_revision=0)],
@@ -135,24 +135,22 @@ class EtcdMutex:
             self._revision = response.responses[0].response_range.kvs[0].create_revision
         return response
 
-    def _first_created_request(self) -> etcdrpc.RangeRequest:
-        # Go's WithFirstCreate(): the whole prefix, oldest create revision first, one key.
+    def _by_create_revision(self, order: int, limit: int = 1, max_create_revision: int = 0) -> etcdrpc.RangeRequest:
+        # Go's WithFirstCreate() (ASCEND) and WithLastCreate() (DESCEND): the whole prefix
+        # sorted by create revision, one key.
         prefix = self.prefix.encode()
-        return etcdrpc.RangeRequest(key=prefix, range_end=prefix_range_end(prefix), limit=1,
-                                    sort_target=etcdrpc.RangeRequest.CREATE,
-                                    sort_order=etcdrpc.RangeRequest.ASCEND)
+        return etcdrpc.RangeRequest(key=prefix, range_end=prefix_range_end(prefix), limit=limit,
+                                    sort_target=etcdrpc.RangeRequest.CREATE, sort_order=order,
+                                    max_create_revision=max_create_revision)
 
     # -- wait (Go's key.go) ------------------------------------------------------------
     def _wait_deletes(self, max_create_revision: int, deadline: float | None) -> None:
         # Wait until no key older than mine is left. Watch only the youngest of them (Go's
         # WithLastCreate + WithMaxCreateRev): when it goes, look again, because a waiter
         # ahead of me may have left while the holder still holds.
-        prefix = self.prefix.encode()
         while not self.session.done.is_set():
-            ahead = self._range(etcdrpc.RangeRequest(
-                key=prefix, range_end=prefix_range_end(prefix), limit=1,
-                sort_target=etcdrpc.RangeRequest.CREATE, sort_order=etcdrpc.RangeRequest.DESCEND,
-                max_create_revision=max_create_revision))
+            ahead = self._range(self._by_create_revision(etcdrpc.RangeRequest.DESCEND,
+                                                         max_create_revision=max_create_revision))
             if not ahead.kvs:
                 return
             self._wait_delete(ahead.kvs[0].key.decode(), ahead.header.revision, deadline)
@@ -273,8 +271,7 @@ class EtcdMutex:
 
     def contenders(self) -> list[str]:
         """The keys queued under the prefix, holder first (create-revision order)."""
-        request = self._first_created_request()
-        request.limit = 0
+        request = self._by_create_revision(etcdrpc.RangeRequest.ASCEND, limit=0)
         return [kv.key.decode() for kv in self._range(request).kvs]
 
     # -- plumbing ----------------------------------------------------------------------
