@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 import urllib.request
 
@@ -26,6 +27,27 @@ def etcd_argv(etcd: str, name: str, data_dir: str, client_port: int, peer_port: 
             "--initial-cluster-token", token,
             "--heartbeat-interval", "50", "--election-timeout", "500",
             "--logger", "zap", "--log-level", "warn"]
+
+
+def etcd_client(host: str, port: int, timeout: float = 10.0, **kwargs):
+    """An etcd3 (python3-etcd3) client that survives a server restart.
+
+    Two fixes to python3-etcd3 0.13: after one failed call it refuses every call to that
+    endpoint for 300 s ("Trying to use a failed node") — a lab restarts servers on purpose,
+    so retry at once; and its watch module uses ``six`` without importing it, which turns
+    closing a watch into a NameError traceback.
+    """
+    import types
+
+    import etcd3
+    import etcd3.watch
+
+    if not hasattr(etcd3.watch, "six"):
+        etcd3.watch.six = types.SimpleNamespace(itervalues=lambda mapping: iter(mapping.values()))
+    client = etcd3.client(host=host, port=port, timeout=timeout, **kwargs)
+    for endpoint in client.endpoints.values():
+        endpoint.time_retry = 0
+    return client
 
 
 def _post_json(url: str, body: dict, timeout: float) -> dict:
@@ -97,16 +119,21 @@ class EtcdService:
 
     def client(self, node: EtcdNode | None = None, **kwargs):
         """An etcd3 client on one member (the first running one unless named)."""
-        import etcd3
-
         node = node or next(n for n in self.nodes if n.state == "running")
-        return etcd3.client(host=node.host, port=node.port, **kwargs)
+        return etcd_client(node.host, node.port, **kwargs)
 
     def etcdctl(self, *args: str, timeout: float = 30.0, check: bool = True, **kwargs) -> subprocess.CompletedProcess:
         """Run etcdctl (API v3) against this cluster's endpoints."""
+        from labkit.errors import ServerNotFound
         from labkit.servers.discovery import find_etcdctl
 
-        argv = [self.etcdctl_path or find_etcdctl(), "--endpoints", ",".join(self.endpoints), *args]
+        try:
+            command = [self.etcdctl_path or find_etcdctl()]
+        except ServerNotFound:
+            if not self.nodes or self.nodes[0].runner.backend != "docker":
+                raise
+            command = [sys.executable, "-m", "labkit.servers.docker_backend", "etcdctl"]  # the image's etcdctl
+        argv = [*command, "--endpoints", ",".join(self.endpoints), *args]
         env = dict(os.environ, ETCDCTL_API="3")
         return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env,
                               check=check, **kwargs)
