@@ -1,0 +1,255 @@
+"""LockPanel: a live lock you can break with buttons, for a learner or a projector.
+
+``LockPanel(lab, recipe="zookeeper", clients=3)`` starts real lock client processes
+(``labkit.clients``) that take turns holding one lock and writing to a fenced store.
+``panel.widget`` shows who holds the lock and why it last changed hands, each client and
+each server with buttons that break them for real, graphs and a log in plain words.
+
+Every button runs its fault in a worker thread, so a slow one (restarting a node waits
+until it answers) never freezes the notebook; ``wait_for_actions()`` waits for them and
+``errors`` lists what failed. Two timer threads refresh the view in place (clients and
+graphs twice a second, server roles once a second). ``close()``, leaving a ``with``
+block, or the kernel's exit (restart) stops the timers and every client process.
+
+What can fail: ``ClientError`` if the client processes cannot start (the message names
+the server they could not reach); ``ValueError`` for an unknown recipe; a fault whose
+target cannot take it (a Redis lock has no session to expire) is refused by a disabled
+button, and any fault that fails at run time is shown in the log in red.
+"""
+from __future__ import annotations
+
+import atexit
+import html
+import threading
+import time
+import uuid
+import weakref
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Callable
+
+from labkit.clients import RECIPES, spawn_clients
+from labkit.faults import kill_leader
+from labkit.history import History
+from labkit.widgets import figure, narration
+from labkit.widgets.driver import ClientDriver
+from labkit.widgets.view import PanelView
+
+RECIPE_TITLES = {
+    "zookeeper": "ZooKeeper lock, predecessor watch",
+    "zookeeper-parent": "ZooKeeper lock, parent watch (the herd)",
+    "kazoo": "kazoo's Lock (ZooKeeper)",
+    "etcd": "etcd Mutex (lease + create revision)",
+    "etcd3-lock": "python-etcd3's Lock",
+    "redis": "Redis lock (SET NX PX, no fencing token)",
+}
+RECIPE_SERVICE = {"zookeeper": "zookeeper", "zookeeper-parent": "zookeeper", "kazoo": "zookeeper",
+                  "etcd": "etcd", "etcd3-lock": "etcd", "redis": "redis"}
+_LIVE_PANELS: "weakref.WeakSet[LockPanel]" = weakref.WeakSet()
+
+
+class LockPanel:
+    """See the module docstring. ``widget`` to display; ``button(target, action)`` finds a
+    button ("client-2", "expire session"; "zk1", "kill"; "zookeeper", "kill the leader")."""
+
+    def __init__(self, lab: Any, recipe: str = "zookeeper", clients: int = 3, name: str | None = None,
+                 hold: float = 8.0, pause_seconds: float | None = None, session_timeout: float = 4.0,
+                 ttl: float = 5.0, refresh: float = 0.5, redraw_every: float = 1.0, window: float = 90.0):
+        if recipe not in RECIPES:
+            raise ValueError(f"no recipe named {recipe!r}; choose one of {', '.join(RECIPES)}")
+        self.lab, self.recipe = lab, recipe
+        self.name = name or f"/locks/panel-{uuid.uuid4().hex[:6]}"
+        self.refresh, self.redraw_every, self.window = refresh, redraw_every, window
+        self.history = History()
+        self.origin = time.time()
+        self.errors: list[str] = []
+        self.closed = False
+        self._stopping = threading.Event()
+        self._actions = ThreadPoolExecutor(max_workers=1, thread_name_prefix="panel-action")
+        self._pending: list[Future] = []
+        self.store = None
+        if getattr(lab, "redis", None) is not None:
+            from labkit.fencing import FencedStore
+            # a Redis lock gives no token, so a fenced store would refuse all its writes:
+            # its store accepts everything, and the panel shows what that lets through
+            self.store = FencedStore(lab.redis.client(socket_timeout=2.0), f"panel-store:{self.name}",
+                                     fenced=RECIPE_SERVICE[recipe] != "redis")
+            self.store.reset()
+        self.clients = spawn_clients(lab, recipe, n=clients, name=self.name, history=self.history,
+                                     store=self.store, session_timeout=session_timeout, ttl=ttl)
+        self.drivers: list[ClientDriver] = []
+        self._threads: list[threading.Thread] = []
+        try:
+            self.nodes = [node for service in self._services() for node in service.nodes]
+            self.view = PanelView(self, title=RECIPE_TITLES.get(recipe, recipe), hold=hold,
+                                  pause_seconds=pause_seconds or round(session_timeout + 2.0, 1))
+            self.drivers = [ClientDriver(client, self._stopping, lambda: self.view.hold_seconds,
+                                         writes=self.store is not None, on_error=self._client_error)
+                            for client in self.clients]
+        except BaseException:
+            self.clients.close()
+            raise
+        _register(self)
+        for driver in self.drivers:
+            driver.start()
+        self._threads = [_start_timer(self, "_refresh_clients", refresh, "panel-refresh"),
+                         _start_timer(self, "_refresh_nodes", max(1.0, refresh), "panel-nodes")]
+
+    # ---- what the view reads ----
+    @property
+    def widget(self):
+        return self.view.widget
+
+    def _services(self) -> list:
+        wanted = [RECIPE_SERVICE[self.recipe], "redis"]
+        return [getattr(self.lab, name) for name in dict.fromkeys(wanted) if getattr(self.lab, name, None)]
+
+    def client_note(self, client_name: str) -> str:
+        for driver in self.drivers:
+            if driver.client.name == client_name:
+                return driver.note
+        return ""
+
+    def states(self) -> dict[str, str]:
+        return self.clients.states()
+
+    def holder(self) -> str | None:
+        """The client the panel shows as holder (None: nobody)."""
+        return narration.current_holder(self.history, self.states())
+
+    def button(self, target: str, action: str):
+        return self.view.button(target, action)
+
+    # ---- actions (run in the worker thread) ----
+    def act(self, what: str, action: Callable[[], Any]) -> Future:
+        """Run ``action`` in the worker thread; a failure goes to ``errors`` and the log."""
+        def run() -> None:
+            try:
+                action()
+            except Exception as error:  # shown to the learner, who can try something else
+                self._report(f"{what} failed: {type(error).__name__}: {error}")
+        future = self._actions.submit(run)
+        self._pending = [pending for pending in self._pending if not pending.done()] + [future]
+        return future
+
+    def wait_for_actions(self, timeout: float = 30.0) -> None:
+        """Block until every fault started by a button has finished."""
+        deadline = time.monotonic() + timeout
+        for future in list(self._pending):
+            future.result(max(0.0, deadline - time.monotonic()))
+
+    def _report(self, message: str) -> None:
+        self.errors.append(message)
+        self.view.show_error(message)
+
+    def _client_error(self, client_name: str, message: str) -> None:
+        if not self._stopping.is_set():
+            self._report(f"{client_name}: {message}")
+
+    def fault_client(self, client_name: str, action: str) -> Future:
+        client = self.clients[client_name]
+        actions = {"pause": lambda: client.pause(self.view.pause_seconds), "kill": client.kill,
+                   "expire session": client.expire_session, "revoke lease": client.revoke_lease,
+                   "stop keep-alive": client.stop_keepalive}
+        return self.act(f"{action} {client_name}", actions[action])
+
+    def fault_node(self, node: Any, action: str) -> Future:
+        def pause_or_resume() -> None:
+            if node.state == "paused":
+                node.resume()
+                self.history.record_fault("resume", node.name)
+            else:
+                node.pause()
+                self.history.record_fault("pause", node.name)
+
+        def restart() -> None:
+            if node.state == "paused":
+                node.resume()  # a frozen process cannot act on SIGTERM
+            self.history.record_fault("restart", node.name)
+            node.restart()
+
+        def kill() -> None:
+            node.kill()
+            self.history.record_fault("kill", node.name)
+        actions = {"kill": kill, "pause / resume": pause_or_resume, "restart": restart}
+        return self.act(f"{action} {node.name}", actions[action])
+
+    def kill_leader(self, service_name: str) -> Future:
+        return self.act(f"kill the {service_name} leader",
+                        lambda: kill_leader(getattr(self.lab, service_name), history=self.history))
+
+    # ---- timers ----
+    def _refresh_clients(self) -> None:
+        self.view.refresh_clients(self.states(), time.time())
+
+    def _refresh_nodes(self) -> None:
+        self.view.refresh_nodes({node.name: (node.state, node.role) for node in self.nodes})
+
+    def render_png(self) -> bytes:
+        return figure.render_png(self.history, self.window)
+
+    # ---- lifetime ----
+    def close(self) -> None:
+        """Stop the timers, the client loops and every client process. Safe to call twice."""
+        if self.closed:
+            return
+        self.closed = True
+        self._stopping.set()
+        self._actions.shutdown(wait=False, cancel_futures=True)
+        for thread in self._threads:
+            thread.join(5)
+        for driver in self.drivers:
+            driver.thread.join(5)
+        try:
+            self.clients.close()
+        finally:
+            _LIVE_PANELS.discard(self)
+            self.view.show_closed()
+
+    def __enter__(self) -> "LockPanel":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _repr_mimebundle_(self, **kwargs: Any):
+        return self.widget._repr_mimebundle_(**kwargs)
+
+    def __repr__(self) -> str:
+        return f"<LockPanel {self.recipe} on {self.name!r}{' closed' if self.closed else ''}: {self.states()}>"
+
+
+def _start_timer(panel: LockPanel, method: str, interval: float, name: str) -> threading.Thread:
+    # the thread holds only a weak reference, so a forgotten panel can still be collected
+    panel_reference = weakref.ref(panel)
+    stopping = panel._stopping
+
+    def loop() -> None:
+        while not stopping.wait(interval):
+            target = panel_reference()
+            if target is None:
+                return
+            try:
+                getattr(target, method)()
+            except Exception as error:  # one bad refresh must not kill the live view
+                target._report(f"refresh failed: {type(error).__name__}: {error}")
+            del target
+    thread = threading.Thread(target=loop, name=name, daemon=True)
+    thread.start()
+    return thread
+
+
+def _register(panel: LockPanel) -> None:
+    # registered after spawn_clients registered its own: atexit runs ours first
+    atexit.unregister(close_all_panels)
+    atexit.register(close_all_panels)
+    _LIVE_PANELS.add(panel)
+
+
+def close_all_panels() -> None:
+    """Close every open panel (run at interpreter exit, e.g. a kernel restart)."""
+    for panel in list(_LIVE_PANELS):
+        panel.close()
+
+
+def escape(text: str) -> str:
+    return html.escape(text, quote=False)

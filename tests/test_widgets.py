@@ -1,0 +1,183 @@
+"""The lock lab panel: its words (pure, no server) and its buttons on real servers.
+
+The buttons are clicked from Python (``button.click()`` runs the same handler as a click
+in the browser); what changed is read from the panel's own state and from the history.
+"""
+import os
+import threading
+import time
+
+import pytest
+
+import labkit
+from labkit.events import Event
+from labkit.history import FAULT_CLIENT, History
+from labkit.widgets import LockPanel, describe_event, holder_text, why_text
+
+
+def wait_until(condition, timeout, what):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"after {timeout} s: {what}")
+        time.sleep(0.05)
+
+
+def process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def panel_threads():
+    return [thread for thread in threading.enumerate() if thread.name.startswith("panel-") and thread.is_alive()]
+
+
+def queue_formed(panel, waiters):
+    return panel.holder() is not None and list(panel.states().values()).count("waiting") == waiters
+
+
+# ---- words, from hand-made histories -----------------------------------------------------
+NODE = "/locks/x/0f1e2d3c4b5a69788796a5b4c3d2e1f0-lock-0000000007"
+
+
+def history_of(*events):
+    return History(Event(100.0 + seconds, client, kind, detail) for seconds, client, kind, detail in events)
+
+
+def test_a_wakeup_names_the_deleted_predecessor_by_its_sequence():
+    woke = Event(1.0, "client-3", "woke", {"reason": "deleted", "target": NODE})
+    assert describe_event(woke) == "client-3 woke: its predecessor lock-0000000007 was deleted"
+    parent = Event(1.0, "client-3", "woke", {"reason": "child", "target": "/locks/x"})
+    assert "queue under /locks/x changed" in describe_event(parent)
+
+
+def test_holder_line_names_the_holder_its_age_and_token_and_a_paused_believer():
+    history = history_of((0.0, "client-1", "acquired", {"token": 7}),
+                         (1.0, FAULT_CLIENT, "fault", {"what": "pause", "target": "client-1", "seconds": 6}),
+                         (5.0, "client-2", "acquired", {"token": 8}))
+    text = holder_text(history, {"client-1": "paused", "client-2": "holding"}, now=108.1)
+    assert text.startswith("Holder: client-2 (since 3.1 s, token 8)")
+    assert "client-1 (paused) still believes it holds token 7" in text
+    alone = holder_text(history_of((0.0, "client-1", "acquired", {"token": 7})), {"client-1": "paused"}, 102.0)
+    assert "PAUSED" in alone and "token 7" in alone
+
+
+def test_why_line_explains_an_expired_session_and_the_wakeup():
+    history = history_of((0.0, "client-1", "acquired", {"token": 7}),
+                         (2.0, FAULT_CLIENT, "fault", {"what": "expire_session", "target": "client-1"}),
+                         (2.01, "client-1", "lost", {"reason": "session expired: the server deleted my node"}),
+                         (2.02, "client-2", "woke", {"reason": "deleted", "target": NODE}),
+                         (2.03, "client-2", "acquired", {"token": 8}))
+    text = why_text(history, origin=100.0)
+    assert "client-1 lost it (session expired" in text and "after you expired its session at 2.0 s" in text
+    assert "client-2 got it 0.02 s later (token 8) because it woke: its predecessor lock-0000000007" in text
+
+
+def test_why_line_explains_a_kill_and_a_late_loss():
+    killed = history_of((0.0, "client-1", "acquired", {"token": None}),
+                        (1.0, FAULT_CLIENT, "fault", {"what": "kill", "target": "client-1"}),
+                        (6.0, "client-2", "acquired", {"token": None}))
+    assert "you killed client-1 at 1.0 s; the server freed its lock only when" in why_text(killed, 100.0)
+    assert "client-2 got it 5.00 s later (no fencing token)" in why_text(killed, 100.0)
+    paused = history_of((0.0, "client-1", "acquired", {"token": 3}),
+                        (1.0, FAULT_CLIENT, "fault", {"what": "pause", "target": "client-1", "seconds": 6}),
+                        (5.0, "client-2", "acquired", {"token": 4}),
+                        (7.0, "client-1", "lost", {"reason": "session expired"}))
+    assert "client-2 already had the lock (token 4) 2.00 s before client-1 found out" in why_text(paused, 100.0)
+
+
+# ---- buttons, on real servers ----------------------------------------------------------
+def test_expire_session_on_the_holder_hands_the_lock_to_the_next_client(lab, unique_name):
+    with LockPanel(lab, "zookeeper", clients=3, name=unique_name, hold=60, session_timeout=4.0) as panel:
+        wait_until(lambda: queue_formed(panel, 2), 30, f"no holder and two waiters: {panel.states()}")
+        first = panel.holder()
+        panel.button(first, "expire session").click()
+        panel.wait_for_actions(15)
+        # hold=60: only the fault can make the lock change hands this soon
+        wait_until(lambda: panel.holder() not in (None, first), 10, f"nobody took over from {first}: {panel.states()}")
+        second = panel.holder()
+        assert panel.states()[second] == "holding"
+        wait_until(lambda: panel.history.events(kind="lost"), 5, f"{first} never reported its loss")
+        assert [event.client for event in panel.history.events(kind="lost")] == [first]
+        wait_until(lambda: f"Holder: {second}" in panel.view.holder_line.value, 5, "the holder line did not follow")
+        why = panel.view.why_line.value
+        assert f"{first} lost it" in why and "expired its session" in why, why
+        assert panel.errors == []
+
+
+def test_revoke_lease_on_an_etcd_holder_hands_the_lock_on(lab, unique_name):
+    with LockPanel(lab, "etcd", clients=2, name=unique_name, hold=60, ttl=5) as panel:
+        wait_until(lambda: queue_formed(panel, 1), 30, f"no holder and a waiter: {panel.states()}")
+        first = panel.holder()
+        assert panel.button(first, "stop keep-alive").disabled is False
+        panel.button(first, "revoke lease").click()
+        wait_until(lambda: panel.holder() not in (None, first), 10, f"nobody took over from {first}")
+        wait_until(lambda: panel.states()[first] in ("lost", "idle"), 10, f"{first} never learned: {panel.states()}")
+
+
+def test_a_redis_lock_has_no_session_button_and_an_unfenced_store(lab, unique_name):
+    with LockPanel(lab, "redis", clients=1, name=unique_name, hold=60) as panel:
+        assert panel.button("client-1", "expire session").disabled
+        assert panel.button("client-1", "stop keep-alive").disabled
+        assert panel.store.fenced is False
+        wait_until(lambda: panel.holder() == "client-1", 20, f"client-1 never held: {panel.states()}")
+        wait_until(lambda: panel.store.writes(), 10, "no write reached the store")
+        assert all(write.accepted and write.token is None for write in panel.store.writes())
+        wait_until(lambda: "NOT fenced" in panel.view.store_line.value, 5, panel.view.store_line.value)
+
+
+@pytest.mark.slow
+def test_a_pause_past_the_session_timeout_is_caught_by_the_fenced_store(lab, unique_name):
+    with LockPanel(lab, "zookeeper", clients=2, name=unique_name, hold=60, session_timeout=2.0,
+                   pause_seconds=4.0) as panel:
+        wait_until(lambda: queue_formed(panel, 1), 30, f"no holder and a waiter: {panel.states()}")
+        first = panel.holder()
+        wait_until(lambda: panel.history.events(client=first, kind="write"), 5, f"{first} never wrote")
+        panel.button(first, "pause").click()
+        wait_until(lambda: panel.holder() not in (None, first), 15, "the server never gave the lock away")
+        wait_until(lambda: any(not event.detail["accepted"] for event in panel.history.events(client=first, kind="write")),
+                   15, f"{first} made no late write after its pause")
+        rejected = [write for write in panel.store.writes() if not write.accepted]
+        assert rejected and rejected[0].client == first, rejected
+        wait_until(lambda: "1 rejected" in panel.view.store_line.value, 5, panel.view.store_line.value)
+
+
+def test_close_stops_every_client_process_and_thread(lab, unique_name):
+    panel = LockPanel(lab, "zookeeper", clients=3, name=unique_name, hold=60)
+    pids = [client.pid for client in panel.clients]
+    try:
+        wait_until(lambda: queue_formed(panel, 2), 30, f"no queue: {panel.states()}")
+        waiter = next(name for name, state in panel.states().items() if state == "waiting")
+        panel.button(waiter, "pause").click()
+        panel.wait_for_actions(10)
+        assert panel.states()[waiter] == "paused"
+    finally:
+        panel.close()
+    assert not [pid for pid in pids if process_exists(pid)]
+    wait_until(lambda: not panel_threads(), 10, f"threads left: {panel_threads()}")
+    assert all(button.disabled for button in panel.view._buttons.values())
+    panel.close()  # twice is harmless
+
+
+@pytest.mark.slow
+def test_kill_the_leader_shows_a_new_leader_and_the_lock_lives_on():
+    with labkit.up(zookeeper=3, etcd=0, redis=True, quiet=True) as own_lab:
+        with LockPanel(own_lab, "zookeeper", clients=2, hold=60, session_timeout=6.0) as panel:
+            wait_until(lambda: queue_formed(panel, 1), 30, f"no queue: {panel.states()}")
+            old_leader = own_lab.zookeeper.wait_for_leader(15).name
+            wait_until(lambda: "leader" in panel.view._labels[old_leader].value, 10, "the leader is not shown")
+            panel.button("zookeeper", "kill the leader").click()
+            panel.wait_for_actions(15)
+            assert own_lab.node(old_leader).state == "stopped"
+
+            def new_leader_shown():
+                return [name for name, label in panel.view._labels.items()
+                        if name.startswith("zk") and name != old_leader and ">leader<" in label.value]
+            wait_until(new_leader_shown, 30, "no new leader on the panel")
+            assert ">stopped<" in panel.view._labels[old_leader].value
+            holder = panel.holder()
+            panel.button(holder, "expire session").click()
+            wait_until(lambda: panel.holder() not in (None, holder), 20, "the lock stopped working")
