@@ -1,0 +1,323 @@
+"""The ZooKeeper lock recipe, written out on kazoo's primitives so that each step can be read.
+
+What can go wrong, first:
+
+- SUSPENDED: the connection to the server dropped. The session may still be alive (and the
+  lock with it) or it may be expiring right now: you cannot know. ``lock.is_suspended``
+  becomes True and a "suspended" event is emitted: stop writing to the protected resource
+  until "reconnected".
+- LOST: the session expired, so the server deleted my ephemeral node and someone else may
+  hold the lock already. ``is_held`` becomes False and a "lost" event is emitted; a waiter's
+  ``acquire`` raises ``SessionExpired``. Start again with a new session.
+- ``acquire(timeout)`` raises ``LockTimeout`` (and deletes my node, so I leave the queue).
+- ``release()`` raises ``LockError`` if the delete cannot reach the server: my node, and so
+  the lock, stays until a later ``release()`` succeeds or the session ends.
+
+The recipe:
+
+1. create ``<path>/<uuid>-lock-`` as an EPHEMERAL + SEQUENTIAL node. ZooKeeper appends a
+   10-digit sequence number: the order of the queue. Ephemeral: it dies with my session.
+2. list the children and sort them by that number; if mine is the lowest, I hold the lock.
+3. otherwise watch the node just before mine (``watch="predecessor"``) or the whole
+   parent (``watch="parent"``: every waiter wakes on every change, the herd), and when the
+   watch fires go back to step 2: re-check, never assume.
+"""
+from __future__ import annotations
+
+import re
+import threading
+import time
+import uuid
+from typing import NamedTuple
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import ConnectionLoss, KazooException, NoNodeError, SessionExpiredError
+from kazoo.protocol.states import EventType, KazooState
+
+from labkit.events import EventSink, ignore_events
+from labkit.locks.errors import LockError, LockTimeout, SessionExpired
+
+# Any child ending in "lock-" or kazoo's "__lock__" plus 10 digits is a contender, whoever
+# made it: Curator's "_c_<uuid>-lock-N", kazoo's "<uuid>__lock__N" and ours "<uuid>-lock-N".
+# Sorting by the number alone (ignoring prefixes) is what lets the three share one queue.
+CONTENDER_NAME = re.compile(r"(?:__lock__|lock-)(\d{10})$")
+NODE_MARKER = "-lock-"   # Curator sorts by what follows the last "lock-": we must contain it
+WATCH_KINDS = ("predecessor", "parent")
+
+
+class Contender(NamedTuple):
+    """One entry of the queue, lowest sequence first."""
+
+    sequence: int
+    node: str
+    identifier: str
+
+
+def sequence_of(node: str) -> int | None:
+    """The queue position ZooKeeper gave ``node``, or None if it is no lock contender."""
+    match = CONTENDER_NAME.search(node)
+    return int(match.group(1)) if match else None
+
+
+def sorted_contenders(children: list[str]) -> list[str]:
+    """The contender nodes among ``children``, in queue order."""
+    contenders = [child for child in children if sequence_of(child) is not None]
+    return sorted(contenders, key=sequence_of)
+
+
+class ZooKeeperLock:
+    """An exclusive lock on ``path`` for one ``KazooClient`` (one session).
+
+    ``token`` is my node's sequence number. Both it and ``czxid`` (the zxid of my create,
+    also exposed) only grow for one lock path, so either can fence. We pick the sequence:
+    it is the very number the queue is sorted by (kazoo and Curator sort by it too), and a
+    learner can read it in the node's name. Its one trap: it is a counter of the parent
+    node, so deleting and re-creating the parent restarts it at 0 — then use ``czxid``,
+    which is global and ordered through the leader's log.
+
+    Not re-entrant, and one hold at a time per object. Each thread or process needs its own
+    lock object; give each its own client if they must queue against each other.
+    """
+
+    def __init__(self, client: KazooClient, path: str, identifier: str = "",
+                 watch: str = "predecessor", on_event: EventSink = ignore_events):
+        if watch not in WATCH_KINDS:
+            raise ValueError(f"watch={watch!r} is not one of {WATCH_KINDS}: "
+                             "use 'predecessor' (wakes one waiter) or 'parent' (wakes them all)")
+        self.client = client
+        self.path = path.rstrip("/")
+        self.identifier = identifier
+        self.watch = watch
+        self.node: str | None = None      # my child's name, without the path
+        self.sequence: int | None = None  # its number: my place in the queue
+        self.token: int | None = None     # the sequence, once I hold the lock
+        self.czxid: int | None = None
+        self.is_suspended = False
+        self._emit = on_event
+        self._held = False
+        self._session_lost = False
+        self._connected = threading.Event()
+        self._connected.set()
+        self._wake = threading.Event()
+        self._guard = threading.Lock()
+        self._wait_number = 0             # which wait a watch belongs to (see _watcher)
+        self._queue: list[str] = []
+
+    @property
+    def is_held(self) -> bool:
+        """True from acquire until release, or until the session is LOST."""
+        return self._held
+
+    def acquire(self, timeout: float | None = None) -> int:
+        """Queue up and block until I hold the lock; return the fencing token.
+
+        Raises LockTimeout after ``timeout`` seconds (my node is deleted), SessionExpired if
+        the session ends while waiting, LockError if this object already holds the lock.
+        """
+        if self.node is not None:
+            raise LockError(f"this lock object already holds or waits for {self.path!r}; "
+                            "release() it first (the lock is not re-entrant)")
+        started = time.monotonic()
+        deadline = None if timeout is None else started + timeout
+        self._session_lost = False
+        self.client.add_listener(self._on_connection_state)
+        self._emit("requested", path=self.path)
+        try:
+            got_it = self._create_my_node(deadline) and self._wait_until_lowest(deadline)
+        except BaseException:
+            self._leave_queue()
+            raise
+        if not got_it:
+            waited = time.monotonic() - started
+            self._leave_queue()
+            self._emit("timeout", waited=waited)
+            raise LockTimeout(self.path, waited)
+        self._held = True
+        self.token = self.sequence
+        self._emit("acquired", token=self.token, node=f"{self.path}/{self.node}")
+        return self.token
+
+    def _create_my_node(self, deadline: float | None) -> bool:
+        """Put my node in the queue. False if the connection stayed down past the deadline."""
+        # The uuid makes my node findable: if the connection drops after the server created
+        # it but before the reply arrived, a blind retry would leave an orphan node ahead of
+        # me in the queue until my session dies — and I would wait on myself. (Curator's trick.)
+        name_prefix = uuid.uuid4().hex + NODE_MARKER
+        data = self.identifier.encode()
+        while True:
+            try:
+                created, stat = self.client.create(f"{self.path}/{name_prefix}", data, ephemeral=True,
+                                                   sequence=True, include_data=True)
+                break
+            except NoNodeError:
+                self.client.ensure_path(self.path)    # first lock on this path: make the parent
+            except ConnectionLoss:
+                if not self._wait_for_connection(deadline):
+                    return False
+                if self._session_lost:            # my session, and any node it made, is gone
+                    raise SessionExpired(f"my session expired while queueing for {self.path!r}: "
+                                         "start a new session (KazooClient) to queue again")
+                mine = [child for child in self.client.get_children(self.path)
+                        if child.startswith(name_prefix)]
+                if mine:
+                    created, stat = f"{self.path}/{mine[0]}", self.client.exists(f"{self.path}/{mine[0]}")
+                    break
+        self.node = created.rsplit("/", 1)[1]
+        self.sequence = sequence_of(self.node)
+        self.czxid = stat.czxid
+        self._emit("created", node=created, sequence=self.sequence)
+        return True
+
+    def _wait_until_lowest(self, deadline: float | None) -> bool:
+        """Re-check until mine is the lowest node (True) or the deadline passes (False)."""
+        while not self._session_lost:
+            self._wake.clear()
+            try:
+                if self._i_am_lowest(self.client.get_children(self.path)):
+                    return True
+                if not self._arm_watch():
+                    continue                      # what I meant to watch is gone already: re-check now
+            except ConnectionLoss:
+                if not self._wait_for_connection(deadline):
+                    return False
+                continue                          # the queue may have moved while I was away
+            except SessionExpiredError:
+                break
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not self._wake.wait(remaining):
+                self._retire_watch()
+                return False
+        self._session_lost = True
+        raise SessionExpired(f"my session expired while waiting for {self.path!r}, and with it "
+                             "my node: start a new session (KazooClient) to queue again")
+
+    def _i_am_lowest(self, children: list[str]) -> bool:
+        queue = sorted_contenders(children)
+        if self.node not in queue:
+            # Someone deleted my node, or the session expired: I am out of the queue.
+            self._session_lost = True
+            raise SessionExpired(f"my node {self.node!r} under {self.path!r} is gone (session "
+                                 "expired or the node was deleted): start a new session to queue again")
+        self._queue = queue
+        return queue[0] == self.node
+
+    def _arm_watch(self) -> bool:
+        """Set this wait's watch. False if there is nothing to wait for any more."""
+        callback = self._watcher()
+        if self.watch == "parent":
+            # The herd: one change under the parent wakes every waiter, though only the
+            # next in line can win. Kept so that learners can count the cost.
+            self._emit("watch", target=self.path, what="parent")
+            return not self._i_am_lowest(self.client.get_children(self.path, watch=callback))
+        # Watch only the node just before mine: its deletion is the only change that can
+        # make me the lowest, and each release then wakes exactly one waiter.
+        predecessor = f"{self.path}/{self._queue[self._queue.index(self.node) - 1]}"
+        self._emit("watch", target=predecessor, what="predecessor")
+        try:
+            # get() rather than exists(): exists() on a missing node would leave a watch
+            # waiting for a node that will never be created (Curator does the same).
+            self.client.get(predecessor, watch=callback)
+        except NoNodeError:
+            self._retire_watch()
+            return False
+        return True
+
+    def _watcher(self):
+        """A watch callback that wakes this wait once, and ignores firings of older waits."""
+        with self._guard:
+            self._wait_number += 1
+            wait_number = self._wait_number
+
+        def on_watch(event):
+            if event.type == EventType.NONE:      # the session closed, not a change: just re-check
+                self._wake.set()
+                return
+            with self._guard:
+                if wait_number != self._wait_number:
+                    return                        # I already moved on from that wait
+                self._wait_number += 1
+            self._emit("woke", reason=event.type.lower(), target=event.path)
+            self._wake.set()
+
+        return on_watch
+
+    def _retire_watch(self) -> None:
+        with self._guard:
+            self._wait_number += 1
+
+    def _wait_for_connection(self, deadline: float | None) -> bool:
+        """Block until kazoo reconnects (or the session is lost). False if the deadline passed."""
+        remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+        return self._connected.wait(remaining)
+
+    def _on_connection_state(self, state: str) -> bool:
+        # Runs on kazoo's connection thread: only flags and events here, no ZooKeeper calls.
+        if state == KazooState.SUSPENDED:
+            self.is_suspended = True
+            self._connected.clear()
+            self._emit("suspended", path=self.path)
+        elif state == KazooState.CONNECTED:
+            if self.is_suspended:
+                self.is_suspended = False
+                self._emit("reconnected", path=self.path)
+            self._connected.set()
+        elif state == KazooState.LOST:
+            self._session_lost = True
+            self.is_suspended = False
+            if self._held:
+                self._held, token, self.token = False, self.token, None
+                self._emit("lost", reason="session expired: the server deleted my node", token=token)
+            self._connected.set()                 # unblock waits; they will see the loss
+            self._wake.set()
+            return True                           # kazoo removes this listener
+        return False
+
+    def release(self) -> None:
+        """Delete my node (idempotent). Raises LockError if the server cannot be reached:
+        the lock then stays held until a later release() succeeds or the session ends."""
+        if self.node is None:
+            return
+        try:
+            self.client.delete(f"{self.path}/{self.node}")
+        except NoNodeError:
+            pass                                  # already gone with an expired session
+        except KazooException as error:
+            self._emit("error", message=f"release failed: {error!r}")
+            raise LockError(f"could not delete {self.path}/{self.node} ({error!r}); the lock stays "
+                            "held until release() succeeds or the session ends (client.stop())") from error
+        was_held, token = self._held, self.token
+        self._forget_node()
+        if was_held:
+            self._emit("released", token=token)
+
+    def _leave_queue(self) -> None:
+        """Best-effort delete of my node after a failed acquire; the session end is the backstop."""
+        if self.node is not None and not self._session_lost:
+            try:
+                self.client.delete(f"{self.path}/{self.node}")
+            except KazooException:
+                pass
+        self._forget_node()
+
+    def _forget_node(self) -> None:
+        self.client.remove_listener(self._on_connection_state)
+        self.node = self.sequence = self.token = self.czxid = None
+        self._held = False
+
+    def contenders(self) -> list[Contender]:
+        """The queue as the server sees it now: holder first, with each node's identifier."""
+        queue = []
+        for node in sorted_contenders(self.client.get_children(self.path)):
+            try:
+                data, _ = self.client.get(f"{self.path}/{node}")
+            except NoNodeError:
+                continue                          # it left while we were reading
+            queue.append(Contender(sequence_of(node), node, (data or b"").decode(errors="replace")))
+        return queue
+
+    def __enter__(self) -> "ZooKeeperLock":
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.release()
