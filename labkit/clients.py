@@ -6,7 +6,16 @@ and really freeze (``pause(seconds)``: SIGSTOP/SIGCONT, a stand-in for a GC paus
 the servers keep counting its session timeout or lease TTL. The notebook talks to a
 child through its stdin/stdout, one JSON line per command and per reply. The child sends
 its events on the same stdout, before the reply to the command that caused them, so when
-``client.acquire()`` returns, its "acquired" event is already in the History.
+``client.acquire()`` returns, its "acquired" event is already in the History::
+
+    store = FencedStore(lab.redis.client(), "demo")
+    with spawn_clients(lab, "zookeeper", n=5, store=store, session_timeout=2) as clients:
+        clients.run(loops=3, hold=0.1)        # every client: acquire, write, hold, write, release
+        token = clients[0].acquire()          # single steps
+        clients[0].pause(5)                   # frozen past its session timeout
+        clients[1].acquire()                  # ... so the next client gets the lock
+        clients[0].write("late")              # False: the fenced store rejects the old token
+    clients.history                           # every event, faults included
 
 What can fail: a child that does not start (``ClientError`` with the last lines of its
 stderr: wrong server address, a recipe that cannot be imported), a command that gets no
@@ -258,8 +267,7 @@ class _Child:
             if self.handle.stop_keepalive is None:
                 self.reply(command, error=ClientError(f"recipe {self.spec['recipe']!r} has no keep-alive"))
                 return True
-            self.handle.stop_keepalive()
-            self.on_event("error", message="keep-alive stopped on request (fault)")
+            self.handle.stop_keepalive()  # the notebook records the fault
         else:
             return False
         self.reply(command, result=None)
@@ -313,8 +321,9 @@ class _Child:
 def child_main(argv: list[str]) -> int:
     """Entry point of ``python -m labkit.clients SPEC_JSON``."""
     spec = json.loads(argv[0])
-    # the protocol owns the real stdout; anything a library prints goes to stderr
-    output = os.fdopen(os.dup(sys.stdout.fileno()), "w")
+    # the protocol owns the pipe; anything a library prints, even from C, goes to stderr
+    output = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
     sys.stdout = sys.stderr
     child = _Child(spec, output)
     child.report_session()
