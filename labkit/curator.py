@@ -1,0 +1,215 @@
+"""A real Apache Curator ``InterProcessMutex`` as a peer process, driven from Python.
+
+``CuratorPeer(hosts, path)`` compiles ``labkit/java/CuratorPeer.java`` once against Debian's
+Curator jars (cached in ``~/.cache/labkit/java``, rebuilt when the source changes), starts it
+with its own ZooKeeper session and sends it ``acquire`` / ``release`` lines. It follows the
+recipe contract (docs/RECIPES.md) so tests and notebooks can queue it with ZooKeeperLock.
+
+What can fail: ``CuratorUnavailable`` when java, javac or a jar is missing (the message says
+what to install); ``CuratorPeerError`` when the Java process dies, reports an error or does
+not answer in time; ``LockTimeout`` when ``acquire(timeout)`` gives up.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import queue
+import shutil
+import subprocess
+import tempfile
+import threading
+from importlib import resources
+from pathlib import Path
+
+from labkit.errors import LabError
+from labkit.events import EventSink, ignore_events
+from labkit.locks.errors import LockTimeout
+from labkit.locks.zookeeper import sequence_of
+
+JAR_DIRECTORY = Path("/usr/share/java")
+# The classes CuratorPeer loads: Curator, the ZooKeeper client, Guava (Curator uses it), and
+# SLF4J with its no-op binding to keep the peer's stdout to protocol lines.
+JARS = ("curator-client", "curator-framework", "curator-recipes", "zookeeper", "zookeeper-jute",
+        "guava", "slf4j-api", "slf4j-nop")
+INSTALL_HINT = "apt-get install -y default-jdk-headless libcurator-recipes-java libslf4j-java"
+STARTUP_DEADLINE = 60.0   # a JVM start on two busy cores can take several seconds
+ANSWER_MARGIN = 30.0      # beyond an acquire's own timeout, for the JVM to answer
+
+
+class CuratorUnavailable(LabError):
+    """Java, javac or a Curator/ZooKeeper jar is not installed."""
+
+
+class CuratorPeerError(LabError):
+    """The Curator peer process failed, died or did not answer in time."""
+
+
+def class_path() -> str:
+    """The jars CuratorPeer needs, joined for ``-cp``. Raises CuratorUnavailable."""
+    missing = [name for name in JARS if not (JAR_DIRECTORY / f"{name}.jar").exists()]
+    if missing:
+        raise CuratorUnavailable(f"missing jars in {JAR_DIRECTORY}: {', '.join(missing)}", hint=INSTALL_HINT)
+    return os.pathsep.join(str(JAR_DIRECTORY / f"{name}.jar") for name in JARS)
+
+
+def compiled_peer_directory() -> Path:
+    """A directory holding CuratorPeer.class, compiled on first use. Raises CuratorUnavailable."""
+    javac = shutil.which("javac")
+    if javac is None:
+        raise CuratorUnavailable("javac (the Java compiler) is not on PATH", hint=INSTALL_HINT)
+    source = resources.files("labkit").joinpath("java/CuratorPeer.java").read_bytes()
+    jars = class_path()
+    digest = hashlib.sha256(source + jars.encode()).hexdigest()[:16]
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "labkit" / "java"
+    target = cache / digest
+    if (target / "CuratorPeer.class").exists():
+        return target
+    cache.mkdir(parents=True, exist_ok=True)
+    # Compile into a private directory and rename it into place, so that two processes
+    # compiling at once never see half-written classes.
+    building = Path(tempfile.mkdtemp(prefix="build-", dir=cache))
+    (building / "CuratorPeer.java").write_bytes(source)
+    result = subprocess.run([javac, "-d", str(building), "-cp", jars, str(building / "CuratorPeer.java")],
+                            capture_output=True, text=True, timeout=300)
+    if result.returncode != 0:
+        shutil.rmtree(building, ignore_errors=True)
+        raise CuratorUnavailable(f"javac could not compile CuratorPeer.java:\n{result.stderr.strip()}",
+                                 hint=f"check the Curator version in {JAR_DIRECTORY} (5.x expected)")
+    try:
+        building.rename(target)
+    except OSError:                               # someone else finished first: theirs is the same
+        shutil.rmtree(building, ignore_errors=True)
+    return target
+
+
+class CuratorPeer:
+    """Curator's InterProcessMutex on ``path``, in its own JVM with its own session.
+
+    ``token`` is the sequence number of Curator's node (``_c_<uuid>-lock-<seq>``).
+    Always ``close()`` it (or use ``with``): that ends the JVM and its session.
+    """
+
+    def __init__(self, hosts: str, path: str, session_timeout: float = 4.0,
+                 identifier: str = "curator", on_event: EventSink = ignore_events):
+        java = shutil.which("java")
+        if java is None:
+            raise CuratorUnavailable("java is not on PATH", hint=INSTALL_HINT)
+        classes = compiled_peer_directory()
+        self.path = path.rstrip("/")
+        self.identifier = identifier
+        self.node: str | None = None
+        self.token: int | None = None
+        self.is_suspended = False
+        self._held = False
+        self._emit = on_event
+        self._answers: queue.Queue[str | None] = queue.Queue()
+        self._errors = tempfile.TemporaryFile(mode="w+")   # a file, not a pipe: it can never fill up
+        self._process = subprocess.Popen(
+            [java, "-Xmx64m", "-XX:+UseSerialGC", "-cp", f"{class_path()}{os.pathsep}{classes}",
+             "CuratorPeer", hosts, self.path, str(int(session_timeout * 1000))],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._errors, text=True, bufsize=1)
+        self._reader = threading.Thread(target=self._read_lines, name=f"curator-peer-{identifier}", daemon=True)
+        self._reader.start()
+        try:
+            ready = self._answer(STARTUP_DEADLINE, "start")
+            if not ready.startswith("READY "):
+                raise CuratorPeerError(f"the Curator peer did not start: {ready}",
+                                       hint=f"is ZooKeeper answering at {hosts}?")
+        except BaseException:
+            self.close()
+            raise
+        self.session_id = int(ready.split()[1], 16)
+
+    @property
+    def is_held(self) -> bool:
+        return self._held
+
+    def _read_lines(self) -> None:
+        # Connection states arrive whenever they happen; everything else answers a command.
+        for line in self._process.stdout:
+            line = line.strip()
+            if line == "STATE SUSPENDED":
+                self.is_suspended = True
+                self._emit("suspended", path=self.path)
+            elif line == "STATE RECONNECTED":
+                self.is_suspended = False
+                self._emit("reconnected", path=self.path)
+            elif line == "STATE LOST":
+                if self._held:
+                    self._held, token, self.token = False, self.token, None
+                    self._emit("lost", reason="Curator reported its session LOST", token=token)
+            elif line:
+                self._answers.put(line)
+        self._answers.put(None)                   # the process closed its output: it is gone
+
+    def _answer(self, timeout: float, command: str) -> str:
+        try:
+            line = self._answers.get(timeout=timeout)
+        except queue.Empty:
+            raise CuratorPeerError(f"the Curator peer did not answer {command!r} within {timeout:.0f} s",
+                                   hint="the JVM may be overloaded; close() it and try again") from None
+        if line is None:
+            raise CuratorPeerError(f"the Curator peer exited during {command!r}: {self._error_tail()}")
+        if line.startswith("ERROR "):
+            raise CuratorPeerError(f"the Curator peer failed on {command!r}: {line[6:]}")
+        return line
+
+    def _error_tail(self) -> str:
+        try:
+            code = self._process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            code = None
+        self._errors.seek(0)
+        return f"exit code {code}; stderr: {self._errors.read()[-2000:].strip() or '(empty)'}"
+
+    def _send(self, command: str, timeout: float) -> str:
+        if self._process.poll() is not None:
+            raise CuratorPeerError(f"the Curator peer has exited: {self._error_tail()}",
+                                   hint="start a new CuratorPeer")
+        self._process.stdin.write(command + "\n")
+        self._process.stdin.flush()
+        return self._answer(timeout, command)
+
+    def acquire(self, timeout: float | None = None) -> int:
+        """Block until Curator holds the lock; return its node's sequence. Raises LockTimeout."""
+        seconds = 365 * 24 * 3600.0 if timeout is None else timeout
+        self._emit("requested", path=self.path)
+        answer = self._send(f"acquire {seconds}", seconds + ANSWER_MARGIN)
+        if answer == "TIMEOUT":
+            self._emit("timeout", waited=seconds)
+            raise LockTimeout(self.path, seconds)
+        self.node = answer.split(" ", 1)[1]
+        self.token = sequence_of(self.node)
+        self._held = True
+        self._emit("acquired", token=self.token, node=self.node)
+        return self.token
+
+    def release(self) -> None:
+        """Release Curator's hold (idempotent)."""
+        if not self._held:
+            return
+        self._send("release", ANSWER_MARGIN)
+        self._held, token, self.token, self.node = False, self.token, None, None
+        self._emit("released", token=token)
+
+    def close(self) -> None:
+        """Quit the JVM (its session ends, so its node goes) and wait for it; kill if it hangs."""
+        if self._process.poll() is None:
+            try:
+                self._process.stdin.write("quit\n")
+                self._process.stdin.flush()
+                self._process.wait(timeout=15)
+            except (OSError, ValueError, subprocess.TimeoutExpired):
+                self._process.kill()
+                self._process.wait(timeout=15)
+        self._reader.join(timeout=15)            # the exit closed its stdout: the reader ends
+        for stream in (self._process.stdin, self._process.stdout, self._errors):
+            stream.close()
+        self._held = False
+
+    def __enter__(self) -> "CuratorPeer":
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.release()

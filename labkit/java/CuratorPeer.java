@@ -1,0 +1,99 @@
+// A real Apache Curator InterProcessMutex, driven line by line from Python (labkit/curator.py),
+// so that labkit's ZooKeeper locks can be shown to queue correctly with Curator's.
+//
+// Usage: java -cp <curator and zookeeper jars>:<dir> CuratorPeer <connect string> <lock path> [session ms]
+// Reads commands on stdin, one per line:
+//   acquire <seconds>   -> "ACQUIRED <node path>" or "TIMEOUT"
+//   release             -> "RELEASED"
+//   quit                -> "BYE", then exits (closing the client ends the session)
+// At start it prints "READY <session id in hex>" once connected. At any time it may print
+// "STATE <SUSPENDED|RECONNECTED|LOST>" (connection state) and "ERROR <message>".
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
+import java.util.concurrent.TimeUnit;
+
+import org.apache.curator.framework.CuratorFramework;
+import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.locks.InterProcessMutex;
+import org.apache.curator.framework.state.ConnectionState;
+import org.apache.curator.retry.ExponentialBackoffRetry;
+
+public class CuratorPeer {
+    /** Stock InterProcessMutex; the subclass only makes the path of its own node visible. */
+    static class VisibleMutex extends InterProcessMutex {
+        VisibleMutex(CuratorFramework client, String path) {
+            super(client, path);
+        }
+
+        String ownNode() {
+            return getLockPath();
+        }
+    }
+
+    static synchronized void say(String line) {
+        System.out.println(line);
+        System.out.flush();
+    }
+
+    public static void main(String[] args) throws Exception {
+        if (args.length < 2) {
+            System.err.println("usage: CuratorPeer <connect string> <lock path> [session ms]");
+            System.exit(2);
+        }
+        int sessionMs = args.length > 2 ? Integer.parseInt(args[2]) : 4000;
+        CuratorFramework client = CuratorFrameworkFactory.newClient(
+            args[0], sessionMs, 15000, new ExponentialBackoffRetry(100, 5));
+        client.getConnectionStateListenable().addListener((unused, state) -> {
+            if (state == ConnectionState.SUSPENDED || state == ConnectionState.RECONNECTED
+                    || state == ConnectionState.LOST) {
+                say("STATE " + state.name());
+            }
+        });
+        client.start();
+        try {
+            if (!client.blockUntilConnected(20, TimeUnit.SECONDS)) {
+                say("ERROR no connection to ZooKeeper at " + args[0] + " within 20 s");
+                return;
+            }
+            long session = client.getZookeeperClient().getZooKeeper().getSessionId();
+            say("READY " + Long.toHexString(session));
+            serve(new VisibleMutex(client, args[1]));
+        } finally {
+            client.close();
+        }
+    }
+
+    // InterProcessMutex belongs to the thread that acquired it: every command runs here,
+    // on the main thread, one at a time.
+    static void serve(VisibleMutex mutex) throws Exception {
+        BufferedReader input = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        String line;
+        while ((line = input.readLine()) != null) {
+            String[] words = line.trim().split("\\s+");
+            try {
+                switch (words[0]) {
+                    case "acquire":
+                        long millis = (long) (Double.parseDouble(words[1]) * 1000);
+                        if (mutex.acquire(millis, TimeUnit.MILLISECONDS)) {
+                            say("ACQUIRED " + mutex.ownNode());
+                        } else {
+                            say("TIMEOUT");
+                        }
+                        break;
+                    case "release":
+                        mutex.release();
+                        say("RELEASED");
+                        break;
+                    case "quit":
+                        say("BYE");
+                        return;
+                    default:
+                        say("ERROR unknown command '" + line.trim() + "': use acquire <seconds>, release or quit");
+                }
+            } catch (Exception error) {
+                say("ERROR " + error.toString().replace('\n', ' '));
+            }
+        }
+    }
+}
