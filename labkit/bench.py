@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import random
 import statistics
 import sys
@@ -331,24 +332,10 @@ def close_all(closers: list[Callable[[], None]]) -> None:
     """Close sessions in parallel: one after another, a parent-watch herd would re-check
     the whole queue after every single close."""
     threads = [threading.Thread(target=_quietly, args=(close,), daemon=True) for close in closers]
-    previous_hook = threading.excepthook
-    threading.excepthook = _ignore_etcd3_watch_teardown
-    try:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(30)
-    finally:
-        threading.excepthook = previous_hook
-
-
-def _ignore_etcd3_watch_teardown(arguments: Any) -> None:
-    # python3-etcd3 0.13's watch thread fails on a missing `six` when its stream closes;
-    # a python-etcd3 Lock waiter then waits until its own timeout. Harmless here, where
-    # we close every client on purpose; any other thread error is still printed.
-    thread_name = arguments.thread.name if arguments.thread else ""
-    if not (arguments.exc_type is NameError and thread_name.startswith("etcd3_watch")):
-        threading.__excepthook__(arguments)
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
 
 
 def _quietly(close: Callable[[], None]) -> None:
@@ -439,6 +426,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--attach", action="store_true", help="use the lab `labkit up` started")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")
     options = parser.parse_args(argv)
+    # kazoo warns about every connection the teardown closes on purpose
+    logging.getLogger("kazoo.client").setLevel(logging.ERROR)
     if options.tiny:
         settings = {"iterations": 10, "waiter_counts": (1, 3, 5), "releases": 4, "etcdctl_iterations": 2}
     elif options.quick:

@@ -124,9 +124,9 @@ def _zookeeper(watch: str | None, reference: bool = False) -> Callable[..., Reci
 
 
 def _etcd_client(connections: dict[str, str], recipe: str) -> Any:
-    import etcd3
+    from labkit.servers.etcd import etcd_client  # python3-etcd3, with the lab's two fixes
     host, port = _need(connections, "etcd", recipe).rsplit(":", 1)
-    return etcd3.client(host=host, port=int(port))
+    return etcd_client(host, int(port))
 
 
 def _etcd_mutex(connections, name, identifier, on_event, session_timeout, ttl) -> RecipeHandle:
