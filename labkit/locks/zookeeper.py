@@ -279,8 +279,8 @@ class ZooKeeperLock:
             return
         try:
             self.client.delete(f"{self.path}/{self.node}")
-        except NoNodeError:
-            pass                                  # already gone with an expired session
+        except (NoNodeError, SessionExpiredError):
+            pass                                  # gone already: the session ended, and its nodes with it
         except KazooException as error:
             self._emit("error", message=f"release failed: {error!r}")
             raise LockError(f"could not delete {self.path}/{self.node} ({error!r}); the lock stays "

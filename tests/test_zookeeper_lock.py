@@ -1,0 +1,311 @@
+"""ZooKeeperLock, kazoo's Lock and Curator's InterProcessMutex on a real ZooKeeper: mutual
+exclusion, FIFO, wakeups per release, re-check, session death, timeouts and interop."""
+from __future__ import annotations
+
+import re
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from labkit.faults import expire_session
+from labkit.locks.errors import LockTimeout, SessionExpired
+from labkit.locks.kazoo_reference import KazooReferenceLock
+from labkit.locks.zookeeper import ZooKeeperLock, sorted_contenders
+
+DEADLINE = 20.0  # generous: two cores shared with other test runs
+
+
+class Recorder:
+    """Events of several clients, in the order they happened."""
+
+    def __init__(self):
+        self.events: list[tuple[str, str, dict]] = []
+        self._lock = threading.Lock()
+
+    def sink(self, client: str):
+        def on_event(kind, **detail):
+            with self._lock:
+                self.events.append((client, kind, detail))
+        return on_event
+
+    def of(self, kind: str, client: str | None = None, since: int = 0) -> list[tuple[str, dict]]:
+        with self._lock:
+            return [(c, d) for c, k, d in self.events[since:] if k == kind and client in (None, c)]
+
+
+class OverlapDetector:
+    """Counts holders inside the critical section; remembers the most ever seen at once."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.inside = 0
+        self.most_at_once = 0
+        self.tokens: list[int] = []
+
+    def hold(self, token: int, seconds: float) -> None:
+        with self._lock:
+            self.inside += 1
+            self.most_at_once = max(self.most_at_once, self.inside)
+            self.tokens.append(token)
+        time.sleep(seconds)   # the work done under the lock, not a wait for anything
+        with self._lock:
+            self.inside -= 1
+
+
+def wait_until(condition, what: str, timeout: float = DEADLINE) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting until {what}")
+        time.sleep(0.01)
+
+
+def watch_count(lab) -> int:
+    """Data and child watches the ZooKeeper server holds now (``mntr``)."""
+    match = re.search(r"^zk_watch_count\s+(\d+)", lab.zookeeper.four_letter("mntr"), re.MULTILINE)
+    return int(match.group(1))
+
+
+@pytest.fixture
+def clients(lab):
+    """make() -> a started KazooClient with its own session; all are stopped afterwards."""
+    made = []
+
+    def make(timeout: float = 4.0):
+        made.append(lab.zookeeper.client(timeout=timeout))
+        return made[-1]
+    yield make
+    for client in made:
+        client.stop()
+        client.close()
+
+
+def make_lock(kind: str, client, path: str, name: str, recorder: Recorder):
+    if kind == "kazoo":
+        return KazooReferenceLock(client, path, identifier=name, on_event=recorder.sink(name))
+    return ZooKeeperLock(client, path, identifier=name, watch=kind, on_event=recorder.sink(name))
+
+
+def test_contenders_of_every_recipe_sort_by_sequence_alone():
+    children = ["_c_0b3e-41d2-lock-0000000007", "f00d__lock__0000000002", "zz-lock-0000000005",
+                "notes", "0123-lock-0000000011"]
+    assert sorted_contenders(children) == ["f00d__lock__0000000002", "zz-lock-0000000005",
+                                           "_c_0b3e-41d2-lock-0000000007", "0123-lock-0000000011"]
+
+
+def test_mutual_exclusion_under_contention(clients, unique_name):
+    contenders, rounds = 10, 3
+    detector = OverlapDetector()
+    locks = [ZooKeeperLock(clients(), unique_name, identifier=f"c{i}") for i in range(contenders)]
+    start = threading.Barrier(contenders)
+
+    def contend(lock):
+        start.wait(DEADLINE)
+        for _ in range(rounds):
+            with lock:
+                detector.hold(lock.token, 0.005)
+
+    with ThreadPoolExecutor(contenders) as pool:
+        for outcome in [pool.submit(contend, lock) for lock in locks]:
+            outcome.result(timeout=3 * DEADLINE)
+    assert detector.most_at_once == 1
+    assert len(detector.tokens) == contenders * rounds
+    assert detector.tokens == sorted(detector.tokens), "tokens must grow in the order holders held"
+
+
+def hand_off_one_by_one(lab, kind: str, clients, path: str, waiters: int):
+    """A holder and ``waiters`` queued behind it; release one at a time and let each settle.
+    Returns (names in queue order, names in acquisition order, wakeups per release)."""
+    recorder = Recorder()
+    baseline = watch_count(lab)
+    holder = make_lock(kind, clients(), path, "holder", recorder)
+    holder.acquire(timeout=DEADLINE)
+    locks = [make_lock(kind, clients(), path, f"w{i}", recorder) for i in range(waiters)]
+    with ThreadPoolExecutor(waiters) as pool:
+        outcomes = [pool.submit(lock.acquire, DEADLINE) for lock in locks]
+        wait_until(lambda: watch_count(lab) == baseline + waiters, f"all {waiters} waiters watch")
+        created = sorted(recorder.of("created"), key=lambda event: event[1]["sequence"])
+        queue_order = [name for name, _ in created if name != "holder"]
+        acquired, woke_per_release, current = [], [], holder
+        for remaining in range(waiters - 1, -1, -1):
+            mark = len(recorder.events)
+            current.release()
+            wait_until(lambda: any(lock.is_held for lock in locks), "the next waiter holds")
+            # every waiter that woke has set its next watch: no wakeup of this release is late
+            wait_until(lambda: watch_count(lab) == baseline + remaining, f"{remaining} watches remain")
+            current = next(lock for lock in locks if lock.is_held)
+            acquired.append(current.identifier)
+            woke_per_release.append(len(recorder.of("woke", since=mark)))
+        current.release()
+        for outcome in outcomes:
+            outcome.result(timeout=DEADLINE)
+    return queue_order, acquired, woke_per_release
+
+
+def test_waiters_are_served_in_creation_order(lab, clients, unique_name):
+    queue_order, acquired, _ = hand_off_one_by_one(lab, "predecessor", clients, unique_name, waiters=6)
+    assert acquired == queue_order
+
+
+@pytest.mark.parametrize("kind", ["predecessor", "kazoo", "parent"])
+def test_wakeups_per_release(lab, clients, unique_name, kind):
+    waiters = 5
+    queue_order, acquired, woke_per_release = hand_off_one_by_one(lab, kind, clients, unique_name, waiters)
+    assert acquired == queue_order
+    if kind == "parent":
+        # the herd: every release wakes everyone still waiting, though only one can win
+        assert woke_per_release == list(range(waiters, 0, -1))
+    else:
+        assert woke_per_release == [1] * waiters
+
+
+def test_successor_of_a_dead_waiter_rechecks_and_keeps_waiting(lab, clients, unique_name):
+    recorder = Recorder()
+    holder = make_lock("predecessor", clients(), unique_name, "holder", recorder)
+    holder.acquire(timeout=DEADLINE)
+    first, doomed_client, last = clients(), clients(), clients()
+    first_lock = make_lock("predecessor", first, unique_name, "first", recorder)
+    doomed = make_lock("predecessor", doomed_client, unique_name, "doomed", recorder)
+    last_lock = make_lock("predecessor", last, unique_name, "last", recorder)
+    with ThreadPoolExecutor(3) as pool:
+        outcomes = {}
+        for lock in (first_lock, doomed, last_lock):   # one by one, so the queue order is known
+            outcomes[lock.identifier] = pool.submit(lock.acquire, DEADLINE)
+            wait_until(lambda: recorder.of("watch", lock.identifier), f"{lock.identifier} watches")
+        assert recorder.of("watch", "last")[0][1]["target"].endswith(doomed.node)
+
+        doomed_client.stop()                             # its session ends: its node goes
+        wait_until(lambda: len(recorder.of("watch", "last")) == 2, "the successor watches again")
+        assert len(recorder.of("woke", "last")) == 1
+        assert recorder.of("watch", "last")[1][1]["target"].endswith(first_lock.node)
+        assert holder.is_held and not last_lock.is_held and not first_lock.is_held
+        with pytest.raises(SessionExpired):
+            outcomes["doomed"].result(timeout=DEADLINE)
+
+        holder.release()
+        outcomes["first"].result(timeout=DEADLINE)
+        assert not last_lock.is_held
+        first_lock.release()
+        outcomes["last"].result(timeout=DEADLINE)
+        assert last_lock.is_held
+        last_lock.release()
+
+
+def test_expired_holder_session_passes_the_lock_on(lab, clients, unique_name):
+    recorder = Recorder()
+    holder_client = clients()
+    holder = make_lock("predecessor", holder_client, unique_name, "holder", recorder)
+    holder.acquire(timeout=DEADLINE)
+    waiter = make_lock("predecessor", clients(), unique_name, "waiter", recorder)
+    with ThreadPoolExecutor(1) as pool:
+        outcome = pool.submit(waiter.acquire, DEADLINE)
+        wait_until(lambda: recorder.of("watch", "waiter"), "the waiter watches the holder")
+        expire_session(lab.zookeeper.hosts, *holder_client.client_id)
+        assert outcome.result(timeout=DEADLINE) == waiter.token
+    wait_until(lambda: recorder.of("lost", "holder"), "the holder learns it lost the lock")
+    assert not holder.is_held and holder.token is None
+    holder.release()                                     # nothing to let go of: no event
+    assert not recorder.of("released", "holder")
+    waiter.release()
+
+
+def test_timeout_leaves_the_queue(clients, unique_name):
+    recorder = Recorder()
+    holder = make_lock("predecessor", clients(), unique_name, "holder", recorder)
+    holder.acquire(timeout=DEADLINE)
+    client = clients()
+    impatient = make_lock("predecessor", client, unique_name, "impatient", recorder)
+    with pytest.raises(LockTimeout, match=re.escape(unique_name)) as raised:
+        impatient.acquire(timeout=0.5)
+    assert raised.value.waited >= 0.5
+    assert recorder.of("timeout", "impatient")
+    created = recorder.of("created", "impatient")[0][1]["node"]
+    assert created.rsplit("/", 1)[1] not in client.get_children(unique_name)
+    assert [contender.identifier for contender in holder.contenders()] == ["holder"]
+    holder.release()
+
+
+@pytest.fixture
+def curator(lab, unique_name):
+    from labkit.curator import CuratorPeer
+    peer = CuratorPeer(lab.zookeeper.hosts, unique_name, identifier="curator")
+    try:
+        yield peer
+    finally:
+        peer.close()
+
+
+def lowest_node(client, path: str) -> str:
+    return sorted_contenders(client.get_children(path))[0]
+
+
+@pytest.mark.slow
+def test_ours_kazoo_and_curator_share_one_queue(clients, curator, unique_name):
+    recorder = Recorder()
+    observer = clients()
+    ours = make_lock("predecessor", clients(), unique_name, "ours", recorder)
+    kazoo = make_lock("kazoo", clients(), unique_name, "kazoo", recorder)
+    ours_again = make_lock("parent", clients(), unique_name, "ours-again", recorder)
+    ours.acquire(timeout=DEADLINE)
+    with ThreadPoolExecutor(3) as pool:
+        outcomes = []
+        for lock in (kazoo, curator, ours_again):        # one by one, so the queue order is known
+            outcomes.append(pool.submit(lock.acquire, DEADLINE))
+            queued = len(outcomes) + 1
+            wait_until(lambda: len(sorted_contenders(observer.get_children(unique_name))) == queued,
+                       f"{queued} contenders queue")
+        queue = sorted_contenders(observer.get_children(unique_name))
+        assert queue[0] == ours.node and queue[1] == kazoo.node
+        assert queue[2].startswith("_c_") and queue[3] == ours_again.node
+
+        order = []
+        for current, successor, outcome in ((ours, kazoo, outcomes[0]), (kazoo, curator, outcomes[1]),
+                                            (curator, ours_again, outcomes[2])):
+            current.release()
+            outcome.result(timeout=DEADLINE)
+            assert lowest_node(observer, unique_name) == successor.node.rsplit("/", 1)[-1]
+            order.append(successor.identifier)
+        ours_again.release()
+    assert order == ["kazoo", "curator", "ours-again"]
+
+
+@pytest.mark.slow
+def test_ours_kazoo_and_curator_never_overlap(clients, curator, unique_name):
+    recorder, detector, observer = Recorder(), OverlapDetector(), clients()
+    locks = [make_lock(kind, clients(), unique_name, f"{kind}-{number}", recorder)
+             for kind in ("predecessor", "kazoo") for number in range(2)] + [curator]
+    start = threading.Barrier(len(locks))
+    judged_by_server = []
+
+    def contend(lock):
+        start.wait(DEADLINE)
+        for _ in range(3):
+            token = lock.acquire(timeout=2 * DEADLINE)
+            try:
+                # the server's view: whoever believes it holds must own the lowest node
+                judged_by_server.append(lowest_node(observer, unique_name) == lock.node.rsplit("/", 1)[-1])
+                detector.hold(token, 0.01)
+            finally:
+                lock.release()
+
+    with ThreadPoolExecutor(len(locks)) as pool:
+        for outcome in [pool.submit(contend, lock) for lock in locks]:
+            outcome.result(timeout=4 * DEADLINE)
+    assert detector.most_at_once == 1
+    assert judged_by_server == [True] * 3 * len(locks)
+    assert detector.tokens == sorted(detector.tokens)
+
+
+@pytest.mark.slow
+def test_kazoo_default_node_names_mislead_curator(clients, curator, unique_name):
+    # Why KazooReferenceLock renames kazoo's node: Curator sorts by what follows "lock-",
+    # and kazoo's "<uuid>__lock__<seq>" has none, so Curator sorts it by its random uuid.
+    kazoo = KazooReferenceLock(clients(), unique_name, identifier="kazoo", curator_compatible=False)
+    kazoo.acquire(timeout=DEADLINE)
+    assert "__lock__" in kazoo.node
+    curator.acquire(timeout=DEADLINE)                    # granted although kazoo holds the lock
+    assert kazoo.is_held and curator.is_held
+    curator.release()
+    kazoo.release()
