@@ -1,0 +1,117 @@
+"""The experiments of notebooks 04 and 05, run on real servers."""
+import time
+
+import pytest
+import redis
+
+import labkit
+from labkit import faults
+from labkit.checker import check_fifo
+from labkit.clients import spawn_clients
+from labkit.history import History
+from labkit.locks.zookeeper import sorted_contenders
+from labkit.scenarios import (TcpLink, acquisitions_through_members, pause_past_timeout, queue_behind,
+                              release_in_turn, seconds_until, table, values_on_members, wait_until,
+                              write_with_new_client, zookeeper_write)
+
+
+def test_seconds_until_counts_from_the_given_moment_and_gives_up_with_the_last_error():
+    attempts = []
+
+    def succeeds_on_the_third_try():
+        attempts.append(1)
+        if len(attempts) < 3:
+            raise ConnectionError(f"attempt {len(attempts)}")
+
+    since = time.monotonic() - 1.0
+    assert seconds_until(succeeds_on_the_third_try, since=since, timeout=5) >= 1.0
+    assert len(attempts) == 3
+    with pytest.raises(TimeoutError, match="attempt 99"):
+        seconds_until(lambda: (_ for _ in ()).throw(ConnectionError("attempt 99")), since=time.monotonic(),
+                      timeout=0.2)
+    with pytest.raises(TimeoutError, match="returned False"):
+        seconds_until(lambda: False, since=time.monotonic(), timeout=0.2)
+
+
+def test_wait_until_and_table():
+    assert wait_until(lambda: True, "something true") < 1.0
+    with pytest.raises(TimeoutError, match="the impossible"):
+        wait_until(lambda: False, "the impossible", timeout=0.1)
+    assert table([{"client": "a", "token": 1}, {"client": "bb", "token": None}]).splitlines() == [
+        "client  token", "a       1", "bb      None"]
+
+
+def test_a_cut_link_drops_bytes_until_it_is_restored(lab):
+    with TcpLink(f"{lab.redis.host}:{lab.redis.port}") as link:
+        host, port = link.address.rsplit(":", 1)
+        client = redis.Redis(host=host, port=int(port), socket_timeout=0.5)
+        assert client.ping()
+        link.cut()
+        with pytest.raises(redis.TimeoutError):
+            client.ping()
+        link.restore()
+        fresh = redis.Redis(host=host, port=int(port), socket_timeout=2.0)
+        assert fresh.ping()
+        fresh.close()
+        client.close()
+    with pytest.raises(ValueError, match="127.0.0.1"):
+        TcpLink("10.0.0.1:2181")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("recipe, fenced", [("zookeeper", False), ("etcd", True)])
+def test_a_paused_holder_writes_late_and_only_fencing_stops_it(lab, recipe, fenced):
+    outcome = pause_past_timeout(lab, recipe, fenced=fenced, timeout=1.0, pause=3.0)
+    assert outcome.new_token > outcome.old_token
+    assert outcome.old_holder_told_at > outcome.new_holder_acquired_at
+    assert outcome.late_write_accepted is not fenced
+    assert outcome.verdict.ok is fenced
+    assert [(row["client"], row["accepted"]) for row in outcome.rows()] == [
+        ("client-1", True), ("client-2", True), ("client-1", not fenced)]
+    with pytest.raises(ValueError, match="longer than the timeout"):
+        pause_past_timeout(lab, recipe, timeout=2.0, pause=1.0)
+
+
+@pytest.mark.slow
+def test_leader_crash_keeps_the_queue_and_a_lost_majority_stops_writes():
+    with labkit.up(zookeeper=3, etcd=3, redis=False, quiet=True) as lab:
+        for service in ("zookeeper", "etcd"):
+            rows = acquisitions_through_members(lab, service, rounds=2)
+            order = [row["czxid"] if service == "zookeeper" else row["header_revision"] for row in rows]
+            assert all(a < b for a, b in zip(order, order[1:])), rows
+            assert {row["member"] for row in rows} == {node.name for node in getattr(lab, service).nodes}
+
+        history = History()
+        observer = lab.zookeeper.client(timeout=6.0)
+        try:
+            with spawn_clients(lab, "zookeeper", n=3, name="/locks/crash", history=history,
+                               session_timeout=6.0) as clients:
+                pending = queue_behind(clients)
+                before = sorted_contenders(observer.get_children("/locks/crash"))
+                killed_at = time.monotonic()
+                killed = faults.kill_leader(lab.zookeeper, history=history)
+                assert lab.zookeeper.wait_for_leader(timeout=30) is not killed
+                assert seconds_until(zookeeper_write(observer), since=killed_at) < 6.0
+                assert sorted_contenders(observer.get_children("/locks/crash")) == before
+                assert release_in_turn(clients, pending) == ["client-2", "client-3"]
+            assert check_fifo(history).ok
+        finally:
+            observer.stop()
+            observer.close()
+        killed.start()
+        lab.zookeeper.wait_for_leader(timeout=30)
+
+        for service in ("zookeeper", "etcd"):
+            cluster = getattr(lab, service)
+            assert write_with_new_client(lab, service, "/lab/value", "before")
+            leader = cluster.leader()
+            follower = next(node for node in cluster.nodes if node is not leader)
+            leader.kill()
+            follower.kill()
+            assert not write_with_new_client(lab, service, "/lab/value", "during", timeout=2.0)
+            leader.start()
+            follower.start()
+            cluster.wait_for_leader(timeout=30)
+            assert seconds_until(lambda: write_with_new_client(lab, service, "/lab/after", "after"),
+                                 since=time.monotonic(), timeout=30) < 30
+            assert set(values_on_members(lab, service, "/lab/value").values()) == {"before"}
