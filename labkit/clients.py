@@ -31,7 +31,6 @@ import itertools
 import json
 import math
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -78,18 +77,17 @@ class RecipeHandle:
 
 
 def connections_of(lab: Any) -> dict[str, str]:
-    """Plain connection data (no live clients) for the services a lab runs."""
+    """Plain connection data (no live clients) for the services a lab runs. etcd: the
+    first running member (python-etcd3 talks to one endpoint)."""
     connections: dict[str, str] = {}
-    for service, attribute in (("zookeeper", "hosts"), ("etcd", "endpoints"), ("redis", "port")):
-        cluster = getattr(lab, service, None)
-        if cluster is None:
-            continue
-        if service == "zookeeper":
-            connections["zookeeper"] = cluster.hosts
-        elif service == "etcd":
-            connections["etcd"] = cluster.endpoints[0]
-        else:
-            connections["redis"] = f"{cluster.host}:{cluster.port}"
+    zookeeper, etcd, redis = (getattr(lab, service, None) for service in ("zookeeper", "etcd", "redis"))
+    if zookeeper is not None:
+        connections["zookeeper"] = zookeeper.hosts
+    if etcd is not None:
+        running = [node.endpoint for node in etcd.nodes if node.state == "running"]
+        connections["etcd"] = running[0] if running else etcd.endpoints[0]
+    if redis is not None:
+        connections["redis"] = f"{redis.host}:{redis.port}"
     return connections
 
 
@@ -442,15 +440,20 @@ class LockClient:
         return self.wait_reply(self.send(op, **args), reply_timeout)
 
     def acquire(self, timeout: float | None = None, reply_timeout: float = REPLY_TIMEOUT) -> Any:
-        """Block until this client holds the lock; returns its fencing token."""
+        """Block until this client holds the lock; returns its fencing token (None for
+        Redis). Raises LockTimeout after ``timeout``, SessionExpired if its session or
+        lease is gone, ClientTimeout if no reply came within ``reply_timeout`` (the
+        child keeps waiting: ``state`` says "waiting"), ClientError if it died."""
         return self.command("acquire", max(reply_timeout, (timeout or 0) + 5.0), timeout=timeout)
 
     def release(self, timeout: float = REPLY_TIMEOUT) -> None:
+        """Let go (idempotent). Raises ClientError if the recipe could not reach its server."""
         self.command("release", timeout)
 
     def write(self, value: str, timeout: float = REPLY_TIMEOUT) -> bool:
         """Write to the protected store with the token of this client's last acquire
-        (what a holder that does not know it lost the lock would do); True if accepted."""
+        (what a holder that does not know it lost the lock would do); True if accepted.
+        Raises ClientError if the clients were spawned without ``store=``."""
         return self.command("write", timeout, value=value)
 
     def run(self, loops: int | None = None, hold: float | None = None, wait: bool = True,
@@ -696,7 +699,9 @@ def spawn_clients(lab: Any = None, recipe: str = "zookeeper", n: int = 5, name: 
     """Start ``n`` client processes of ``recipe`` (a name of ``RECIPES``) on lock ``name``,
     each with its own session (ZooKeeper session timeout / etcd lease TTL / Redis lock TTL
     in seconds). Events go to ``history`` (a new History if None). ``store`` is a
-    FencedStore the clients write to. Use as a context manager, or call ``close()``."""
+    FencedStore the clients write to. Use as a context manager, or call ``close()``.
+    Raises ClientError (with the child's stderr) if a client cannot start, for instance
+    because the lab does not run the service the recipe needs."""
     return LockClients(lab, recipe, n, name, history, hold, loops, store, session_timeout, ttl, **options)
 
 

@@ -92,14 +92,18 @@ def test_a_killed_client_is_dead_and_refuses_commands(lab, unique_name):
 
 
 def test_session_details_reach_the_notebook(lab, unique_name):
-    with spawn_clients(lab, "zookeeper", n=1, name=unique_name) as zookeeper_clients, \
-            spawn_clients(lab, "etcd", n=1, name=unique_name, ttl=3) as etcd_clients:
-        session = zookeeper_clients[0].session
-        assert session["session_id"] > 0 and len(bytes.fromhex(session["password"])) == 16
-        lease_id = etcd_clients[0].session["lease_id"]
-        assert lab.etcd.client().get_lease_info(lease_id).TTL > 0
-    deadline = time.monotonic() + 10
-    # closing the etcd session revokes the lease: the server reports it gone (TTL -1)
-    while lab.etcd.client().get_lease_info(lease_id).TTL != -1:
-        assert time.monotonic() < deadline, "the closed client's lease is still alive"
-        time.sleep(0.05)
+    etcd = lab.etcd.client()
+    try:
+        with spawn_clients(lab, "zookeeper", n=1, name=unique_name) as zookeeper_clients, \
+                spawn_clients(lab, "etcd", n=1, name=unique_name, ttl=3) as etcd_clients:
+            session = zookeeper_clients[0].session
+            assert session["session_id"] > 0 and len(bytes.fromhex(session["password"])) == 16
+            lease_id = etcd_clients[0].session["lease_id"]
+            assert etcd.get_lease_info(lease_id).TTL > 0
+        deadline = time.monotonic() + 10
+        # closing the client's session revokes its lease: the server reports it gone (TTL -1)
+        while etcd.get_lease_info(lease_id).TTL != -1:
+            assert time.monotonic() < deadline, "the closed client's lease is still alive"
+            time.sleep(0.05)
+    finally:
+        etcd.close()
