@@ -309,3 +309,61 @@ def test_kazoo_default_node_names_mislead_curator(clients, curator, unique_name)
     assert kazoo.is_held and curator.is_held
     curator.release()
     kazoo.release()
+
+
+def test_a_create_whose_reply_was_lost_is_found_again(lab, unique_name):
+    from kazoo.client import KazooClient
+    from kazoo.exceptions import ConnectionLoss
+
+    class LosesFirstCreateReply(KazooClient):
+        """The server creates the node; the reply never reaches the caller (a fault, injected)."""
+        lost = False
+
+        def create(self, *args, **kwargs):
+            created = super().create(*args, **kwargs)
+            if not self.lost:
+                self.lost = True
+                raise ConnectionLoss()
+            return created
+
+    client = LosesFirstCreateReply(hosts=lab.zookeeper.hosts, timeout=4.0)
+    client.start(timeout=15)
+    try:
+        recorder = Recorder()
+        lock = make_lock("predecessor", client, unique_name, "unlucky", recorder)
+        lock.acquire(timeout=DEADLINE)
+        assert client.lost
+        assert client.get_children(unique_name) == [lock.node]   # found again, not created twice
+        lock.release()
+        assert client.get_children(unique_name) == []
+    finally:
+        client.stop()
+        client.close()
+
+
+@pytest.mark.slow
+def test_a_frozen_server_suspends_the_holder_until_it_answers_again():
+    import labkit
+
+    recorder = Recorder()
+    with labkit.up(zookeeper=1, etcd=0, redis=False, quiet=True) as own_lab:
+        # a long session: the server stays frozen long enough for the client to notice,
+        # yet not long enough for the session to expire
+        client = own_lab.zookeeper.client(timeout=10.0)
+        try:
+            holder = make_lock("predecessor", client, "/frozen", "holder", recorder)
+            holder.acquire(timeout=DEADLINE)
+            server = own_lab.node("zk1")
+            server.pause()
+            try:
+                wait_until(lambda: recorder.of("suspended", "holder"), "the holder is told SUSPENDED")
+                assert holder.is_suspended and holder.is_held   # may hold it: stop writing
+            finally:
+                server.resume()
+            wait_until(lambda: recorder.of("reconnected", "holder"), "the holder is told it reconnected")
+            assert holder.is_held and not holder.is_suspended
+            assert lowest_node(client, "/frozen") == holder.node
+            holder.release()
+        finally:
+            client.stop()
+            client.close()

@@ -141,32 +141,42 @@ class ZooKeeperLock:
         """Put my node in the queue. False if the connection stayed down past the deadline."""
         # The uuid makes my node findable: if the connection drops after the server created
         # it but before the reply arrived, a blind retry would leave an orphan node ahead of
-        # me in the queue until my session dies — and I would wait on myself. (Curator's trick.)
+        # me in the queue until my session dies, and I would wait on myself. (Curator's trick.)
         name_prefix = uuid.uuid4().hex + NODE_MARKER
-        data = self.identifier.encode()
+        tried = False
         while True:
             try:
-                created, stat = self.client.create(f"{self.path}/{name_prefix}", data, ephemeral=True,
-                                                   sequence=True, include_data=True)
+                found = self._find_my_node(name_prefix) if tried else None
+                tried = True
+                # makepath: the first lock on a path creates its parent (no cost afterwards)
+                created, stat = found or self.client.create(
+                    f"{self.path}/{name_prefix}", self.identifier.encode(), ephemeral=True,
+                    sequence=True, makepath=True, include_data=True)
                 break
-            except NoNodeError:
-                self.client.ensure_path(self.path)    # first lock on this path: make the parent
             except ConnectionLoss:
                 if not self._wait_for_connection(deadline):
                     return False
                 if self._session_lost:            # my session, and any node it made, is gone
                     raise SessionExpired(f"my session expired while queueing for {self.path!r}: "
-                                         "start a new session (KazooClient) to queue again")
-                mine = [child for child in self.client.get_children(self.path)
-                        if child.startswith(name_prefix)]
-                if mine:
-                    created, stat = f"{self.path}/{mine[0]}", self.client.exists(f"{self.path}/{mine[0]}")
-                    break
+                                         "start a new session (KazooClient) to queue again") from None
         self.node = created.rsplit("/", 1)[1]
         self.sequence = sequence_of(self.node)
         self.czxid = stat.czxid
         self._emit("created", node=created, sequence=self.sequence)
         return True
+
+    def _find_my_node(self, name_prefix: str):
+        """(path, stat) of the node my lost create made, or None if it never happened."""
+        try:
+            children = self.client.get_children(self.path)
+        except NoNodeError:
+            return None                           # not even the parent exists yet
+        for child in children:
+            if child.startswith(name_prefix):
+                stat = self.client.exists(f"{self.path}/{child}")
+                if stat is not None:
+                    return f"{self.path}/{child}", stat
+        return None
 
     def _wait_until_lowest(self, deadline: float | None) -> bool:
         """Re-check until mine is the lowest node (True) or the deadline passes (False)."""
