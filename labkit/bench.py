@@ -55,7 +55,8 @@ def wait_until(condition: Callable[[], bool], timeout: float, what: str, poll: f
     while not condition():
         if time.monotonic() > deadline:
             raise BenchTimeout(f"waited {timeout:.0f} s for {what}",
-                               hint="the machine may be overloaded; try --quick, or fewer waiters")
+                               hint="the machine may be overloaded (try --quick), or another program used "
+                                    "this lab meanwhile (run without --attach: the bench starts its own)")
         time.sleep(poll)
 
 
