@@ -218,7 +218,10 @@ class ZooKeeperLock:
             # The herd: one change under the parent wakes every waiter, though only the
             # next in line can win. Kept so that learners can count the cost.
             self._emit("watch", target=self.path, what="parent")
-            return not self._i_am_lowest(self.client.get_children(self.path, watch=callback))
+            if self._i_am_lowest(self.client.get_children(self.path, watch=callback)):
+                self._retire_watch()              # the queue moved meanwhile: nothing to wait for
+                return False
+            return True
         # Watch only the node just before mine: its deletion is the only change that can
         # make me the lowest, and each release then wakes exactly one waiter.
         predecessor = f"{self.path}/{self._queue[self._queue.index(self.node) - 1]}"
@@ -276,7 +279,7 @@ class ZooKeeperLock:
             self.is_suspended = False
             if self._held:
                 self._held, token, self.token = False, self.token, None
-                self._emit("lost", reason="session expired: the server deleted my node", token=token)
+                self._emit("lost", reason="session ended (expired or closed): the server deleted my node", token=token)
             self._connected.set()                 # unblock waits; they will see the loss
             self._wake.set()
             return True                           # kazoo removes this listener
