@@ -73,6 +73,7 @@ class RecipeHandle:
     close: Callable[[], None]
     session: Callable[[], dict[str, Any]] = dict
     stop_keepalive: Callable[[], None] | None = None
+    expired: Callable[[], bool] = lambda: False  # the session is gone for good: open a new one
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -140,7 +141,7 @@ def _etcd_mutex(connections, name, identifier, on_event, session_timeout, ttl) -
         finally:
             client.close()
     return RecipeHandle(lock, close, lambda: {"lease_id": session.lease_id}, session.stop_keepalive,
-                        extra={"etcd": client})
+                        expired=session.done.is_set, extra={"etcd": client})
 
 
 def _etcd3_reference(connections, name, identifier, on_event, session_timeout, ttl) -> RecipeHandle:
@@ -219,6 +220,12 @@ class _Child:
             self.send(type="session", session=session)
 
     def acquire(self, timeout: float | None = None) -> Any:
+        if self.handle.expired():
+            # An etcd lease, once lost, is lost for good (kazoo, by contrast, opens a new
+            # ZooKeeper session by itself): like a real client, start a new session.
+            self.handle.close()
+            self.handle = make_lock(self.spec["recipe"], self.spec["connections"], self.spec["name"], self.name,
+                                    self.on_event, self.spec["session_timeout"], self.spec["ttl"])
         self.token = self.handle.lock.acquire(timeout=timeout)
         self.report_session()
         return self.token

@@ -134,6 +134,11 @@ def test_etcd_lease_faults_hand_the_lock_to_the_next_client(lab, unique_name, fa
             assert 1.0 <= handed_over_after <= 5.5  # once the un-refreshed 2 s lease runs out
         clients.history.wait_for("lost", client="client-1", timeout=10)
         assert [e.detail["what"] for e in clients.history.events(kind="fault")] == [fault]
+        # a lease is lost for good: the client's next acquire opens a new session
+        old_lease = holder.session["lease_id"]
+        waiter.release()
+        holder.acquire(timeout=5)
+        assert holder.session["lease_id"] != old_lease and holder.state == "holding"
 
 
 def test_expire_session_of_a_plain_kazoo_client_deletes_its_ephemeral_node(lab, zk, unique_name):
