@@ -605,6 +605,7 @@ class LockClients:
         self.log_directory = tempfile.mkdtemp(prefix="labkit-clients-")
         self._etcd_client: Any = None
         self._closed = False
+        self.owner_pid = os.getpid()
         spec = {"recipe": recipe, "name": name, "connections": self.connections,
                 "session_timeout": session_timeout, "ttl": ttl, "store": _store_spec(store)}
         _register_for_exit(self)
@@ -697,7 +698,8 @@ def _register_for_exit(group: LockClients) -> None:
 
 def _close_all() -> None:
     for group in list(_LIVE_GROUPS):
-        group.close(grace=1.0)
+        if group.owner_pid == os.getpid():  # a forked copy of the notebook must not stop them
+            group.close(grace=1.0)
 
 
 def spawn_clients(lab: Any = None, recipe: str = "zookeeper", n: int = 5, name: str = "/locks/resource",
