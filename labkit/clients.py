@@ -325,6 +325,12 @@ class _Child:
 
 def child_main(argv: list[str]) -> int:
     """Entry point of ``python -m labkit.clients SPEC_JSON``."""
+    if len(argv) != 1:
+        print("python -m labkit.clients runs one lock client for spawn_clients(); it talks JSON lines "
+              "on stdin/stdout.\nStart clients from Python instead:\n"
+              "    from labkit.clients import spawn_clients\n"
+              "    clients = spawn_clients(lab, 'zookeeper', n=3)", file=sys.stderr)
+        return 2
     spec = json.loads(argv[0])
     # the protocol owns the pipe; anything a library prints, even from C, goes to stderr
     output = os.fdopen(os.dup(1), "w")
