@@ -68,6 +68,17 @@ def watch_count(lab) -> int:
     return int(match.group(1))
 
 
+def drain_watch_callbacks(client, path: str) -> None:
+    """Return once ``client`` has run every watch callback the server sent it so far: kazoo
+    runs them in order on one thread, so a probe watch set and fired now runs last."""
+    probe = f"{path}-probe"
+    fired = threading.Event()
+    client.exists(probe, watch=lambda event: fired.set())
+    client.create(probe, ephemeral=True)
+    assert fired.wait(DEADLINE), f"the probe watch on {probe} never fired"
+    client.delete(probe)
+
+
 @pytest.fixture
 def clients(lab):
     """make() -> a started KazooClient with its own session; all are stopped afterwards."""
@@ -211,12 +222,13 @@ def test_expired_holder_session_passes_the_lock_on(lab, clients, unique_name):
     waiter.release()
 
 
-def test_timeout_leaves_the_queue(clients, unique_name):
+@pytest.mark.parametrize("kind", ["predecessor", "parent", "kazoo"])
+def test_timeout_leaves_the_queue(clients, unique_name, kind):
     recorder = Recorder()
     holder = make_lock("predecessor", clients(), unique_name, "holder", recorder)
     holder.acquire(timeout=DEADLINE)
     client = clients()
-    impatient = make_lock("predecessor", client, unique_name, "impatient", recorder)
+    impatient = make_lock(kind, client, unique_name, "impatient", recorder)
     with pytest.raises(LockTimeout, match=re.escape(unique_name)) as raised:
         impatient.acquire(timeout=0.5)
     assert raised.value.waited >= 0.5
@@ -225,6 +237,8 @@ def test_timeout_leaves_the_queue(clients, unique_name):
     assert created.rsplit("/", 1)[1] not in client.get_children(unique_name)
     assert [contender.identifier for contender in holder.contenders()] == ["holder"]
     holder.release()
+    drain_watch_callbacks(client, unique_name)
+    assert not recorder.of("woke", "impatient"), "a waiter that gave up is woken by no one"
 
 
 @pytest.fixture
