@@ -162,4 +162,17 @@ def reap_orphans(log=print) -> list[str]:
         if log:
             log(f"reaped lab {state['id']} (its owner, pid {state.get('owner_pid')}, is gone): "
                 f"stopped {', '.join(stopped) or 'nothing still running'}")
+    for lab_id in _reap_orphan_containers():
+        reaped.append(lab_id)
+        if log:
+            log(f"reaped the containers of lab {lab_id} (its folder and its owner are gone)")
     return reaped
+
+
+def _reap_orphan_containers() -> list[str]:
+    """Containers whose lab folder is gone: only their Docker labels still point at them."""
+    try:
+        from labkit.servers.docker_backend import reap_orphan_containers
+    except ImportError:
+        return []
+    return reap_orphan_containers()

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Make the Debian base image locally, for machines where no image registry answers.
+#
+#   docker/make-base-image.sh [TAG]      (default TAG: labkit-base:bookworm)
+#
+# debootstrap downloads a minimal Debian 12 from the normal Debian mirror (about 30 s),
+# and `docker import` turns that folder into an image; the Dockerfiles then build FROM
+# it with `--build-arg BASE=TAG`. Needs root, debootstrap and a running Docker engine.
+# Does nothing when the image already exists.
+set -euo pipefail
+TAG="${1:-labkit-base:bookworm}"
+SUITE=bookworm
+MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+
+say() { printf '[base image] %s\n' "$*"; }
+die() { printf '[base image] %s\n' "$*" >&2; exit 1; }
+
+if docker image inspect "$TAG" >/dev/null 2>&1; then
+    say "$TAG already exists"
+    exit 0
+fi
+[ "$(id -u)" = 0 ] || die "debootstrap needs root: run this script with sudo"
+command -v debootstrap >/dev/null || die "debootstrap is missing: apt-get install -y debootstrap"
+
+ROOTFS=$(mktemp -d /tmp/labkit-rootfs.XXXXXX)
+trap 'rm -rf "$ROOTFS"' EXIT
+say "debootstrap --variant=minbase $SUITE from $MIRROR (about 30 s)"
+debootstrap --variant=minbase "$SUITE" "$ROOTFS" "$MIRROR" > "$ROOTFS.log" 2>&1 \
+    || { tail -20 "$ROOTFS.log" >&2; die "debootstrap failed (full log: $ROOTFS.log)"; }
+rm -f "$ROOTFS.log"
+
+# The same apt sources and container habits as Debian's official slim image: updates and
+# security fixes, no daemons started by package scripts, no apt caches or docs kept.
+rm -f "$ROOTFS/etc/apt/sources.list"
+cat > "$ROOTFS/etc/apt/sources.list.d/debian.sources" <<EOF
+Types: deb
+URIs: $MIRROR
+Suites: $SUITE $SUITE-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb
+URIs: http://deb.debian.org/debian-security
+Suites: $SUITE-security
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+EOF
+cat > "$ROOTFS/etc/dpkg/dpkg.cfg.d/docker-slim" <<'EOF'
+path-exclude /usr/share/doc/*
+path-include /usr/share/doc/*/copyright
+path-exclude /usr/share/man/*
+path-exclude /usr/share/info/*
+path-exclude /usr/share/locale/*
+EOF
+printf '#!/bin/sh\nexit 101\n' > "$ROOTFS/usr/sbin/policy-rc.d"
+chmod 755 "$ROOTFS/usr/sbin/policy-rc.d"
+rm -rf "$ROOTFS"/var/lib/apt/lists/* "$ROOTFS"/var/cache/apt/archives/*.deb "$ROOTFS"/var/cache/apt/*.bin \
+    "$ROOTFS"/usr/share/man/* "$ROOTFS"/usr/share/info/* "$ROOTFS"/usr/share/locale/*
+
+say "docker import -> $TAG"
+tar --numeric-owner -C "$ROOTFS" -c . | docker import --change 'CMD ["bash"]' - "$TAG" >/dev/null
+say "$TAG ready ($(docker image inspect --format '{{.Size}}' "$TAG" | awk '{printf "%.0f MB", $1/1e6}'))"

@@ -1,0 +1,281 @@
+"""Nodes as Docker containers: one container per server, same command line, same ports.
+
+Each container uses host networking, so a server listens on its own 127.0.0.1 port exactly
+as a local process would, and the lab's run folder is mounted at the same absolute path,
+so every config and data path is the same too. The server's output is appended to its
+log file in that folder, and it runs as the host user, so the folder stays removable.
+
+Faults map onto the engine: kill() is `docker kill` (SIGKILL), pause()/resume() use the
+cgroup freezer, terminate() is `docker stop`, and a restart starts the same container
+again on the same data. Every container is labelled with its lab, node and owner, so
+`labkit down` and the orphan reaper find them even when the state file is gone.
+
+What can fail: no engine (DockerUnavailable, raised before anything starts), the image
+build (ImageBuildError), or the engine refusing a container (NodeStartError with its log).
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+from labkit.errors import DockerUnavailable, NodeStartError
+from labkit.servers.discovery import ZooKeeperInstall
+from labkit.servers.docker_image import ensure_server_image, server_image_tag
+from labkit.servers.process import process_start_time
+
+LAB_LABEL = "labkit.lab"
+NODE_LABEL = "labkit.node"
+OWNER_LABEL = "labkit.owner_pid"
+OWNER_START_LABEL = "labkit.owner_start"
+RUN_DIR_LABEL = "labkit.run_dir"
+
+# Where Debian's packages put things inside the image (see docker/Dockerfile).
+IMAGE_BINARIES = {
+    "java": "/usr/bin/java",
+    "zookeeper": ZooKeeperInstall("/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar",
+                                  "Debian's libzookeeper-java in the server image"),
+    "etcd": "/usr/bin/etcd",
+    "redis": "/usr/bin/redis-server",
+}
+# The server's stdout and stderr go to its log in the mounted run folder, so the log
+# reader and the error messages work as for a local process.
+WRAPPER = ["sh", "-c", 'exec "$@" >>"$LABKIT_LOG" 2>&1', "sh"]
+STATES = {"running": "running", "paused": "paused", "restarting": "running"}
+
+_clients: dict[int, object] = {}
+_clients_lock = threading.Lock()
+
+
+def docker_client():
+    """One Docker SDK client per process (pid-keyed: a forked child makes its own)."""
+    import docker
+
+    with _clients_lock:
+        client = _clients.get(os.getpid())
+        if client is None:
+            try:
+                client = docker.from_env(timeout=60)
+                client.ping()
+            except Exception as exc:  # the SDK raises several unrelated types for "no engine"
+                raise DockerUnavailable(f"no Docker engine answers ({str(exc).splitlines()[0][:160]})",
+                                        "start Docker (Debian: dockerd &; macOS/Windows: Docker Desktop) "
+                                        "or use LABKIT_BACKEND=local") from None
+            _clients[os.getpid()] = client
+    return client
+
+
+def image_binaries() -> dict:
+    """The server paths inside the image (building it first if needed). etcdctl stays the
+    host's, if it has one: EtcdService.etcdctl falls back to the image's otherwise."""
+    import shutil
+
+    ensure_server_image(docker_client(), say=lambda text: print(text, flush=True))
+    return dict(IMAGE_BINARIES, etcdctl=shutil.which("etcdctl"))
+
+
+def _owner_labels(run_dir: str) -> dict:
+    """Who owns the lab, from the state file written before any node starts."""
+    from labkit.servers.state import read_state
+
+    state = read_state(Path(run_dir)) or {}
+    pid = state.get("owner_pid")
+    return {OWNER_LABEL: str(pid) if pid else "detached", OWNER_START_LABEL: str(state.get("owner_start_time") or "")}
+
+
+class DockerContainer:
+    """Runs one argv in a container of the server image; the same interface as LocalProcess."""
+
+    backend = "docker"
+
+    def __init__(self, argv: list[str], log_path: str, cwd: str, lab_id: str, name: str,
+                 container_id: str | None = None, image: str | None = None):
+        self.argv = argv
+        self.log_path = log_path
+        self.cwd = cwd
+        self.lab_id = lab_id
+        self.name = name
+        self.container_id = container_id
+        self.image = image
+
+    @property
+    def container_name(self) -> str:
+        return f"labkit-{self.lab_id}-{self.name}"
+
+    def _container(self):
+        """The container now (fresh attributes), or None once it is removed."""
+        import docker.errors
+
+        try:
+            return docker_client().containers.get(self.container_id or self.container_name)
+        except docker.errors.NotFound:
+            return None
+
+    def start(self) -> None:
+        import docker.errors
+
+        with open(self.log_path, "ab") as log:
+            log.write(f"\n--- labkit start {time.strftime('%H:%M:%S')} (docker): {' '.join(self.argv)}\n".encode())
+        container = self._container()
+        try:
+            if container is None:
+                container = self._create()
+            container.start()
+        except docker.errors.APIError as exc:
+            engine_log = container.logs(tail=15).decode(errors="replace") if container is not None else ""
+            if container is not None:
+                container.remove(force=True)
+                self.container_id = None
+            raise NodeStartError(f"Docker could not start node {self.name} ({exc.explanation or exc})",
+                                 "`docker info` checks the engine; the README's Docker section lists what "
+                                 "host networking needs", engine_log) from None
+
+    def _create(self):
+        self.image = self.image or server_image_tag()
+        run_dir = os.path.dirname(self.log_path)
+        labels = {LAB_LABEL: self.lab_id, NODE_LABEL: self.name, RUN_DIR_LABEL: run_dir, **_owner_labels(run_dir)}
+        container = docker_client().containers.create(
+            self.image, command=WRAPPER + list(self.argv), name=self.container_name, labels=labels,
+            network_mode="host", user=f"{os.getuid()}:{os.getgid()}", working_dir=self.cwd,
+            environment={"LABKIT_LOG": self.log_path, "HOME": "/tmp"},
+            volumes={run_dir: {"bind": run_dir, "mode": "rw"}})
+        self.container_id = container.id
+        return container
+
+    def state(self) -> str:
+        container = self._container()
+        return "stopped" if container is None else STATES.get(container.status, "stopped")
+
+    @property
+    def pid(self) -> int | None:
+        """The server's pid as the host sees it (0 → None when it is not running)."""
+        container = self._container()
+        return (container.attrs["State"].get("Pid") or None) if container is not None else None
+
+    def kill(self) -> None:
+        import docker.errors
+
+        container = self._container()
+        if container is None or STATES.get(container.status) is None:
+            return
+        try:
+            container.kill()  # SIGKILL; the engine thaws a paused container for it
+        except docker.errors.APIError:
+            pass  # it exited meanwhile
+        self._wait_stopped(10.0)
+
+    def terminate(self, grace: float = 10.0) -> None:
+        """`docker stop`: SIGTERM, then SIGKILL after the grace period. A frozen server cannot
+        act on SIGTERM, so it is thawed first, as the local backend sends SIGCONT."""
+        container = self._container()
+        if container is None or STATES.get(container.status) is None:
+            return
+        if container.status == "paused":
+            container.unpause()
+        container.stop(timeout=max(1, int(grace)))
+        self._wait_stopped(grace + 10.0)
+
+    def pause(self) -> None:
+        container = self._container()
+        if container is not None and container.status == "running":
+            container.pause()
+
+    def resume(self) -> None:
+        container = self._container()
+        if container is not None and container.status == "paused":
+            container.unpause()
+
+    def _wait_stopped(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.state() == "stopped":
+                return True
+            time.sleep(0.05)
+        return False
+
+    def to_state(self) -> dict:
+        return {"backend": "docker", "argv": self.argv, "log_path": self.log_path, "cwd": self.cwd,
+                "lab_id": self.lab_id, "name": self.name, "container_id": self.container_id, "image": self.image}
+
+    @classmethod
+    def from_state(cls, data: dict) -> "DockerContainer":
+        return cls(data["argv"], data["log_path"], data["cwd"], lab_id=data["lab_id"], name=data["name"],
+                   container_id=data.get("container_id"), image=data.get("image"))
+
+
+def lab_containers(lab_id: str | None = None) -> list:
+    """Every labkit container (of one lab, if given), running or not."""
+    label = f"{LAB_LABEL}={lab_id}" if lab_id else LAB_LABEL
+    return docker_client().containers.list(all=True, filters={"label": label})
+
+
+def remove_lab_containers(lab_id: str) -> list[str]:
+    """Remove every container of a lab, whatever its state; returns the names of the nodes
+    that were still running (or frozen). Without an engine there is nothing to remove now:
+    returns [] (the labels let reap_orphan_containers find them once the engine is back)."""
+    import docker.errors
+
+    stopped = []
+    try:
+        containers = lab_containers(lab_id)
+    except DockerUnavailable:
+        return stopped
+    for container in containers:
+        if container.status in STATES:
+            stopped.append(container.labels.get(NODE_LABEL, container.name))
+        try:
+            container.remove(force=True)
+        except docker.errors.NotFound:
+            pass
+    return stopped
+
+
+def reap_orphan_containers() -> list[str]:
+    """Remove the containers of labs whose run folder is gone and whose owner is dead (or
+    was `labkit up`, which has no owner): nothing else would ever find them. Returns their
+    lab ids; [] when no engine answers."""
+    from labkit.servers.docker_engine import engine_problem
+
+    if engine_problem(timeout=2.0) is not None:
+        return []
+    reaped = set()
+    for container in lab_containers():
+        labels = container.labels
+        run_dir = labels.get(RUN_DIR_LABEL, "")
+        if run_dir and os.path.exists(os.path.join(run_dir, "lab.json")):
+            continue  # the state file's own reaper decides
+        owner = labels.get(OWNER_LABEL, "detached")
+        if owner != "detached" and owner.isdigit() and process_start_time(int(owner)) == labels.get(OWNER_START_LABEL):
+            continue  # its owner still runs (and is removing its folder right now)
+        remove_lab_containers(labels[LAB_LABEL])
+        reaped.add(labels[LAB_LABEL])
+    return sorted(reaped)
+
+
+def run_etcdctl(args: list[str]) -> int:
+    """etcdctl from the server image, for hosts without their own: a throwaway container
+    on the host network, output passed through. Returns etcdctl's exit code."""
+    import docker.errors
+
+    client = docker_client()
+    container = client.containers.create(server_image_tag(), command=["etcdctl", *args], network_mode="host",
+                                         environment={"ETCDCTL_API": "3"},
+                                         labels={LAB_LABEL: "etcdctl", OWNER_LABEL: str(os.getpid()),
+                                                 OWNER_START_LABEL: str(process_start_time(os.getpid()))})
+    try:
+        container.start()
+        code = container.wait(timeout=120)["StatusCode"]
+        sys.stdout.write(container.logs(stdout=True, stderr=False).decode(errors="replace"))
+        sys.stderr.write(container.logs(stdout=False, stderr=True).decode(errors="replace"))
+        return code
+    finally:
+        try:
+            container.remove(force=True)
+        except docker.errors.APIError:
+            pass
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["etcdctl"]:
+    sys.exit(run_etcdctl(sys.argv[2:]))
