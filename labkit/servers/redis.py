@@ -104,20 +104,33 @@ class RedisService:
         return node
 
     def wait_replica_in_sync(self, timeout: float = 15.0) -> None:
-        """Wait until the replica reports its link to the primary up (the initial sync done)."""
+        """Wait until the replica acknowledges a write made on the primary.
+
+        "master_link_status:up" on the replica is not enough: Redis 7 streams writes to a
+        replica only after its first acknowledgement, so a lesson that freezes the replica
+        right after start could lose a write it expects to be replicated. A probe write
+        followed by WAIT 1 proves the stream flows."""
         import time
 
         from labkit.errors import NodeStartError
 
         replica = self.replica
+        if replica is None:
+            return
         deadline = time.monotonic() + timeout
-        while replica is not None:
-            info = _command(replica.host, replica.port, "INFO", "replication").decode(errors="replace")
-            if "master_link_status:up" in info:
-                return
+        primary = self.primary
+        while True:
+            try:
+                _command(primary.host, primary.port, "SET", "labkit:replication-probe", "1")
+                acked = _command(primary.host, primary.port, "WAIT", "1", "200", timeout=2.0)
+                if acked.startswith(b":") and int(acked[1:].strip() or 0) >= 1:
+                    _command(primary.host, primary.port, "DEL", "labkit:replication-probe")
+                    return
+            except OSError:
+                pass
             if time.monotonic() > deadline:
-                raise NodeStartError(f"redis replica {replica.name} did not sync with the primary within "
-                                     f"{timeout:.0f} s", "look at both nodes' logs", replica.log_tail())
+                raise NodeStartError(f"redis replica {replica.name} did not acknowledge the primary's writes "
+                                     f"within {timeout:.0f} s", "look at both nodes' logs", replica.log_tail())
             time.sleep(0.05)
 
     def describe(self) -> dict:
