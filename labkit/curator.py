@@ -31,7 +31,7 @@ JAR_DIRECTORY = Path("/usr/share/java")
 # SLF4J with its no-op binding to keep the peer's stdout to protocol lines.
 JARS = ("curator-client", "curator-framework", "curator-recipes", "zookeeper", "zookeeper-jute",
         "guava", "slf4j-api", "slf4j-nop")
-INSTALL_HINT = "apt-get install -y default-jdk-headless libcurator-recipes-java libslf4j-java"
+INSTALL_HINT = "apt-get install -y default-jdk-headless libcurator-recipes-java (it brings Guava, SLF4J, ZooKeeper)"
 STARTUP_DEADLINE = 60.0   # a JVM start on two busy cores can take several seconds
 ANSWER_MARGIN = 30.0      # beyond an acquire's own timeout, for the JVM to answer
 
@@ -106,7 +106,7 @@ class CuratorPeer:
         self._errors = tempfile.TemporaryFile(mode="w+")   # a file, not a pipe: it can never fill up
         self._process = subprocess.Popen(
             [java, "-Xmx64m", "-XX:+UseSerialGC", "-cp", f"{class_path()}{os.pathsep}{classes}",
-             "CuratorPeer", hosts, self.path, str(int(session_timeout * 1000))],
+             "CuratorPeer", hosts, self.path, str(int(session_timeout * 1000)), identifier],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._errors, text=True, bufsize=1)
         self._reader = threading.Thread(target=self._read_lines, name=f"curator-peer-{identifier}", daemon=True)
         self._reader.start()

@@ -255,7 +255,6 @@ def lowest_node(client, path: str) -> str:
     return sorted_contenders(client.get_children(path))[0]
 
 
-@pytest.mark.slow
 def test_ours_kazoo_and_curator_share_one_queue(clients, curator, unique_name):
     recorder = Recorder()
     observer = clients()
@@ -268,11 +267,13 @@ def test_ours_kazoo_and_curator_share_one_queue(clients, curator, unique_name):
         for lock in (kazoo, curator, ours_again):        # one by one, so the queue order is known
             outcomes.append(pool.submit(lock.acquire, DEADLINE))
             queued = len(outcomes) + 1
-            wait_until(lambda: len(sorted_contenders(observer.get_children(unique_name))) == queued,
+            wait_until(lambda: len(sorted_contenders(observer.get_children(unique_name))) == queued
+                       and (lock is curator or recorder.of("created", lock.identifier)),
                        f"{queued} contenders queue")
         queue = sorted_contenders(observer.get_children(unique_name))
         assert queue[0] == ours.node and queue[1] == kazoo.node
         assert queue[2].startswith("_c_") and queue[3] == ours_again.node
+        assert [entry.identifier for entry in ours.contenders()] == ["ours", "kazoo", "curator", "ours-again"]
 
         order = []
         for current, successor, outcome in ((ours, kazoo, outcomes[0]), (kazoo, curator, outcomes[1]),
@@ -285,7 +286,6 @@ def test_ours_kazoo_and_curator_share_one_queue(clients, curator, unique_name):
     assert order == ["kazoo", "curator", "ours-again"]
 
 
-@pytest.mark.slow
 def test_ours_kazoo_and_curator_never_overlap(clients, curator, unique_name):
     recorder, detector, observer = Recorder(), OverlapDetector(), clients()
     locks = [make_lock(kind, clients(), unique_name, f"{kind}-{number}", recorder)
@@ -312,7 +312,6 @@ def test_ours_kazoo_and_curator_never_overlap(clients, curator, unique_name):
     assert detector.tokens == sorted(detector.tokens)
 
 
-@pytest.mark.slow
 def test_kazoo_default_node_names_mislead_curator(clients, curator, unique_name):
     # Why KazooReferenceLock renames kazoo's node: Curator sorts by what follows "lock-",
     # and kazoo's "<uuid>__lock__<seq>" has none, so Curator sorts it by its random uuid.

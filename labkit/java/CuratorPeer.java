@@ -1,7 +1,7 @@
 // A real Apache Curator InterProcessMutex, driven line by line from Python (labkit/curator.py),
 // so that labkit's ZooKeeper locks can be shown to queue correctly with Curator's.
 //
-// Usage: java -cp <curator and zookeeper jars>:<dir> CuratorPeer <connect string> <lock path> [session ms]
+// Usage: java -cp <jars>:<dir> CuratorPeer <connect string> <lock path> [session ms] [identifier]
 // Reads commands on stdin, one per line:
 //   acquire <seconds>   -> "ACQUIRED <node path>" or "TIMEOUT"
 //   release             -> "RELEASED"
@@ -20,14 +20,23 @@ import org.apache.curator.framework.state.ConnectionState;
 import org.apache.curator.retry.ExponentialBackoffRetry;
 
 public class CuratorPeer {
-    /** Stock InterProcessMutex; the subclass only makes the path of its own node visible. */
+    /** Stock InterProcessMutex, through its two protected hooks: the path of its own node
+     *  made visible, and the identifier stored as node data (as kazoo and labkit do). */
     static class VisibleMutex extends InterProcessMutex {
-        VisibleMutex(CuratorFramework client, String path) {
+        private final byte[] identifier;
+
+        VisibleMutex(CuratorFramework client, String path, String identifier) {
             super(client, path);
+            this.identifier = identifier.getBytes(StandardCharsets.UTF_8);
         }
 
         String ownNode() {
             return getLockPath();
+        }
+
+        @Override
+        protected byte[] getLockNodeBytes() {
+            return identifier;
         }
     }
 
@@ -38,7 +47,7 @@ public class CuratorPeer {
 
     public static void main(String[] args) throws Exception {
         if (args.length < 2) {
-            System.err.println("usage: CuratorPeer <connect string> <lock path> [session ms]");
+            System.err.println("usage: CuratorPeer <connect string> <lock path> [session ms] [identifier]");
             System.exit(2);
         }
         int sessionMs = args.length > 2 ? Integer.parseInt(args[2]) : 4000;
@@ -58,7 +67,7 @@ public class CuratorPeer {
             }
             long session = client.getZookeeperClient().getZooKeeper().getSessionId();
             say("READY " + Long.toHexString(session));
-            serve(new VisibleMutex(client, args[1]));
+            serve(new VisibleMutex(client, args[1], args.length > 3 ? args[3] : "curator"));
         } finally {
             client.close();
         }
