@@ -76,6 +76,15 @@ def test_why_line_explains_an_expired_session_and_the_wakeup():
     assert "client-2 got it 0.02 s later (token 8) because it woke: its predecessor lock-0000000007" in text
 
 
+def test_why_line_links_a_fault_recorded_just_after_the_loss_it_caused():
+    # expire_session records its fault when its call returns; the victim may say "lost" first
+    history = history_of((0.0, "client-1", "acquired", {"token": 7}),
+                         (2.00, "client-1", "lost", {"reason": "session expired"}),
+                         (2.01, "client-2", "acquired", {"token": 8}),
+                         (2.05, FAULT_CLIENT, "fault", {"what": "expire_session", "target": "client-1"}))
+    assert "client-1 lost it (session expired) after you expired its session at 2.0 s" in why_text(history, 100.0)
+
+
 def test_why_line_explains_a_kill_and_a_late_loss():
     killed = history_of((0.0, "client-1", "acquired", {"token": None}),
                         (1.0, FAULT_CLIENT, "fault", {"what": "kill", "target": "client-1"}),
@@ -115,7 +124,9 @@ def test_revoke_lease_on_an_etcd_holder_hands_the_lock_on(lab, unique_name):
         assert panel.button(first, "stop keep-alive").disabled is False
         panel.button(first, "revoke lease").click()
         wait_until(lambda: panel.holder() not in (None, first), 10, f"nobody took over from {first}")
-        wait_until(lambda: panel.states()[first] in ("lost", "idle"), 10, f"{first} never learned: {panel.states()}")
+        wait_until(lambda: panel.history.events(client=first, kind="lost"), 10, f"{first} never learned it lost")
+        # a new session, and back in the queue
+        wait_until(lambda: panel.states()[first] == "waiting", 15, f"{first} did not queue again: {panel.states()}")
 
 
 def test_a_redis_lock_has_no_session_button_and_an_unfenced_store(lab, unique_name):

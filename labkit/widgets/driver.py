@@ -8,10 +8,9 @@ paused. A paused holder keeps its place in the loop: the write it was asked for 
 moment it resumes, with the token it still believes in. That is the write a fenced store
 must reject.
 
-What can fail: the client process dies (the loop ends), its session or lease is over
-(a ZooKeeper client gets a new session and queues again; an etcd session cannot be
-renewed, so that client stops and says so in ``note``), a server is down (the error is
-reported through ``on_error`` and the loop retries after a second).
+What can fail: the client process dies (the loop ends and ``note`` says so), its session
+or lease ends while it waits (the client opens a new one and queues again), a server is
+down (the error is reported through ``on_error`` and the loop retries after a second).
 """
 from __future__ import annotations
 
@@ -81,16 +80,12 @@ class ClientDriver:
             self._call("acquire", timeout=None)
             return True
         except SessionExpired as error:
-            if self.client.recipe.startswith("etcd"):
-                # a lease cannot come back: this client is out of the game (Go's Session too)
-                self.note = "its lease is gone: it cannot queue again"
-                self.on_error(self.client.name, f"{error} (this client stops; start the panel again for new ones)")
-                raise PanelClosing from None
+            # a waiter's session ended under it: its client opens a new one at the next try
+            self.on_error(self.client.name, f"{error} (it queues again with a new session)")
         except (LockTimeout, ClientError) as error:
             if self.client.state in ("dead", "stopped"):
                 raise
             self.on_error(self.client.name, f"acquire failed: {error}")
-        # kazoo opens a new session by itself after an expiry: queue again after a pause
         self.stopping.wait(RETRY_DELAY)
         return False
 

@@ -18,6 +18,7 @@ from labkit.history import History
 from labkit.widgets.narration import open_holds
 
 MAX_HANDOFFS_SHOWN = 20
+MAX_WRITES_SHOWN = 30  # each write carries a text label, the slowest thing to draw
 
 
 def windowed(history: History, window: float, now: float | None = None) -> History:
@@ -37,8 +38,10 @@ def _empty(ax, title: str, message: str) -> None:
 
 def draw(history: History, window: float = 90.0, width: float = 11.0, height: float = 6.2) -> Figure:
     """A Figure with the three graphs of the panel."""
-    figure = Figure(figsize=(width, height), dpi=80, layout="constrained")
-    grid = figure.add_gridspec(2, 2, height_ratios=(1.35, 1.0), width_ratios=(1.0, 1.5))
+    # fixed margins: constrained layout would double the drawing time, and this redraws live
+    figure = Figure(figsize=(width, height), dpi=80)
+    grid = figure.add_gridspec(2, 2, height_ratios=(1.35, 1.0), width_ratios=(1.0, 1.4), left=0.08, right=0.80,
+                               top=0.95, bottom=0.09, hspace=0.42, wspace=0.25)
     timeline = figure.add_subplot(grid[0, :])
     recent = windowed(history, window)
     if len(recent):
@@ -64,7 +67,7 @@ def draw(history: History, window: float = 90.0, width: float = 11.0, height: fl
 
     store_axes = figure.add_subplot(grid[1, 1])
     writes = [{"time": event.time, "client": event.client, "token": event.detail.get("token"),
-               "accepted": bool(event.detail.get("accepted"))} for event in recent.events(kind="write")]
+               "accepted": bool(event.detail.get("accepted"))} for event in recent.events(kind="write")][-MAX_WRITES_SHOWN:]
     if writes:
         plots.store_writes_plot(writes, ax=store_axes, title="Writes to the fenced store")
         store_axes.set_xlabel("time since the first write shown (s)")

@@ -29,6 +29,10 @@ FAULT_WORDS = {
     "restart": "you restarted {target}",
 }
 
+# A fault is recorded when its call returns, and expiring a session takes a round trip or
+# two: the victim may report "lost" before the fault is in the history.
+FAULT_RECORD_SLACK = 1.0
+
 # how the previous holder's hold ended, when a fault caused it: "after you ..."
 FAULT_CAUSES = {
     "pause": "paused it for {seconds} s",
@@ -196,7 +200,7 @@ def _hold_end(history: History, acquired: Event, next_acquired: Event) -> Event 
 def _last_fault_on(history: History, client: str, start: float, end: float) -> Event | None:
     faults = [event for event in history.events(client=FAULT_CLIENT, kind="fault")
               if event.detail.get("target") == client and event.detail.get("what") in FAULT_CAUSES
-              and start <= event.time <= end + 0.001]
+              and start <= event.time <= end + FAULT_RECORD_SLACK]
     return faults[-1] if faults else None
 
 

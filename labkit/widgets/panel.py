@@ -53,7 +53,7 @@ class LockPanel:
 
     def __init__(self, lab: Any, recipe: str = "zookeeper", clients: int = 3, name: str | None = None,
                  hold: float = 8.0, pause_seconds: float | None = None, session_timeout: float = 4.0,
-                 ttl: float = 5.0, refresh: float = 0.5, redraw_every: float = 1.0, window: float = 90.0):
+                 ttl: float = 5.0, refresh: float = 0.5, redraw_every: float = 2.0, window: float = 60.0):
         if recipe not in RECIPES:
             raise ValueError(f"no recipe named {recipe!r}; choose one of {', '.join(RECIPES)}")
         self.lab, self.recipe = lab, recipe
@@ -92,7 +92,8 @@ class LockPanel:
         for driver in self.drivers:
             driver.start()
         self._threads = [_start_timer(self, "_refresh_clients", refresh, "panel-refresh"),
-                         _start_timer(self, "_refresh_nodes", max(1.0, refresh), "panel-nodes")]
+                         _start_timer(self, "_refresh_nodes", max(1.0, refresh), "panel-nodes"),
+                         _start_timer(self, "_redraw", redraw_every, "panel-figure")]
 
     # ---- what the view reads ----
     @property
@@ -115,6 +116,20 @@ class LockPanel:
     def holder(self) -> str | None:
         """The client the panel shows as holder (None: nobody)."""
         return narration.current_holder(self.history, self.states())
+
+    def wait_for_holder(self, other_than: str | None = None, timeout: float = 30.0) -> str:
+        """Block until a live client other than ``other_than`` holds the lock; return its
+        name. Raises TimeoutError with every client's state (and the panel's last errors)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            holder = self.holder()
+            if holder is not None and holder != other_than and self.states().get(holder) == "holding":
+                return holder
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no client{' other than ' + other_than if other_than else ''} took the lock "
+                                   f"within {timeout:.0f} s; client states: {self.states()}; "
+                                   f"last errors: {self.errors[-3:] or 'none'}")
+            time.sleep(0.05)
 
     def button(self, target: str, action: str):
         return self.view.button(target, action)
@@ -183,6 +198,9 @@ class LockPanel:
 
     def _refresh_nodes(self) -> None:
         self.view.refresh_nodes({node.name: (node.state, node.role) for node in self.nodes})
+
+    def _redraw(self) -> None:
+        self.view.redraw_if_changed()
 
     def render_png(self) -> bytes:
         return figure.render_png(self.history, self.window)

@@ -44,7 +44,6 @@ class PanelView:
         self._update_lock = threading.Lock()
         self._error_lines: list[str] = []
         self._drawn_length = -1
-        self._drawn_at = 0.0
         service = RECIPE_SERVICE[panel.recipe]
 
         self.holder_line = widgets.HTML().add_class("labkit-holder")
@@ -167,13 +166,14 @@ class PanelView:
             lines = narration.log_lines(history, panel.origin, LOG_LINES)
             self._set("log", self.log, "<pre style='margin:0;font-size:12px;line-height:1.3'>"
                       + html.escape("\n".join(lines) or "(nothing yet)") + "</pre>")
-            self._redraw_if_changed(now)
 
-    def _redraw_if_changed(self, now: float) -> None:
+    def redraw_if_changed(self) -> None:
+        """Redraw the graphs if the history grew since the last drawing (its own timer
+        thread calls this: a drawing takes a few hundred ms, the text must not wait)."""
         length = len(self.panel.history)
-        if length == self._drawn_length or now - self._drawn_at < self.panel.redraw_every:
+        if length == self._drawn_length or self.panel.closed:
             return
-        self._drawn_length, self._drawn_at = length, now
+        self._drawn_length = length
         self.image.value = self.panel.render_png()
 
     def refresh_nodes(self, nodes: dict[str, tuple[str, str]]) -> None:

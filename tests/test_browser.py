@@ -1,0 +1,164 @@
+"""The lock panel in a real browser: Jupyter Lab on 127.0.0.1, headless Chromium driven by
+Playwright, the notebook notebooks/lab_panel.ipynb run by keyboard, "expire session"
+clicked on the holder's row of the rendered panel, and the next holder read back from
+the rendered text. A screenshot is kept in artifacts/lab_panel.png.
+
+Needs Debian's Chromium (``apt-get install -y chromium``; ``lab.sh test`` installs it):
+Playwright's own browser download cannot work here. Skips with the reason otherwise.
+"""
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+NOTEBOOK = REPO / "notebooks" / "lab_panel.ipynb"
+ARTIFACTS = REPO / "artifacts"
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+CELLS_UP_TO_THE_PANEL = 4  # title, imports, labkit.up, the panel (the rest click and clean up)
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def wait_for_server(url: str, process: subprocess.Popen, log: Path, timeout: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"Jupyter Lab exited with code {process.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as reply:
+                if reply.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"Jupyter Lab did not answer {url} within {timeout:.0f} s:\n{log.read_text()[-3000:]}")
+
+
+def stop(process: subprocess.Popen, grace: float = 15.0) -> None:
+    # SIGTERM lets Jupyter shut its kernels down, whose exit hooks close the panel and the lab
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(grace)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+
+
+@pytest.fixture
+def jupyter_lab(tmp_path):
+    """Jupyter Lab serving a copy of the notebook (so autosave never touches the repo),
+    with its own config, runtime, settings and LABKIT_HOME under tmp_path."""
+    work = tmp_path / "work"
+    work.mkdir()
+    shutil.copy(NOTEBOOK, work / NOTEBOOK.name)
+    settings = tmp_path / "settings" / "@jupyterlab" / "apputils-extension"
+    settings.mkdir(parents=True)
+    # no news or update toast over the panel
+    (settings / "notification.jupyterlab-settings").write_text('{"fetchNews": "false", "checkForUpdates": false}')
+    port, token = free_port(), secrets.token_hex(16)
+    labkit_home = tmp_path / "labkit"
+    environment = dict(os.environ, JUPYTER_CONFIG_DIR=str(tmp_path / "config"),
+                       JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"), JUPYTER_DATA_DIR=str(tmp_path / "data"),
+                       IPYTHONDIR=str(tmp_path / "ipython"), LABKIT_HOME=str(labkit_home),
+                       LABKIT_BACKEND="local", PYTHONPATH=str(REPO))
+    log = tmp_path / "jupyter.log"
+    with open(log, "wb") as log_file:
+        process = subprocess.Popen(
+            # --allow-root: CI runs as root; readonly extension manager: no PyPI lookups
+            [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={port}",
+             "--LabApp.extension_manager=readonly", "--ServerApp.terminals_enabled=False",
+             "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={work}",
+             f"--LabApp.user_settings_dir={tmp_path / 'settings'}",
+             f"--LabApp.workspaces_dir={tmp_path / 'workspaces'}"],
+            cwd=work, env=environment, stdout=log_file, stderr=subprocess.STDOUT)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_for_server(f"{base}/api/status?token={token}", process, log)
+        yield f"{base}/lab/tree/{NOTEBOOK.name}?token={token}"
+    finally:
+        stop(process)
+        # anything the kernel could not stop (it was killed) is reaped by the lab's own state files
+        subprocess.run([sys.executable, "-m", "labkit.cli", "down"], env=environment, capture_output=True,
+                       timeout=60)
+
+
+def holder_name(text: str) -> str | None:
+    match = re.search(r"Holder: (client-\d+)", text)
+    return match.group(1) if match else None
+
+
+def run_cells(page, count: int) -> None:
+    """Run the first ``count`` cells one at a time, as a learner would: select, Shift+Enter,
+    and for a code cell wait until its prompt shows an execution number (keys pressed
+    faster than JupyterLab moves its selection can be lost)."""
+    cells = page.locator(".jp-Notebook .jp-Cell")
+    for index in range(count):
+        cell = cells.nth(index)
+        cell.locator(".jp-InputPrompt").click()
+        page.keyboard.press("Shift+Enter")
+        if "jp-CodeCell" in (cell.get_attribute("class") or ""):
+            page.wait_for_function(
+                "cell => /\\[\\d+\\]/.test(cell.querySelector('.jp-InputPrompt')?.innerText || '')",
+                arg=cell.element_handle(), timeout=120_000)
+
+
+def test_expire_session_in_the_browser_hands_the_lock_on(jupyter_lab):
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    if not os.path.exists(CHROMIUM):
+        pytest.skip("Debian's chromium is not installed (apt-get install -y chromium)")
+    ARTIFACTS.mkdir(exist_ok=True)
+    with playwright_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1800})
+        try:
+            page.goto(jupyter_lab, timeout=90_000)
+            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
+            page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=90_000)
+            run_cells(page, CELLS_UP_TO_THE_PANEL)
+            holder_line = page.locator(".labkit-holder")
+            holder_line.wait_for(timeout=120_000)
+            page.wait_for_function(
+                "() => /Holder: client-\\d/.test(document.querySelector('.labkit-holder')?.innerText || '')",
+                timeout=60_000)
+            holder = holder_name(holder_line.inner_text())
+            page.locator(f".labkit-client-{holder} button", has_text="expire session").click()
+            page.wait_for_function(
+                f"""() => {{
+                    const holder = document.querySelector('.labkit-holder')?.innerText || '';
+                    const why = document.querySelector('.labkit-why')?.innerText || '';
+                    return /Holder: client-\\d/.test(holder) && !holder.includes('Holder: {holder} ')
+                        && why.includes('expired its session');
+                }}""", timeout=30_000)
+            # the graphs are redrawn every 2 s: wait for one drawn after the hand-off
+            graphs_before = page.locator(".labkit-panel img").first.get_attribute("src")
+            page.wait_for_function("before => document.querySelector('.labkit-panel img')?.src !== before",
+                                   arg=graphs_before, timeout=30_000)
+            page.screenshot(path=str(ARTIFACTS / "lab_panel.png"), full_page=True)
+            new_holder = holder_name(holder_line.inner_text())
+            why = page.locator(".labkit-why").inner_text()
+            assert new_holder not in (None, holder), holder_line.inner_text()
+            assert f"{holder} lost it" in why and "expired its session" in why, why
+        except Exception:
+            page.screenshot(path=str(ARTIFACTS / "lab_panel_failure.png"), full_page=True)
+            raise
+        finally:
+            browser.close()
