@@ -60,7 +60,7 @@ def test_holder_line_names_the_holder_its_age_and_token_and_a_paused_believer():
                          (5.0, "client-2", "acquired", {"token": 8}))
     text = holder_text(history, {"client-1": "paused", "client-2": "holding"}, now=108.1)
     assert text.startswith("Holder: client-2 (since 3.1 s, token 8)")
-    assert "client-1 (paused) still believes it holds token 7" in text
+    assert "client-1 (paused) still believes it holds the lock (token 7)" in text
     alone = holder_text(history_of((0.0, "client-1", "acquired", {"token": 7})), {"client-1": "paused"}, 102.0)
     assert "PAUSED" in alone and "token 7" in alone
 
@@ -192,3 +192,33 @@ def test_kill_the_leader_shows_a_new_leader_and_the_lock_lives_on():
             holder = panel.holder()
             panel.button(holder, "expire session").click()
             wait_until(lambda: panel.holder() not in (None, holder), 20, "the lock stopped working")
+
+
+@pytest.mark.slow
+def test_a_kernel_restart_stops_the_panel_its_clients_and_its_lab(tmp_path):
+    from jupyter_client.manager import start_new_kernel
+
+    environment = dict(os.environ, LABKIT_HOME=str(tmp_path / "labkit"), LABKIT_BACKEND="local")
+    manager, kernel = start_new_kernel(kernel_name="python3", env=environment, cwd=str(tmp_path))
+    printed = []
+
+    def collect(message):
+        if message["msg_type"] == "stream":
+            printed.append(message["content"]["text"])
+        elif message["msg_type"] == "error":
+            printed.append("\n".join(message["content"]["traceback"]))
+    try:
+        code = ("import labkit\nfrom labkit.widgets import LockPanel\n"
+                "lab = labkit.up(zookeeper=1, etcd=0, redis=True, quiet=True)\n"
+                "panel = LockPanel(lab, 'zookeeper', clients=2)\npanel.wait_for_holder(timeout=30)\n"
+                "print('PIDS', *[c.pid for c in panel.clients], *[n.pid for n in lab.nodes])\n")
+        reply = kernel.execute_interactive(code, timeout=120, output_hook=collect)
+        assert reply["content"]["status"] == "ok", "".join(printed)
+        pids = [int(word) for word in "".join(printed).split("PIDS", 1)[1].split()]
+        assert len(pids) == 4 and all(process_exists(pid) for pid in pids)
+        manager.restart_kernel(now=False)  # a polite shutdown request, as Jupyter's restart button sends
+        wait_until(lambda: not [pid for pid in pids if process_exists(pid)], 30,
+                   f"still running after the restart: {[pid for pid in pids if process_exists(pid)]}")
+    finally:
+        kernel.stop_channels()
+        manager.shutdown_kernel(now=True)

@@ -146,8 +146,8 @@ def holder_text(history: History, states: Mapping[str, str], now: float) -> str:
         text += " is DEAD: the server frees its lock only when its session, lease or TTL runs out"
     believers = [hold for hold in holds[1:] if states.get(hold.client) not in ("dead", "stopped")]
     for hold in believers:
-        text += (f"; {hold.client} ({states.get(hold.client, '?')}) still believes it holds "
-                 f"{_token_words(hold.token)}")
+        text += (f"; {hold.client} ({states.get(hold.client, '?')}) still believes it holds the lock "
+                 f"({_token_words(hold.token)})")
     return text
 
 
