@@ -209,7 +209,7 @@ def pause_past_timeout(lab: Any, recipe: str = "zookeeper", fenced: bool = True,
 
 
 # ---- a queue, a crash, and the time to recover ----------------------------------------------
-def queue_behind(clients: LockClients, timeout: float = 10.0) -> dict[str, int]:
+def queue_behind(clients: LockClients, timeout: float = 30.0) -> dict[str, int]:
     """The first client acquires; the others queue behind it one at a time, each only after
     the previous one's entry exists on the server, so the queue order is the client order.
     Returns {waiter name: id of its pending acquire command} (collect with ``wait_reply``)."""
