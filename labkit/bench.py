@@ -21,6 +21,7 @@ scenario that does not settle before its deadline (``BenchTimeout``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import random
@@ -29,7 +30,7 @@ import sys
 import threading
 import time
 import uuid
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from labkit.errors import LabError
 
@@ -283,6 +284,7 @@ def measure_handoff(lab: Any, label: str, n: int, releases: int, run_id: str, bu
     baseline = zookeeper_watch_count(lab) if label.startswith("zookeeper") else 0
     settle = settle_factory(history, baseline)
     contenders: list[Contender] = []
+    waiters: list[threading.Thread] = []
     release_now: dict[str, threading.Event] = {}
     try:
         for number in range(n):
@@ -300,7 +302,9 @@ def measure_handoff(lab: Any, label: str, n: int, releases: int, run_id: str, bu
                 lock.release()
 
         for number, (lock, _) in enumerate(contenders[1:], start=1):
-            threading.Thread(target=take_turn, args=(lock, f"contender-{number}"), daemon=True).start()
+            waiter = threading.Thread(target=take_turn, args=(lock, f"contender-{number}"), daemon=True)
+            waiter.start()
+            waiters.append(waiter)
         wait_until(lambda: len({e.client for e in history.events(kind="watch")}) >= n - 1, budget,
                    f"{n - 1} waiters to queue")
         settle(n - 1)
@@ -317,7 +321,11 @@ def measure_handoff(lab: Any, label: str, n: int, releases: int, run_id: str, bu
             windows.append((holder, started, acquired.time, time.time()))
             holder = acquired.client
     finally:
-        close_all([close for _, close in reversed(contenders)])
+        with etcd3_watch_teardown_errors_ignored():
+            close_all([close for _, close in reversed(contenders)])
+            deadline = time.monotonic() + 10
+            for waiter in waiters:  # each ends when its session closes under it
+                waiter.join(max(0.0, deadline - time.monotonic()))
     wakes = history.events(kind="woke")
     result["wakeups"] = [len({e.client for e in wakes if start <= e.time <= end and e.client != releaser})
                          for releaser, start, _, end in windows]
@@ -327,6 +335,25 @@ def measure_handoff(lab: Any, label: str, n: int, releases: int, run_id: str, bu
     result["first_release_wakeups"] = result["wakeups"][0]
     result["mean_wakeups"] = round(statistics.mean(result["wakeups"]), 2)
     return result
+
+
+@contextlib.contextmanager
+def etcd3_watch_teardown_errors_ignored() -> Iterator[None]:
+    """python3-etcd3 0.13 starts a watch thread that dies with "Channel closed" when a
+    python-etcd3 Lock waiter retries on a client we are closing on purpose. Hide only
+    those tracebacks, only while closing; every other thread error is still printed."""
+    previous = threading.excepthook
+
+    def hook(arguments: Any) -> None:
+        name = arguments.thread.name if arguments.thread is not None else ""
+        if not (name.startswith("etcd3_watch") and arguments.exc_type in (ValueError, NameError)):
+            previous(arguments)
+
+    threading.excepthook = hook
+    try:
+        yield
+    finally:
+        threading.excepthook = previous
 
 
 def close_all(closers: list[Callable[[], None]]) -> None:
