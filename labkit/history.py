@@ -201,33 +201,68 @@ class History:
         return [event.client for event in self.events(kind="acquired")]
 
     def wakeups_per_release(self, clock_slack: float = 0.01) -> list[int]:
-        """For each hand-off, the number of distinct waiters that woke for it.
+        """For each hand-off, the number of distinct waiters that woke because of it.
 
-        A hand-off is the end of a hold (its "released" or "lost" event at time R)
-        followed by another "acquired" event (at time A, the next one after R). Its
-        count is the number of distinct clients, other than the one whose hold ended,
-        with at least one "woke" event in the window [max(hold start, R - clock_slack), A].
-        A hold end with no later acquire hands nothing off and is left out (there may
-        have been no waiter at all). ``clock_slack`` exists because a waiter's watch
-        notification and the releaser's own reply travel on different connections: the
-        waiter may stamp "woke" a moment before the releaser stamps "released".
-        Wakeups long before a release (e.g. a parent watch firing when a new waiter
-        joins) are not counted for it.
+        Hand-offs: the holds ordered by start; hold i hands off to hold i + 1 (its
+        release, or its loss, let the next one in). The last hold hands off nothing.
+
+        Each "woke" is attributed to the change that fired the waiter's watch, by
+        causality rather than by a time window, because the stamps of different threads
+        and processes can lag their real moment by milliseconds (a busy GIL, a pause):
+        * a watch on the predecessor (``what="predecessor"`` in the waiter's last
+          "watch" event) was fired by the hand-off of the hold whose node/key is the
+          woke's target; a target that never held (a waiter ahead died) is no hand-off;
+        * a shared watch (a parent, or one key: the herd) was fired by the first
+          release after the waiter armed it: the first hand-off i whose release can lie
+          after the "watch" stamp (a release happens after hold i's "acquired" stamp and
+          before both its end stamp and the next "acquired" stamp). A parent watch also
+          fires when a newcomer joins the queue; such a wake counts for the hand-off in
+          progress (it is the herd too). For a watch on one key (etcd), ``clock_slack``
+          moves the arming earlier: that watch starts from a revision read before its
+          "watch" stamp (ZooKeeper stamps "watch" before it arms: no slack);
+        * a waiter that never announced a watch woke for the hold in progress then.
+        A waiter's successive wakes go to successive hand-offs (one watch fires once
+        per change), and its wakes for its own hold are ignored. So the predecessor
+        recipes count 1 per hand-off, and a herd counts every waiter it woke, including
+        those whose "woke" is stamped after the next holder's "acquired".
         """
-        acquired_times = [event.time for event in self.events(kind="acquired")]
-        wakes = self.events(kind="woke")
-        wake_times = [event.time for event in wakes]
-        counts = []
-        for hold in self.holds():
-            if hold.end is None or hold.end_reason == "superseded":
+        holds = [hold for hold in self.holds() if hold.end_reason != "superseded"]
+        if len(holds) < 2:
+            return []
+        handoffs = holds[:-1]
+        starts = [hold.start for hold in handoffs]
+        released_by = [min(hold.end if hold.end is not None else float("inf"), holds[index + 1].start)
+                       for index, hold in enumerate(handoffs)]
+        node_of = {(event.client, event.time): _basename(str(event.detail.get("node") or event.detail.get("key")))
+                   for event in self.events(kind="acquired") if event.detail.get("node") or event.detail.get("key")}
+        hold_of_node = {node_of[(hold.client, hold.start)]: index for index, hold in enumerate(handoffs)
+                        if (hold.client, hold.start) in node_of}
+        woken: list[set[str]] = [set() for _ in handoffs]
+        armed: dict[str, Event] = {}
+        next_handoff: dict[str, int] = {}
+        for event in self.events(kind=("watch", "woke")):
+            if event.kind == "watch":
+                armed[event.client] = event
                 continue
-            next_acquire = bisect.bisect_left(acquired_times, hold.end)
-            if next_acquire == len(acquired_times):
+            arm = armed.get(event.client)
+            earliest = next_handoff.get(event.client, 0)
+            began = bisect.bisect_left(starts, event.time)  # hand-offs 0 .. began-1 had begun by the wake
+            if arm is None:
+                index = began - 1
+            elif arm.detail.get("what") == "predecessor":
+                target = event.detail.get("target") or arm.detail.get("target")
+                index = hold_of_node.get(_basename(str(target)), -1) if target else -1
+            else:
+                # ZooKeeper stamps "watch" before it arms; an etcd watch starts from a revision
+                # read before its stamp, so a release up to clock_slack earlier can fire it
+                since = arm.time - (0.0 if arm.detail.get("what") == "parent" else clock_slack)
+                index = next((i for i in range(earliest, began) if released_by[i] > since), -1)
+            if index < earliest or index >= began:
                 continue
-            first = bisect.bisect_left(wake_times, max(hold.start, hold.end - clock_slack))
-            last = bisect.bisect_right(wake_times, acquired_times[next_acquire])
-            counts.append(len({event.client for event in wakes[first:last] if event.client != hold.client}))
-        return counts
+            next_handoff[event.client] = index + 1
+            if handoffs[index].client != event.client:
+                woken[index].add(event.client)
+        return [len(clients) for clients in woken]
 
     def to_rows(self) -> list[dict[str, Any]]:
         """One dict per event, time in seconds since the first event: for a table."""
@@ -240,6 +275,10 @@ class History:
     def __len__(self) -> int:
         with self._lock:
             return len(self._events)
+
+
+def _basename(name: str) -> str:
+    return name.rstrip("/").rsplit("/", 1)[-1]
 
 
 def _hold(started: Event, end: float | None, reason: str, lost_reason: str = "") -> Hold:
