@@ -286,6 +286,7 @@ def measure_handoff(lab: Any, label: str, n: int, releases: int, run_id: str, bu
     contenders: list[Contender] = []
     waiters: list[threading.Thread] = []
     release_now: dict[str, threading.Event] = {}
+    closing = threading.Event()  # set at teardown: whoever holds then leaves without releasing
     try:
         for number in range(n):
             name = f"contender-{number}"
@@ -298,7 +299,7 @@ def measure_handoff(lab: Any, label: str, n: int, releases: int, run_id: str, bu
                 lock.acquire(timeout=budget)
             except Exception:
                 return  # the teardown closed this waiter's session before its turn came
-            if release_now[name].wait(budget):
+            if release_now[name].wait(budget) and not closing.is_set():
                 lock.release()
 
         for number, (lock, _) in enumerate(contenders[1:], start=1):
@@ -321,6 +322,9 @@ def measure_handoff(lab: Any, label: str, n: int, releases: int, run_id: str, bu
             windows.append((holder, started, acquired.time, time.time()))
             holder = acquired.client
     finally:
+        closing.set()
+        for event in release_now.values():
+            event.set()
         with etcd3_watch_teardown_errors_ignored():
             close_all([close for _, close in reversed(contenders)])
             deadline = time.monotonic() + 10
