@@ -39,7 +39,8 @@ from labkit.locks.errors import LockError, LockTimeout, SessionExpired
 
 # Any child ending in "lock-" or kazoo's "__lock__" plus 10 digits is a contender, whoever
 # made it: Curator's "_c_<uuid>-lock-N", kazoo's "<uuid>__lock__N" and ours "<uuid>-lock-N".
-# Sorting by the number alone (ignoring prefixes) is what lets the three share one queue.
+# Sorting by the number alone (ignoring prefixes) is what lets recipes share one queue.
+# (Curator itself only understands names with "lock-": see kazoo_reference.py.)
 CONTENDER_NAME = re.compile(r"(?:__lock__|lock-)(\d{10})$")
 NODE_MARKER = "-lock-"   # Curator sorts by what follows the last "lock-": we must contain it
 WATCH_KINDS = ("predecessor", "parent")
@@ -180,6 +181,9 @@ class ZooKeeperLock:
 
     def _wait_until_lowest(self, deadline: float | None) -> bool:
         """Re-check until mine is the lowest node (True) or the deadline passes (False)."""
+        # A wake-up only says "something changed", never "it is yours": the predecessor may
+        # have gone because its session died while an earlier node still holds the lock.
+        # So every wake-up goes back to listing the children.
         while not self._session_lost:
             self._wake.clear()
             try:
