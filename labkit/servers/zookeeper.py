@@ -43,6 +43,7 @@ def zookeeper_config(data_dir: str, client_port: int, peers: list[tuple[int, int
         "4lw.commands.whitelist=*",
         f"minSessionTimeout={2 * TICK_MS}",
         "maxSessionTimeout=60000",
+        "maxClientCnxns=0",  # every lesson client comes from 127.0.0.1: no per-address cap
         "preAllocSize=4096",  # KB: 64 MB preallocated logs per node would be silly here
         "reconfigEnabled=false",
         "standaloneEnabled=true",
