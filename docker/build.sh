@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Build the lab's Docker images; where no registry answers, make the base image first.
+#
+#   docker/build.sh           both images
+#   docker/build.sh servers   labkit-servers:<hash of docker/Dockerfile>, what LABKIT_BACKEND=docker
+#                             runs (labkit also builds it by itself on first use)
+#   docker/build.sh lab       labkit-lab:latest: Jupyter Lab + labkit + the servers, served by
+#                             docker/compose.yaml
+#
+# Unchanged images are not rebuilt (the server tag follows its Dockerfile; the lab image
+# reuses Docker's layer cache). Build output goes to /tmp/labkit-docker-build.log.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+LOG=/tmp/labkit-docker-build.log
+WHAT="${1:-all}"
+
+say() { printf '[docker] %s\n' "$*"; }
+die() { printf '[docker] %s\n' "$*" >&2; exit 1; }
+
+docker info >/dev/null 2>&1 || die "no Docker engine answers: start dockerd (Debian) or Docker Desktop"
+# Debian's engine has no BuildKit plugin: use the classic builder there
+docker buildx version >/dev/null 2>&1 || export DOCKER_BUILDKIT=0
+
+base_image() {
+    if [ -n "${LABKIT_BASE_IMAGE:-}" ]; then echo "$LABKIT_BASE_IMAGE"; return; fi
+    for tag in debian:bookworm-slim labkit-base:bookworm; do
+        if docker image inspect "$tag" >/dev/null 2>&1; then echo "$tag"; return; fi
+    done
+    if docker pull -q debian:bookworm-slim >/dev/null 2>&1; then echo debian:bookworm-slim; return; fi
+    say "no registry answers: making the base image locally" >&2
+    docker/make-base-image.sh labkit-base:bookworm >&2
+    echo labkit-base:bookworm
+}
+
+build() {
+    # build TAG DOCKERFILE CONTEXT: docker build on the host network, a line per step
+    local tag=$1 dockerfile=$2 context=$3 began=$SECONDS
+    say "building $tag FROM $BASE"
+    if ! docker build --force-rm --network host --build-arg "BASE=$BASE" -f "$dockerfile" -t "$tag" "$context" \
+            > "$LOG" 2>&1 < /dev/null; then
+        tail -25 "$LOG" >&2
+        die "building $tag failed (full output: $LOG)"
+    fi
+    grep -E '^(Step [0-9]+/|#[0-9]+ \[)' "$LOG" | cut -c1-110 | sed 's/^/    /' || true
+    say "$tag ready in $((SECONDS - began)) s"
+}
+
+BASE=$(base_image)
+case "$WHAT" in
+    servers|all)
+        SERVERS="labkit-servers:$(sha256sum docker/Dockerfile | cut -c1-12)"
+        if docker image inspect "$SERVERS" >/dev/null 2>&1; then say "$SERVERS already built"
+        else build "$SERVERS" docker/Dockerfile docker; fi ;;&
+    lab|all)
+        # a context of only what the image copies, plus the host's local CAs (*.crt) for pip
+        # behind a TLS-intercepting proxy
+        CONTEXT=$(mktemp -d /tmp/labkit-lab-context.XXXXXX)
+        trap 'rm -rf "$CONTEXT"' EXIT
+        tar -c --exclude=__pycache__ pyproject.toml README.md labkit docker/Dockerfile.lab | tar -x -C "$CONTEXT"
+        cp /usr/local/share/ca-certificates/*.crt "$CONTEXT/" 2>/dev/null || true
+        build labkit-lab:latest "$CONTEXT/docker/Dockerfile.lab" "$CONTEXT" ;;
+    servers) ;;
+    *) sed -n '2,10p' "$0"; exit 2 ;;
+esac
