@@ -283,7 +283,8 @@ class _Child:
             self.send(type="reply", id=command["id"], ok=True, result=result)
         else:
             self.send(type="reply", id=command["id"], ok=False, error_type=type(error).__name__,
-                      message=str(error), waited=getattr(error, "waited", None))
+                      message=str(error), waited=getattr(error, "waited", None),
+                      lock_name=getattr(error, "name", None))
 
     def shutdown(self) -> None:
         """Close the session (the server frees the lock at once) and end the process,
@@ -582,7 +583,7 @@ def _error_from(client: str, reply: dict[str, Any]) -> Exception:
     from labkit.locks.errors import Locked, LockTimeout, SessionExpired
     kind, message = reply.get("error_type"), reply.get("message", "")
     if kind == "LockTimeout":
-        return LockTimeout(message, float(reply.get("waited") or 0.0))
+        return LockTimeout(reply.get("lock_name") or client, float(reply.get("waited") or 0.0))
     if kind == "SessionExpired":
         return SessionExpired(f"{client}: {message}")
     if kind == "Locked":
