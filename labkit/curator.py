@@ -23,7 +23,7 @@ from pathlib import Path
 
 from labkit.errors import LabError
 from labkit.events import EventSink, ignore_events
-from labkit.locks.errors import LockTimeout
+from labkit.locks.errors import LockError, LockTimeout
 from labkit.locks.zookeeper import sequence_of
 
 JAR_DIRECTORY = Path("/usr/share/java")
@@ -172,6 +172,9 @@ class CuratorPeer:
 
     def acquire(self, timeout: float | None = None) -> int:
         """Block until Curator holds the lock; return its node's sequence. Raises LockTimeout."""
+        if self._held:
+            # InterProcessMutex is re-entrant: a second acquire would need a second release
+            raise LockError(f"this Curator peer already holds {self.path!r}; release() it first")
         seconds = 365 * 24 * 3600.0 if timeout is None else timeout
         self._emit("requested", path=self.path)
         answer = self._send(f"acquire {seconds}", seconds + ANSWER_MARGIN)

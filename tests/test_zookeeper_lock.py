@@ -241,6 +241,19 @@ def test_timeout_leaves_the_queue(clients, unique_name, kind):
     assert not recorder.of("woke", "impatient"), "a waiter that gave up is woken by no one"
 
 
+def test_missing_java_or_jars_say_what_to_install(tmp_path, monkeypatch):
+    from labkit import curator as curator_module
+
+    monkeypatch.setattr(curator_module, "JAR_DIRECTORY", tmp_path)
+    with pytest.raises(curator_module.CuratorUnavailable, match="curator-recipes") as raised:
+        curator_module.class_path()
+    assert "apt-get install" in str(raised.value)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(curator_module.CuratorUnavailable, match="javac") as raised:
+        curator_module.compiled_peer_directory()
+    assert "apt-get install" in str(raised.value)
+
+
 @pytest.fixture
 def curator(lab, unique_name):
     from labkit.curator import CuratorPeer
