@@ -61,7 +61,7 @@ def test_a_cut_link_drops_bytes_until_it_is_restored(lab):
 @pytest.mark.slow
 @pytest.mark.parametrize("recipe, fenced", [("zookeeper", False), ("etcd", True)])
 def test_a_paused_holder_writes_late_and_only_fencing_stops_it(lab, recipe, fenced):
-    outcome = pause_past_timeout(lab, recipe, fenced=fenced, timeout=1.0, pause=3.0)
+    outcome = pause_past_timeout(lab, recipe, fenced=fenced, timeout=2.0, pause=5.0)
     assert outcome.new_token > outcome.old_token
     assert outcome.old_holder_told_at > outcome.new_holder_acquired_at
     assert outcome.late_write_accepted is not fenced
