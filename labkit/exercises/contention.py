@@ -1,0 +1,140 @@
+"""Contenders that take one lock in turn, directed by a checker, and the resource they write to.
+
+Each contender is a thread with its own session: it acquires with the learner's code,
+writes to the resource, holds until the checker lets it go, writes again and releases.
+The checker decides when each holder lets go, so every run follows the same script and
+a fault lands at a chosen moment; nothing depends on a lucky race.
+
+What can fail: the learner's code can hang, raise or return too early. A hang is bounded
+by ``patience`` (the contender is then reported stuck); an exception is kept in
+``Contender.error``; an early return shows up as two holders in the resource's record.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable
+
+WAITING, HOLDING, RELEASED, GAVE_UP, CRASHED = "waiting", "holding", "released", "gave up", "crashed"
+HOLD_LIMIT = 120.0  # a holder the checker forgot lets go after this long, so no thread lives for ever
+
+
+def poll(condition: Callable[[], bool], timeout: float) -> bool:
+    """True as soon as ``condition()`` holds; False if it still does not after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
+
+
+class Resource:
+    """The protected resource. Its record lists every write in the order it ran them,
+    which is what mutual exclusion is judged from (``labkit.checker``)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._writes: list[dict[str, Any]] = []
+
+    def write(self, client: str, token: int | None, value: str) -> None:
+        with self._lock:
+            self._writes.append({"time": time.time(), "client": client, "token": token,
+                                 "accepted": True, "value": value})
+
+    def writes(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return list(self._writes)
+
+
+class Contender:
+    """One lock client in its own thread.
+
+    ``acquire()`` returns (token, node) or raises; ``release(node)`` lets go. Both wrap the
+    learner's code. ``state`` is one of waiting, holding, released, gave up, crashed.
+    """
+
+    def __init__(self, name: str, acquire: Callable[[], tuple[int | None, str]],
+                 release: Callable[[str], None], resource: Resource):
+        self.name = name
+        self.state = WAITING
+        self.error: BaseException | None = None
+        self.token: int | None = None
+        self.node: str | None = None
+        self.acquired_at: float | None = None
+        self._acquire = acquire
+        self._release = release
+        self._resource = resource
+        self._go = threading.Event()
+        self._crashed = False
+        self._thread = threading.Thread(target=self._run, name=f"exercise-{name}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def let_go(self) -> None:
+        """Tell the holder to finish its work and release."""
+        self._go.set()
+
+    def crash(self) -> None:
+        """From now on this client does nothing more: no write, no release (a dead process)."""
+        self._crashed = True
+        self._go.set()
+
+    def join(self, timeout: float) -> None:
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        try:
+            self.token, self.node = self._acquire()
+        except BaseException as error:  # the learner's code may raise anything: keep it for the report
+            self.error = error
+            self.state = GAVE_UP
+            return
+        self.acquired_at = time.monotonic()
+        if self._crashed:
+            self.state = CRASHED
+            return
+        self.state = HOLDING
+        self._resource.write(self.name, self.token, "first write")
+        self._go.wait(HOLD_LIMIT)
+        if self._crashed:
+            self.state = CRASHED
+            return
+        self._resource.write(self.name, self.token, "last write")
+        try:
+            self._release(self.node)
+        except BaseException as error:
+            self.error = error
+            self.state = GAVE_UP
+            return
+        self.state = RELEASED
+
+
+def join_queue(contender: Contender, settled: Callable[[Contender], bool], patience: float) -> bool:
+    """Start ``contender`` and wait until it holds, has given up, or is ``settled`` (waits
+    on a watch). Joining one at a time makes the queue order the order of the names."""
+    contender.start()
+    return poll(lambda: contender.state != WAITING or settled(contender), patience)
+
+
+def drain(contenders: list[Contender], settle: Callable[[list[Contender]], None],
+          patience: float) -> list[str]:
+    """Let each holder go in turn (the oldest hold first) until nobody waits or holds.
+    Before each release the waiters are ``settle``d (their watches armed again), so each
+    release's wake-ups are counted whole. Returns the names of the clients still waiting
+    when no one held the lock for ``patience`` seconds: stuck (empty if none)."""
+    while True:
+        live = [c for c in contenders if c.state in (WAITING, HOLDING)]
+        if not live:
+            return []
+        holders = sorted((c for c in live if c.state == HOLDING), key=lambda c: c.acquired_at)
+        if not holders:
+            if not poll(lambda: any(c.state != WAITING for c in live), patience):
+                return [c.name for c in live]
+            continue
+        settle([c for c in live if c.state == WAITING])
+        holder = holders[0]
+        holder.let_go()
+        if not poll(lambda: holder.state != HOLDING, patience):
+            return [holder.name]

@@ -1,0 +1,150 @@
+"""Turn what a scenario recorded into verdicts, with the cause in plain words.
+
+A run (``ZooKeeperRun`` or ``EtcdRun``) offers: ``title``, ``path``, ``history``,
+``resource``, ``contenders``, ``expired`` (clients whose session the checker ended),
+``stuck``, ``patience``, ``session_lost`` and ``entries_die`` (words),
+``acquired_while_not_lowest`` ({client: whose entry was lowest when its acquire
+returned}), ``woken_by_owner(name)``, ``nodes_made()``,
+``lowest_now()`` and ``watched()``. Every sentence below is built from those records.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from labkit.checker import check_fifo, check_mutual_exclusion
+from labkit.exercises.contention import CRASHED, GAVE_UP, HOLDING, RELEASED, WAITING
+from labkit.exercises.report import Report
+
+
+def judge_run(run: Any, report: Report, counts_wakeups: bool) -> None:
+    """Judge one scenario into ``report`` (verdicts of several scenarios are merged)."""
+    where = f" [scenario: {run.title}]"
+    _judge_mutual_exclusion(run, report, where)
+    _judge_fifo(run, report, where)
+    if counts_wakeups:
+        _judge_wakeups(run, report, where)
+    _judge_progress(run, report, where)
+    _judge_sessions(run, report, where)
+
+
+def _judge_mutual_exclusion(run: Any, report: Report, where: str) -> None:
+    writes = run.resource.writes()
+    if not writes:
+        return                                   # nobody ever held: "progress" says why
+    verdict = check_mutual_exclusion(writes)
+    if verdict.ok:
+        report.judge("mutual exclusion", True, "never two holders at once, judged from the resource's own "
+                                               "record of who wrote when")
+        return
+    sentences, causes = [], []
+    for name, lowest_owner in run.acquired_while_not_lowest.items():
+        woken_by = run.woken_by_owner(name)
+        if name in run.expired:
+            sentences.append(f"{name}'s {run.session_lost} and its entry was gone, yet its acquire returned as "
+                             f"if it held the lock while {lowest_owner} held it; when the session is lost, "
+                             "acquire must raise, not return")
+            causes.append("ignores session loss")
+        elif woken_by in run.expired and woken_by != lowest_owner:
+            sentences.append(f"{name} acquired while {lowest_owner} still held it — after {woken_by}'s entry "
+                             f"was deleted ({woken_by}'s {run.session_lost}), {name} did not re-check that it was "
+                             "now the lowest")
+            causes.append("no re-check")
+        else:
+            sentences.append(f"{name} acquired while {lowest_owner}'s entry was still lower: it took the lock "
+                             "without being the lowest")
+            causes.append("two holders")
+    evidence = verdict.overlaps[0].explain(verdict.origin) if verdict.overlaps else verdict.summary
+    report.judge("mutual exclusion", False,
+                 "two clients held the lock at once: " + ("; ".join(sentences) or "see the record") +
+                 f". The resource's record: {evidence}{where}", causes[0] if causes else "two holders")
+    report.causes += [cause for cause in causes if cause not in report.causes]
+
+
+def _judge_fifo(run: Any, report: Report, where: str) -> None:
+    if not run.history.events(kind="acquired"):
+        return
+    verdict = check_fifo(run.history)
+    if verdict.ok:
+        report.judge("FIFO order", True, "waiters got the lock in the order their entries were created")
+    else:
+        report.judge("FIFO order", False, "served out of order: " + "; ".join(verdict.problems[:2]) + where,
+                     "not FIFO")
+
+
+def _judge_wakeups(run: Any, report: Report, where: str) -> None:
+    counts = run.history.wakeups_per_release()
+    report.wakeups = counts
+    if not counts:
+        report.judge("wakeups per release", False, "no release handed the lock on, so there was nothing to count"
+                     + where)
+    elif max(counts) > 1:
+        report.judge("wakeups per release", False,
+                     f"a release woke up to {max(counts)} waiters (per release: {counts}) though only one can "
+                     f"take the lock: a thundering herd. The waiters watched {run.watched()}. Watch only the "
+                     "entry just before yours" + where, "herd")
+    elif min(counts) == 0:
+        report.judge("wakeups per release", False,
+                     f"some releases woke nobody (per release: {counts}): the next holder did not learn of the "
+                     "release from a watch. Does it poll?" + where, "polling")
+    else:
+        report.judge("wakeups per release", True, f"each release woke exactly one waiter ({len(counts)} releases)")
+
+
+def _judge_progress(run: Any, report: Report, where: str) -> None:
+    stuck = [name for name in run.stuck if name not in run.expired]
+    raised = [c for c in run.contenders if c.state == GAVE_UP and c.name not in run.expired]
+    for contender in raised:
+        error = contender.error
+        report.judge("progress", False, f"{contender.name}'s acquire or release raised {type(error).__name__}: "
+                                        f"{error}{where}", "raised")
+    if stuck:
+        report.judge("progress", False, _why_stuck(run, stuck) + where, "stuck")
+    if not raised and not stuck:
+        report.judge("progress", True, "every client that stayed alive got the lock and released it")
+
+
+def _why_stuck(run: Any, stuck: list[str]) -> str:
+    waiting = ", ".join(stuck)
+    lowest = run.lowest_now()
+    states = {c.name: c.state for c in run.contenders}
+    if lowest is None:
+        return (f"stuck: {waiting} waited {run.patience:.0f} s although the queue is empty: "
+                "a wait that nothing will ever end")
+    node, owner = lowest
+    ephemeral = run.nodes_made().get(node, (owner, True))[1]
+    if owner in run.expired and not ephemeral:
+        return (f"stuck: {owner}'s session expired, but its node {node} is still there: it was created "
+                f"without ephemeral=True, so it outlives its session, and {waiting} waited until the checker "
+                f"gave up ({run.patience:.0f} s). Create the node ephemeral so the server deletes it "
+                "when the session dies")
+    if states.get(owner) == RELEASED:
+        return f"stuck: {owner} released, but its entry {node} is still there, so {waiting} waited for ever"
+    if states.get(owner) == HOLDING:
+        return f"stuck: {owner} holds the lock and its release did not return within {run.patience:.0f} s"
+    return (f"stuck: {waiting} waited {run.patience:.0f} s while nobody held the lock; the lowest entry "
+            f"is {node} ({owner}, {states.get(owner, 'gone')}). A watch that never fires?")
+
+
+def _judge_sessions(run: Any, report: Report, where: str) -> None:
+    persistent = [(node, owner) for node, (owner, ephemeral) in run.nodes_made().items() if not ephemeral]
+    if persistent:
+        node, owner = persistent[0]
+        report.judge("session handling", False,
+                     f"{owner} created {node} without ephemeral=True: the node outlives its session, so a "
+                     "client that dies holding or queueing blocks everyone behind it" + where, "not ephemeral")
+        return
+    for name in sorted(run.expired):
+        state = next(c.state for c in run.contenders if c.name == name)
+        if state == WAITING:
+            report.judge("session handling", False,
+                         f"{name}'s {run.session_lost} while it waited, but its acquire kept waiting for "
+                         f"{run.patience:.0f} s; on session loss, give up and raise" + where, "ignores session loss")
+        elif state in (HOLDING, RELEASED) or (state == CRASHED and name in run.acquired_while_not_lowest):
+            report.judge("session handling", False,
+                         f"{name}'s {run.session_lost} while it waited, yet its acquire returned as if it held the "
+                         "lock; check that your entry still exists (or catch the session error) and raise"
+                         + where, "ignores session loss")
+        elif state == GAVE_UP:
+            report.judge("session handling", True,
+                         f"{run.entries_die} with the session; a waiter whose {run.session_lost} gave up "
+                         f"({type(next(c for c in run.contenders if c.name == name).error).__name__})")
