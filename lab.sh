@@ -2,7 +2,8 @@
 # Distributed Locks Lab — the two commands of the README, and their helpers.
 #
 #   ./lab.sh start    install what is missing, start a lab, open Jupyter Lab on the course
-#   ./lab.sh test     install what is missing, run the whole test suite (notebooks included)
+#   ./lab.sh test     install what is missing, run the whole test suite (notebooks included),
+#                     then the suite again with the servers in Docker containers (where it can)
 #   ./lab.sh setup    only install (idempotent: fast when everything is there)
 #   ./lab.sh stop     stop every lab server labkit started
 #
@@ -93,7 +94,140 @@ run_tests() {
         -o cache_dir=/tmp/labkit-pytest-cache "$@" || status=$?
     [ "$status" -eq 5 ] && { say "pytest collected no test"; status=1; }
     "$VENV/bin/labkit" down >/dev/null 2>&1 || true
+    docker_leg "$@" || status=1
     return "$status"
+}
+
+# ---- the Docker leg of `test` ---------------------------------------------------------
+# The same integration tests again with every server in a container, then the whole-lab
+# image. Runs where a Docker engine answers, or where one can be installed and started
+# (root on Debian/Ubuntu); elsewhere it says why it is skipped. LABKIT_DOCKER_TESTS=no skips it.
+DOCKERD_PID=""
+
+docker_leg() {
+    if [ "${LABKIT_DOCKER_TESTS:-auto}" = no ]; then
+        say "Docker leg skipped (LABKIT_DOCKER_TESTS=no)"; return 0
+    fi
+    if ! docker info >/dev/null 2>&1; then
+        if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null || [ "$(uname -s)" != Linux ]; then
+            say "Docker leg skipped: no Docker engine answers, and starting one needs root on Debian/Ubuntu"
+            return 0
+        fi
+        command -v dockerd >/dev/null || apt_install docker.io
+        start_dockerd || return 1
+    fi
+    local status=0 began=$SECONDS phase=$SECONDS
+    trap stop_dockerd EXIT
+    { command -v debootstrap >/dev/null || [ "$(id -u)" != 0 ] || apt_install debootstrap; } &&
+        docker/build.sh || status=1
+    say "images ready in $((SECONDS - phase)) s"
+    if [ "$status" -eq 0 ]; then
+        say "running the test suite again with every server in a Docker container"
+        phase=$SECONDS
+        LABKIT_BACKEND=docker "$VENV/bin/pytest" tests -p no:cacheprovider -o cache_dir=/tmp/labkit-pytest-cache \
+            "$@" || status=$?
+        say "tests on Docker took $((SECONDS - phase)) s"
+        "$VENV/bin/labkit" down >/dev/null 2>&1 || true
+        no_labkit_containers_left || status=1
+        smoke_test_lab_image || status=1
+    fi
+    say "Docker leg: $([ "$status" -eq 0 ] && echo passed || echo FAILED) in $((SECONDS - began)) s"
+    stop_dockerd
+    return "$status"
+}
+
+start_dockerd() {
+    # A private socket, so that nothing else on this machine mistakes this short-lived engine
+    # for its own; no bridge and no iptables rules: labkit's containers use the host network.
+    say "starting dockerd for the tests (log: /tmp/labkit-dockerd.log)"
+    export DOCKER_HOST=unix:///run/labkit-dockerd.sock
+    dockerd -H "$DOCKER_HOST" --pidfile /run/labkit-dockerd.pid --bridge=none --iptables=false \
+        --ip6tables=false > /tmp/labkit-dockerd.log 2>&1 &
+    DOCKERD_PID=$!
+    local deadline=$((SECONDS + 60))
+    until docker info >/dev/null 2>&1; do
+        if ! kill -0 "$DOCKERD_PID" 2>/dev/null || [ "$SECONDS" -ge "$deadline" ]; then
+            tail -15 /tmp/labkit-dockerd.log >&2
+            say "dockerd did not start (log above): Docker leg FAILED"
+            stop_dockerd
+            return 1
+        fi
+        sleep 0.2
+    done
+}
+
+stop_dockerd() {
+    [ -n "$DOCKERD_PID" ] || return 0
+    say "stopping the dockerd this script started"
+    kill "$DOCKERD_PID" 2>/dev/null || true
+    local deadline=$((SECONDS + 30))
+    while kill -0 "$DOCKERD_PID" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.2; done
+    kill -9 "$DOCKERD_PID" 2>/dev/null || true
+    DOCKERD_PID=""
+    unset DOCKER_HOST
+}
+
+no_labkit_containers_left() {
+    local left
+    left=$(docker ps -a --filter label=labkit.lab --format '{{.Names}} ({{.Status}})')
+    [ -z "$left" ] && { say "no labkit container is left"; return 0; }
+    say "labkit containers were left behind: $left"
+    docker ps -aq --filter label=labkit.lab | xargs -r docker rm -f >/dev/null
+    return 1
+}
+
+compose() {
+    if docker compose version >/dev/null 2>&1; then docker compose "$@"; else docker-compose "$@"; fi
+}
+
+smoke_test_lab_image() {
+    # docker/compose.yaml, as a learner runs it: Jupyter must answer on 127.0.0.1 with its
+    # token and refuse without it.
+    if ! docker compose version >/dev/null 2>&1 && ! command -v docker-compose >/dev/null; then
+        if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then apt_install docker-compose
+        else say "smoke test of the whole-lab image skipped: no docker compose here"; return 0; fi
+    fi
+    local token port
+    token=$("$PY" -c 'import secrets; print(secrets.token_hex(16))')
+    port=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 8888)); print(8888)' 2>/dev/null ||
+           "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    say "smoke test: docker/compose.yaml serves Jupyter on 127.0.0.1:$port"
+    export JUPYTER_TOKEN="$token" LAB_PORT="$port" LAB_UID LAB_GID
+    LAB_UID=$(id -u) LAB_GID=$(id -g)
+    compose -f docker/compose.yaml -p labkit-smoke up -d --no-build >/dev/null 2>&1 ||
+        { compose -f docker/compose.yaml -p labkit-smoke up -d --no-build; return 1; }
+    local ok=0 container
+    container=$(compose -f docker/compose.yaml -p labkit-smoke ps -q lab)
+    "$PY" - "$port" "$token" "$container" <<'PYTHON' || ok=1
+import json, sys, time, urllib.error, urllib.request
+import docker
+port, token, container_id = sys.argv[1:]
+container = docker.from_env().containers.get(container_id)
+url = f"http://127.0.0.1:{port}/api/status"
+deadline = time.monotonic() + 180
+while True:
+    try:
+        with urllib.request.urlopen(f"{url}?token={token}", timeout=5) as reply:
+            status = json.loads(reply.read())
+        break
+    except (OSError, ValueError) as exc:
+        container.reload()
+        if container.status != "running":
+            sys.exit(f"the lab container stopped ({container.status}) before Jupyter answered on {url}")
+        if time.monotonic() > deadline:
+            sys.exit(f"Jupyter did not answer on {url} within 180 s ({exc})")
+        time.sleep(0.5)
+try:
+    urllib.request.urlopen(url, timeout=5)
+    sys.exit("Jupyter answered without the token")
+except urllib.error.HTTPError as exc:
+    assert exc.code == 403, exc.code
+print(f"  Jupyter answers with the token (started {status['started']}), refuses without it")
+PYTHON
+    [ "$ok" -eq 0 ] || compose -f docker/compose.yaml -p labkit-smoke logs --tail 30 >&2
+    compose -f docker/compose.yaml -p labkit-smoke down --timeout 20 >/dev/null 2>&1 || ok=1
+    unset JUPYTER_TOKEN LAB_PORT LAB_UID LAB_GID
+    return "$ok"
 }
 
 case "${1:-}" in
