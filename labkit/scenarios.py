@@ -7,10 +7,15 @@ notebook can plot it and assert on it:
   (bytes silently dropped both ways, as in a network partition) and restored.
 * ``pause_past_timeout``: a holder frozen (SIGSTOP) longer than its session timeout or
   lease TTL, a second holder meanwhile, and the first one's late write to a store.
-* ``queue_behind``: one holder and a queue of waiters in a known order.
-* ``seconds_until``: how long until an operation succeeds again (after a crash).
+* ``queue_behind`` / ``release_in_turn``: one holder and a queue of waiters in a known
+  order, then the hand-offs, to see whether a crash in between changed the order.
+* ``seconds_until`` with ``zookeeper_write`` / ``etcd_write``: how long until a write
+  succeeds again after a crash.
+* ``write_with_new_client`` / ``values_on_members``: a write attempted without a majority,
+  and what each member holds afterwards.
 * ``acquisitions_through_members``: locks taken through different ensemble members, with
   the zxid (ZooKeeper) or revision (etcd) of each acquisition.
+* ``wait_until`` and ``table``: a polled condition with a deadline; rows as a text table.
 
 What can fail: ``labkit.clients.ClientError`` / ``ClientTimeout`` when a client process
 does not start or answer, ``TimeoutError`` when an expected event or a recovery does not
@@ -224,7 +229,8 @@ def queue_behind(clients: LockClients, timeout: float = 30.0) -> dict[str, int]:
 
 def release_in_turn(clients: LockClients, pending: dict[str, int], timeout: float = 30.0) -> list[str]:
     """The holder releases; each waiter, once it holds, releases too. Returns the order in
-    which the waiters got the lock. Raises ClientTimeout if a waiter never gets it."""
+    which the waiters got the lock. Raises TimeoutError if no waiter holds the lock within
+    ``timeout`` seconds of the previous release, ClientError if a waiter's acquire failed."""
     holder, *waiters = list(clients)
     holder.release()
     served = []
