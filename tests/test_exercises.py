@@ -111,8 +111,10 @@ def test_skipping_the_recheck_is_rejected_as_two_holders(lab):
     assert not report.passed and "no re-check" in report.causes
     words = report["mutual exclusion"].words
     assert "two clients held the lock at once: " in words
-    assert ("c3 acquired while c1 still held it — after c2's entry was deleted (c2's session expired), "
-            "c3 did not re-check that it was now the lowest") in words
+    assert words.startswith("two clients held the lock at once: c3 acquired while c1 still held it — after c2's "
+                            "node was deleted (c2's session expired), c3 did not re-check that it was now the lowest")
+    assert "c2's session expired and its node was gone, yet its acquire returned" in words
+    assert not report["session handling"].held and "ignores session loss" in report.causes
     assert report["wakeups per release"].held
 
 
@@ -145,7 +147,7 @@ def test_an_etcd_wait_without_recheck_is_rejected(lab):
     report = check_etcd_wait(examples.ETCD_WRONG["no re-check"], lab, clients=4)
     assert not report.passed and report.causes == ["no re-check"]
     words = report["mutual exclusion"].words
-    assert "after c2's entry was deleted (c2's lease was revoked), c3 did not re-check" in words
+    assert "after c2's key was deleted (c2's lease was revoked), c3 did not re-check" in words
 
 
 def test_an_etcd_wait_on_the_holder_is_rejected_as_a_herd(lab):
@@ -167,3 +169,18 @@ def test_one_release_wakes_every_parent_watcher_but_one_predecessor_watcher(lab,
     assert outcome.next_holder == "w1"
     if watch == "predecessor":
         assert outcome.woken == ["w1"]
+
+
+# ---- the cards' links ----------------------------------------------------------------------------
+def test_link_status_finds_missing_and_unwritten_sections(tmp_path):
+    import json
+
+    from labkit.cards import Card
+    from labkit.exercises.practice import FOUND, MISSING, NOT_WRITTEN, link_status
+
+    cell = {"cell_type": "markdown", "metadata": {}, "source": ["# Title\n", "## Practice cards\n", "text"]}
+    (tmp_path / "07_interview_practice.ipynb").write_text(json.dumps({"cells": [cell]}))
+    card = Card("demo", "Q?", "A.", (("07_interview_practice.ipynb", "Practice cards"),
+                                      ("07_interview_practice.ipynb", "Mock interview"),
+                                      ("sandbox.ipynb", "First come, first served")))
+    assert [row["status"] for row in link_status(tmp_path, [card])] == [FOUND, MISSING, NOT_WRITTEN]

@@ -95,8 +95,10 @@ class Contender:
         if self._crashed:
             self.state = CRASHED
             return
-        self.state = HOLDING
+        # write before saying "holding": the checker lets the oldest holder go only once every
+        # holder has written, so two holders' writes always interleave in the record
         self._resource.write(self.name, self.token, "first write")
+        self.state = HOLDING
         self._go.wait(HOLD_LIMIT)
         if self._crashed:
             self.state = CRASHED

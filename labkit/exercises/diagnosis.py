@@ -2,7 +2,7 @@
 
 A run (``ZooKeeperRun`` or ``EtcdRun``) offers: ``title``, ``path``, ``history``,
 ``resource``, ``contenders``, ``expired`` (clients whose session the checker ended),
-``stuck``, ``patience``, ``session_lost`` and ``entries_die`` (words),
+``stuck``, ``patience``, ``entry``, ``session_lost`` and ``entries_die`` (words),
 ``acquired_while_not_lowest`` ({client: whose entry was lowest when its acquire
 returned}), ``woken_by_owner(name)``, ``nodes_made()``,
 ``lowest_now()`` and ``watched()``. Every sentence below is built from those records.
@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from labkit.checker import check_fifo, check_mutual_exclusion
-from labkit.exercises.contention import CRASHED, GAVE_UP, HOLDING, RELEASED, WAITING
+from labkit.exercises.contention import GAVE_UP, HOLDING, RELEASED, WAITING
 from labkit.exercises.report import Report
 
 
@@ -37,20 +37,22 @@ def _judge_mutual_exclusion(run: Any, report: Report, where: str) -> None:
                                                "record of who wrote when")
         return
     sentences, causes = [], []
-    for name, lowest_owner in run.acquired_while_not_lowest.items():
+    # the waiters that skipped the re-check first: theirs is the mistake the scenario exists to show
+    ordered = sorted(run.acquired_while_not_lowest.items(), key=lambda item: item[0] in run.expired)
+    for name, lowest_owner in ordered:
         woken_by = run.woken_by_owner(name)
         if name in run.expired:
-            sentences.append(f"{name}'s {run.session_lost} and its entry was gone, yet its acquire returned as "
+            sentences.append(f"{name}'s {run.session_lost} and its {run.entry} was gone, yet its acquire returned as "
                              f"if it held the lock while {lowest_owner} held it; when the session is lost, "
                              "acquire must raise, not return")
             causes.append("ignores session loss")
         elif woken_by in run.expired and woken_by != lowest_owner:
-            sentences.append(f"{name} acquired while {lowest_owner} still held it — after {woken_by}'s entry "
+            sentences.append(f"{name} acquired while {lowest_owner} still held it — after {woken_by}'s {run.entry} "
                              f"was deleted ({woken_by}'s {run.session_lost}), {name} did not re-check that it was "
                              "now the lowest")
             causes.append("no re-check")
         else:
-            sentences.append(f"{name} acquired while {lowest_owner}'s entry was still lower: it took the lock "
+            sentences.append(f"{name} acquired while {lowest_owner}'s {run.entry} was still lower: it took the lock "
                              "without being the lowest")
             causes.append("two holders")
     evidence = verdict.overlaps[0].explain(verdict.origin) if verdict.overlaps else verdict.summary
@@ -81,7 +83,7 @@ def _judge_wakeups(run: Any, report: Report, where: str) -> None:
         report.judge("wakeups per release", False,
                      f"a release woke up to {max(counts)} waiters (per release: {counts}) though only one can "
                      f"take the lock: a thundering herd. The waiters watched {run.watched()}. Watch only the "
-                     "entry just before yours" + where, "herd")
+                     f"{run.entry} just before yours" + where, "herd")
     elif min(counts) == 0:
         report.judge("wakeups per release", False,
                      f"some releases woke nobody (per release: {counts}): the next holder did not learn of the "
@@ -113,15 +115,15 @@ def _why_stuck(run: Any, stuck: list[str]) -> str:
     node, owner = lowest
     ephemeral = run.nodes_made().get(node, (owner, True))[1]
     if owner in run.expired and not ephemeral:
-        return (f"stuck: {owner}'s session expired, but its node {node} is still there: it was created "
+        return (f"stuck: {owner}'s {run.session_lost}, but its {run.entry} {node} is still there: it was created "
                 f"without ephemeral=True, so it outlives its session, and {waiting} waited until the checker "
                 f"gave up ({run.patience:.0f} s). Create the node ephemeral so the server deletes it "
                 "when the session dies")
     if states.get(owner) == RELEASED:
-        return f"stuck: {owner} released, but its entry {node} is still there, so {waiting} waited for ever"
+        return f"stuck: {owner} released, but its {run.entry} {node} is still there, so {waiting} waited for ever"
     if states.get(owner) == HOLDING:
         return f"stuck: {owner} holds the lock and its release did not return within {run.patience:.0f} s"
-    return (f"stuck: {waiting} waited {run.patience:.0f} s while nobody held the lock; the lowest entry "
+    return (f"stuck: {waiting} waited {run.patience:.0f} s while nobody held the lock; the lowest {run.entry} "
             f"is {node} ({owner}, {states.get(owner, 'gone')}). A watch that never fires?")
 
 
@@ -134,17 +136,18 @@ def _judge_sessions(run: Any, report: Report, where: str) -> None:
                      "client that dies holding or queueing blocks everyone behind it" + where, "not ephemeral")
         return
     for name in sorted(run.expired):
-        state = next(c.state for c in run.contenders if c.name == name)
-        if state == WAITING:
+        contender = next(c for c in run.contenders if c.name == name)
+        state, acquired = contender.state, contender.acquired_at is not None
+        if acquired and name in run.acquired_while_not_lowest:
+            report.judge("session handling", False,
+                         f"{name}'s {run.session_lost} while it waited, yet its acquire returned as if it held the "
+                         f"lock; check that your {run.entry} still exists (or catch the session error) and raise"
+                         + where, "ignores session loss")
+        elif state == WAITING:
             report.judge("session handling", False,
                          f"{name}'s {run.session_lost} while it waited, but its acquire kept waiting for "
                          f"{run.patience:.0f} s; on session loss, give up and raise" + where, "ignores session loss")
-        elif state in (HOLDING, RELEASED) or (state == CRASHED and name in run.acquired_while_not_lowest):
-            report.judge("session handling", False,
-                         f"{name}'s {run.session_lost} while it waited, yet its acquire returned as if it held the "
-                         "lock; check that your entry still exists (or catch the session error) and raise"
-                         + where, "ignores session loss")
-        elif state == GAVE_UP:
+        elif state == GAVE_UP and not acquired:
             report.judge("session handling", True,
                          f"{run.entries_die} with the session; a waiter whose {run.session_lost} gave up "
-                         f"({type(next(c for c in run.contenders if c.name == name).error).__name__})")
+                         f"({type(contender.error).__name__})")

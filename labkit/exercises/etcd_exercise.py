@@ -116,6 +116,7 @@ class LearnerMutex(EtcdMutex):
 class EtcdRun:
     """One scenario: contenders c1, c2, ... on ``path``, with their history and resource."""
 
+    entry = "key"
     session_lost = "lease was revoked"
     entries_die = "keys are bound to the lease: they die"
 

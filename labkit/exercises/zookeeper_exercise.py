@@ -55,6 +55,7 @@ def learner_functions(learner_impl: Any) -> tuple[Callable, Callable]:
 class ZooKeeperRun:
     """One scenario: contenders c1, c2, ... on ``path``, with their history and resource."""
 
+    entry = "node"
     session_lost = "session expired"
     entries_die = "nodes are ephemeral: they die"
 
@@ -131,6 +132,10 @@ class ZooKeeperRun:
         session_id, password = self.clients[name].raw.client_id
         expire_session(self.lab.zookeeper.hosts, session_id, password)
         self.expired.add(name)
+        # the server deletes the session's ephemeral nodes as it closes it: wait until it has,
+        # so that every watch that deletion fires is on its way before the checker goes on
+        ephemeral = [node for node, is_ephemeral in self.clients[name].nodes.items() if is_ephemeral]
+        poll(lambda: all(self.observer.exists(node) is None for node in ephemeral), self.patience)
 
     def holder_dies(self, name: str) -> None:
         contender = self.contender(name)
