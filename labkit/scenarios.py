@@ -395,7 +395,7 @@ def _member_lock(service: str, node: Any, name: str, on_event: Any) -> tuple[Any
         from kazoo.client import KazooClient
         from labkit.locks.zookeeper import ZooKeeperLock
         client = KazooClient(hosts=node.endpoint, timeout=6.0)
-        client.start(timeout=15)
+        client.start(timeout=30)
         return ZooKeeperLock(client, name, identifier=node.name, on_event=on_event), \
             lambda: (client.stop(), client.close())
     from labkit.locks.etcd_mutex import EtcdMutex
