@@ -1,0 +1,257 @@
+"""Experiments of the ZooKeeper lesson (notebook 02) that take more than a few lines.
+
+* ``watch_count`` / ``watchers_of``: what a server says about its watches (``mntr``, ``wchp``),
+  so that an experiment waits for a watch to be really set instead of sleeping a guess.
+* ``count_wakeups``: one holder and N waiters hand the lock on, one release at a time, each
+  release only once the server holds every waiter's watch; the History it returns gives
+  ``wakeups_per_release()`` exactly, whatever the machine's speed.
+* ``kill_just_after_heartbeat``: SIGKILL a lock client process the moment the server has
+  heard from it, so that the whole session timeout must run before the server gives up.
+* ``NaiveLock`` and ``LosesFirstCreateReply``: a hand-rolled recipe as blogs write it, and
+  the fault (a create whose reply is lost) that breaks it.
+* ``sequence_diagram``: arrows between lanes, drawn from what a run really did.
+
+What can fail: ``TimeoutError`` naming what was awaited (a waiter that does not queue,
+acquire or watch again before the deadline, a session the servers do not know);
+kazoo's errors when ZooKeeper does not answer; a waiter's own error is re-raised.
+"""
+from __future__ import annotations
+
+import re
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Iterable
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import ConnectionLoss
+
+from labkit.history import History
+
+RECIPES = ("predecessor", "parent", "kazoo")
+SESSION_TIMEOUT = 10.0  # seconds: long, so that a busy machine never expires a contender mid-count
+
+
+def _running(zookeeper: Any) -> list[Any]:
+    return [node for node in zookeeper.nodes if node.state == "running"]
+
+
+def watch_count(node: Any) -> int:
+    """Data and child watches one ZooKeeper server holds now (``mntr``: zk_watch_count)."""
+    match = re.search(r"^zk_watch_count\s+(\d+)", node.four_letter("mntr"), re.MULTILINE)
+    if match is None:
+        raise ValueError(f"{node.name} answered mntr without zk_watch_count: is 4lw.commands.whitelist=* set?")
+    return int(match.group(1))
+
+
+def watchers_of(zookeeper: Any, path: str) -> set[int]:
+    """Session ids with a data watch (exists/get) on ``path``, over every running server
+    (``wchp``; a client's watches live on the server it is connected to)."""
+    sessions: set[int] = set()
+    for node in _running(zookeeper):
+        current = None
+        for line in node.four_letter("wchp").splitlines():
+            if line.startswith("\t") and current == path:
+                sessions.add(int(line.strip(), 16))
+            elif line and not line.startswith("\t"):
+                current = line.strip()
+    return sessions
+
+
+def packets_received(zookeeper: Any, session_id: int) -> int | None:
+    """How many packets the server the session is connected to has received from it
+    (``cons``: recved), or None if no server has a connection for that session."""
+    wanted = f"sid={session_id:#x},"
+    for node in _running(zookeeper):
+        for line in node.four_letter("cons").splitlines():
+            if wanted in line:
+                return int(re.search(r"recved=(\d+)", line).group(1))
+    return None
+
+
+def kill_just_after_heartbeat(client: Any, zookeeper: Any, timeout: float = 10.0) -> float:
+    """Wait until the server receives a packet (a heartbeat) from lock client process
+    ``client`` (``labkit.clients.LockClient``), then SIGKILL it; return ``time.time()`` of
+    the kill. The server has just heard from it, so it waits a full session timeout.
+    Raises TimeoutError if no server sees the session or no heartbeat comes in time."""
+    session_id = client.session["session_id"]
+    deadline = time.monotonic() + timeout
+    before = packets_received(zookeeper, session_id)
+    while True:
+        now = packets_received(zookeeper, session_id)
+        if before is not None and now is not None and now > before:
+            break                                 # a packet just arrived: kill before the next one
+        before = before if before is not None else now
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no server received a heartbeat of {client.name}'s session {session_id:#x} "
+                               f"within {timeout:.0f} s: is the client process alive and connected?")
+        time.sleep(0.002)
+    client.kill()
+    return time.time()
+
+
+def _make_lock(recipe: str, client: KazooClient, path: str, name: str, history: History) -> Any:
+    if recipe == "kazoo":
+        from labkit.locks.kazoo_reference import KazooReferenceLock
+        return KazooReferenceLock(client, path, identifier=name, on_event=history.sink(name))
+    from labkit.locks.zookeeper import ZooKeeperLock
+    return ZooKeeperLock(client, path, identifier=name, watch=recipe, on_event=history.sink(name))
+
+
+def count_wakeups(zookeeper: Any, path: str, waiters: int, recipe: str = "predecessor",
+                  timeout: float = 30.0) -> History:
+    """``contender-0`` takes the lock on ``path``, ``waiters`` more queue behind it (one
+    thread and one session each), then the lock is handed on ``waiters`` times.
+
+    Every contender talks to the same server, whose ``mntr`` then counts every watch of
+    the experiment: a holder releases only once that server holds one watch per waiter
+    still waiting, so every release meets every armed watch. ``recipe`` is "predecessor"
+    or "parent" (ZooKeeperLock) or "kazoo" (kazoo's own Lock). Returns the History
+    (``wakeups_per_release()``). Raises ValueError for a bad argument, TimeoutError if a
+    step does not happen within ``timeout`` seconds; every session is closed on the way out.
+    """
+    if waiters < 1:
+        raise ValueError(f"waiters must be at least 1, got {waiters}")
+    if recipe not in RECIPES:
+        raise ValueError(f"recipe {recipe!r} is not one of {RECIPES}")
+    server = _running(zookeeper)[0]
+    history, clients, outcomes = History(), [], []
+    pool = ThreadPoolExecutor(waiters)
+
+    def settle(condition: Callable[[], bool], what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            failed = [outcome for outcome in outcomes if outcome.done() and outcome.exception()]
+            if failed:
+                raise failed[0].exception()
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"waited {timeout:.0f} s for {what} on {path} ({recipe}); it did not happen")
+            time.sleep(0.003)
+
+    try:
+        baseline = watch_count(server)
+        locks = []
+        for number in range(waiters + 1):
+            client = KazooClient(hosts=server.endpoint, timeout=SESSION_TIMEOUT)
+            clients.append(client)
+            client.start(timeout=timeout)
+            locks.append(_make_lock(recipe, client, path, f"contender-{number}", history))
+        holder = locks[0]
+        holder.acquire(timeout=timeout)
+        outcomes += [pool.submit(lock.acquire, timeout) for lock in locks[1:]]
+        settle(lambda: watch_count(server) == baseline + waiters, f"{waiters} waiters to watch")
+        for remaining in range(waiters - 1, -1, -1):
+            holder.release()
+            settle(lambda: any(lock.is_held for lock in locks), "the next waiter to hold the lock")
+            holder = next(lock for lock in locks if lock.is_held)
+            # each waiter that woke has looked again and set its next watch
+            settle(lambda: watch_count(server) == baseline + remaining, f"{remaining} watches to be set again")
+        holder.release()
+        for outcome in outcomes:
+            outcome.result(timeout=timeout)
+    finally:
+        for client in clients:                    # ends the sessions: nothing stays queued
+            client.stop()
+            client.close()
+        pool.shutdown(wait=True, cancel_futures=True)
+    return history
+
+
+class LosesFirstCreateReply(KazooClient):
+    """A KazooClient whose first sequential create reaches the server, which creates the
+    node, but whose reply never arrives: ConnectionLoss is raised, as when the connection
+    drops at that moment. ``lost_replies`` lists the nodes created that way."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.lost_replies: list[str] = []
+
+    def create(self, path: str, *args: Any, **kwargs: Any) -> Any:
+        created = super().create(path, *args, **kwargs)
+        if kwargs.get("sequence") and not self.lost_replies:
+            self.lost_replies.append(created if isinstance(created, str) else created[0])
+            raise ConnectionLoss(f"the reply to create {path!r} was lost (injected by LosesFirstCreateReply)")
+        return created
+
+
+class NaiveLock:
+    """A ZooKeeper lock as a blog post writes it: ephemeral sequential ``lock-`` nodes,
+    the lowest holds, each waiter watches its predecessor and re-checks. What it gets
+    wrong, kept on purpose: a create that fails with ConnectionLoss is simply tried again,
+    though the server may have made the node; that orphan then waits in the queue, ahead
+    of its own creator, until the session ends. ``acquire`` returns False on timeout,
+    after deleting its own node (not the orphan: it does not know the orphan is its own)."""
+
+    def __init__(self, client: KazooClient, path: str):
+        self.client, self.path, self.node = client, path.rstrip("/"), None
+
+    def acquire(self, timeout: float) -> bool:
+        for _ in range(3):
+            try:
+                created = self.client.create(f"{self.path}/lock-", ephemeral=True, sequence=True, makepath=True)
+                break
+            except ConnectionLoss:
+                continue                          # "it failed, try again": but did it fail?
+        else:
+            raise ConnectionLoss(f"could not create a node under {self.path} in 3 tries")
+        self.node = created.rsplit("/", 1)[1]
+        deadline = time.monotonic() + timeout
+        while True:
+            children = sorted(self.client.get_children(self.path))
+            if children[0] == self.node:
+                return True
+            predecessor = children[children.index(self.node) - 1]
+            gone = threading.Event()
+            if self.client.exists(f"{self.path}/{predecessor}", watch=lambda event: gone.set()) is None:
+                continue                          # it went meanwhile: look again
+            if not gone.wait(max(0.0, deadline - time.monotonic())):
+                self.release()                    # leave the queue (the orphan, unknown to us, stays)
+                return False
+
+    def release(self) -> None:
+        self.client.delete(f"{self.path}/{self.node}")
+        self.node = None
+
+
+def sequence_diagram(steps: Iterable[tuple[float, str, str, str]], lanes: list[str], ax: Any = None,
+                     title: str = "What happened, in order", highlight: Callable[[str], bool] = lambda _: False) -> Any:
+    """One arrow per step ``(time, sender, receiver, message)``, top to bottom in time
+    order, between vertical ``lanes``; ``highlight(message)`` True draws it red (a fault).
+    Returns the Axes. Raises ValueError for no steps or a lane not in ``lanes``."""
+    steps = sorted(steps, key=lambda step: step[0])
+    if not steps:
+        raise ValueError("no steps to draw")
+    unknown = {lane for _, sender, receiver, _ in steps for lane in (sender, receiver)} - set(lanes)
+    if unknown:
+        raise ValueError(f"steps name lanes {sorted(unknown)} that are not in lanes={lanes}")
+    if ax is None:
+        import matplotlib.pyplot as pyplot
+        _, ax = pyplot.subplots(figsize=(2.6 * len(lanes) + 3, 0.5 * len(steps) + 1.6), layout="constrained")
+    x = {lane: index for index, lane in enumerate(lanes)}
+    for lane, position in x.items():
+        ax.plot([position, position], [-0.5, len(steps) - 0.5], color="gray", linewidth=1, zorder=0)
+        ax.text(position, -0.7, lane, ha="center", va="bottom", fontsize=11, fontweight="bold")
+    start = steps[0][0]
+    for row, (moment, sender, receiver, message) in enumerate(steps):
+        color = "tab:red" if highlight(message) else "tab:blue"
+        if sender == receiver:                    # something a client does by itself
+            ax.plot([x[sender]], [row], marker="o", color=color)
+            ax.text(x[sender] + 0.06, row - 0.12, message, fontsize=8.5, color=color)
+        else:
+            ax.annotate("", xy=(x[receiver], row), xytext=(x[sender], row),
+                        arrowprops={"arrowstyle": "->", "color": color})
+            ax.text((x[sender] + x[receiver]) / 2, row - 0.12, message, ha="center", fontsize=8.5)
+        ax.text(-0.3, row, f"{1000 * (moment - start):8.1f} ms", ha="right", va="center", fontsize=8, family="monospace")
+    ax.set_ylim(len(steps) - 0.4, -1.3)
+    ax.set_xlim(-0.9, len(lanes) - 0.4)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    for side in ("top", "right", "bottom"):
+        ax.spines[side].set_visible(False)
+    ax.set_ylabel("time since the first step (ms), downwards")
+    ax.set_title(title)
+    from matplotlib.lines import Line2D
+    ax.legend(handles=[Line2D([], [], color="tab:blue", label="request, reply or notification"),
+                       Line2D([], [], color="tab:red", label="a fault or a session ending")],
+              loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+    return ax
