@@ -58,7 +58,9 @@ case "$WHAT" in
         trap 'rm -rf "$CONTEXT"' EXIT
         tar -c --exclude=__pycache__ pyproject.toml README.md labkit docker/Dockerfile.lab | tar -x -C "$CONTEXT"
         cp /usr/local/share/ca-certificates/*.crt "$CONTEXT/" 2>/dev/null || true
-        build labkit-lab:latest "$CONTEXT/docker/Dockerfile.lab" "$CONTEXT" ;;
+        build labkit-lab:latest "$CONTEXT/docker/Dockerfile.lab" "$CONTEXT"
+        # the lab images this tag moved away from (only ours: they carry the label)
+        docker image prune -f --filter label=labkit.image=lab >/dev/null ;;
     servers) ;;
     *) sed -n '2,10p' "$0"; exit 2 ;;
 esac
