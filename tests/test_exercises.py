@@ -2,6 +2,8 @@
 classic mistakes with the cause in words; the pitfall experiments; the mock interview panel."""
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from labkit.cards import Deck
@@ -125,6 +127,8 @@ def test_a_node_that_is_not_ephemeral_is_rejected_as_stuck(lab):
     assert "without ephemeral=True" in report["session handling"].words
     progress = report["progress"].words
     assert progress.startswith("stuck: c2's session expired, but its node") and "is still there" in progress
+    leftover = [thread.name for thread in threading.enumerate() if thread.name.startswith("exercise-")]
+    assert not leftover, f"the stuck waiters' threads should end when the checker closes their sessions: {leftover}"
 
 
 def test_an_acquire_that_returns_nothing_is_reported_not_raised(lab):

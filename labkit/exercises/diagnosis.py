@@ -55,7 +55,11 @@ def _judge_mutual_exclusion(run: Any, report: Report, where: str) -> None:
             sentences.append(f"{name} acquired while {lowest_owner}'s {run.entry} was still lower: it took the lock "
                              "without being the lowest")
             causes.append("two holders")
-    evidence = verdict.overlaps[0].explain(verdict.origin) if verdict.overlaps else verdict.summary
+    # the record's evidence about the first client named, if it has some
+    named = ordered[0][0] if ordered else None
+    overlap = next((o for o in verdict.overlaps if named in (o.first_client, o.second_client)),
+                   verdict.overlaps[0] if verdict.overlaps else None)
+    evidence = overlap.explain(verdict.origin) if overlap else verdict.summary
     report.judge("mutual exclusion", False,
                  "two clients held the lock at once: " + ("; ".join(sentences) or "see the record") +
                  f". The resource's record: {evidence}{where}", causes[0] if causes else "two holders")
