@@ -90,8 +90,7 @@ run_tests() {
     # tests keep their labs apart from a learner's running lab
     export LABKIT_HOME="${LABKIT_HOME:-$HOME/.local/state/labkit-tests}"
     say "running the test suite and every notebook on real servers (local processes)"
-    LABKIT_BACKEND=local "$VENV/bin/pytest" tests notebooks --nbval-lax -p no:cacheprovider \
-        -o cache_dir=/tmp/labkit-pytest-cache "$@" || status=$?
+    LABKIT_BACKEND=local "$VENV/bin/pytest" tests notebooks --nbval-lax -p no:cacheprovider "$@" || status=$?
     [ "$status" -eq 5 ] && { say "pytest collected no test"; status=1; }
     "$VENV/bin/labkit" down >/dev/null 2>&1 || true
     docker_leg "$@" || status=1
