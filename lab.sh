@@ -123,8 +123,7 @@ docker_leg() {
     if [ "$status" -eq 0 ]; then
         say "running the test suite again with every server in a Docker container"
         phase=$SECONDS
-        LABKIT_BACKEND=docker "$VENV/bin/pytest" tests -p no:cacheprovider -o cache_dir=/tmp/labkit-pytest-cache \
-            "$@" || status=$?
+        LABKIT_BACKEND=docker "$VENV/bin/pytest" tests -p no:cacheprovider "$@" || status=$?
         say "tests on Docker took $((SECONDS - phase)) s"
         "$VENV/bin/labkit" down >/dev/null 2>&1 || true
         no_labkit_containers_left || status=1
