@@ -131,6 +131,39 @@ def test_a_node_that_is_not_ephemeral_is_rejected_as_stuck(lab):
     assert not leftover, f"the stuck waiters' threads should end when the checker closes their sessions: {leftover}"
 
 
+def recipe_as_learner_code(make_lock):
+    """(acquire, release) around a lock object made by ``make_lock(client, lock_path)``."""
+    held = {}
+
+    def acquire(client, lock_path):
+        lock = make_lock(client, lock_path)
+        lock.acquire()
+        node = f"{lock_path}/{lock.node}"
+        held[node] = lock
+        return node
+
+    def release(client, my_node):
+        held.pop(my_node).release()
+
+    return acquire, release
+
+
+@pytest.mark.parametrize("recipe", ["kazoo", "labkit", "labkit-parent"])
+def test_real_recipes_are_judged_like_learner_code(lab, recipe):
+    from labkit.locks.zookeeper import ZooKeeperLock
+
+    make = {"kazoo": lambda client, path: client.Lock(path),
+            "labkit": lambda client, path: ZooKeeperLock(client, path),
+            "labkit-parent": lambda client, path: ZooKeeperLock(client, path, watch="parent")}[recipe]
+    report = check_zookeeper_lock(recipe_as_learner_code(make), lab, clients=4)
+    if recipe == "labkit-parent":
+        assert report.causes == ["herd"] and report.wakeups == [3, 2, 1], report.explain()
+    else:
+        assert report.passed, report.explain()
+    if recipe == "kazoo":   # kazoo's Lock queues again on a new session instead of raising
+        assert "queued again with a new node" in report["session handling"].words
+
+
 def test_an_acquire_that_returns_nothing_is_reported_not_raised(lab):
     def acquire(client, lock_path):
         client.create(f"{lock_path}/lock-", ephemeral=True, sequence=True, makepath=True)

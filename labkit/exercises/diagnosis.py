@@ -5,7 +5,7 @@ A run (``ZooKeeperRun`` or ``EtcdRun``) offers: ``title``, ``path``, ``history``
 ``stuck``, ``patience``, ``entry``, ``session_lost`` and ``entries_die`` (words),
 ``acquired_while_not_lowest`` ({client: whose entry was lowest when its acquire
 returned}), ``woken_by_owner(name)``, ``nodes_made()``,
-``lowest_now()`` and ``watched()``. Every sentence below is built from those records.
+``lowest_now()``, ``entries_of(name)`` and ``watched()``. Every sentence below is built from those records.
 """
 from __future__ import annotations
 
@@ -68,6 +68,11 @@ def _judge_mutual_exclusion(run: Any, report: Report, where: str) -> None:
 
 def _judge_fifo(run: Any, report: Report, where: str) -> None:
     if not run.history.events(kind="acquired"):
+        return
+    if not run.history.events(kind="created"):
+        report.judge("FIFO order", False, f"the checker saw no queue entry being created, so it cannot tell the "
+                                          f"order: create your {run.entry} through the client acquire() is given"
+                     + where, "not observed")
         return
     verdict = check_fifo(run.history)
     if verdict.ok:
@@ -147,6 +152,10 @@ def _judge_sessions(run: Any, report: Report, where: str) -> None:
                          f"{name}'s {run.session_lost} while it waited, yet its acquire returned as if it held the "
                          f"lock; check that your {run.entry} still exists (or catch the session error) and raise"
                          + where, "ignores session loss")
+        elif acquired and len(run.entries_of(name)) > 1:
+            report.judge("session handling", True,
+                         f"{run.entries_die} with the session; a waiter whose {run.session_lost} queued again "
+                         f"with a new {run.entry} and waited for its turn")
         elif state == WAITING:
             report.judge("session handling", False,
                          f"{name}'s {run.session_lost} while it waited, but its acquire kept waiting for "

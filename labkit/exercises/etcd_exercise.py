@@ -193,6 +193,9 @@ class EtcdRun:
         woken_by = self.tools[name].last_woken_by
         return None if woken_by is None else self.owner_of(woken_by)
 
+    def entries_of(self, name: str) -> list[str]:
+        return [event.detail["key"] for event in self.history.events(client=name, kind="created")]
+
     def nodes_made(self) -> dict[str, tuple[str, bool]]:
         return {event.detail["key"]: (event.client, True) for event in self.history.events(kind="created")}
 

@@ -52,6 +52,12 @@ class RecordingClient:
     def __getattr__(self, attribute: str) -> Any:
         return getattr(self.raw, attribute)
 
+    def Lock(self, path, identifier=None, extra_lock_patterns=()):  # noqa: N802 (kazoo's name)
+        """kazoo's own Lock recipe, on this client (the real client's ``Lock`` would bypass it)."""
+        from kazoo.recipe.lock import Lock
+
+        return Lock(self, path, identifier, extra_lock_patterns)
+
     def create(self, path, value=b"", acl=None, ephemeral=False, sequence=False, makepath=False,
                include_data=False):
         result = self.raw.create(path, value, acl=acl, ephemeral=ephemeral, sequence=sequence,
