@@ -5,8 +5,9 @@
 * ``count_wakeups``: one holder and N waiters hand the lock on, one release at a time, each
   release only once the server holds every waiter's watch; the History it returns gives
   ``wakeups_per_release()`` exactly, whatever the machine's speed.
-* ``kill_just_after_heartbeat``: SIGKILL a lock client process the moment the server has
-  heard from it, so that the whole session timeout must run before the server gives up.
+* ``packets_received`` / ``kill_just_after_heartbeat``: what ``cons`` says a session sent, and
+  SIGKILL of a lock client process the moment the server has heard from it, so that the whole
+  session timeout must run before the server gives up.
 * ``NaiveLock`` and ``LosesFirstCreateReply``: a hand-rolled recipe as blogs write it, and
   the fault (a create whose reply is lost) that breaks it.
 * ``sequence_diagram``: arrows between lanes, drawn from what a run really did.
