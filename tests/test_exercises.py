@@ -221,3 +221,20 @@ def test_link_status_finds_missing_and_unwritten_sections(tmp_path):
                                       ("07_interview_practice.ipynb", "Mock interview"),
                                       ("sandbox.ipynb", "First come, first served")))
     assert [row["status"] for row in link_status(tmp_path, [card])] == [FOUND, MISSING, NOT_WRITTEN]
+
+
+def test_a_lock_that_never_returns_fails_fast_and_says_who_should_hold(lab):
+    never = threading.Event()
+
+    def acquire(client, lock_path):
+        client.create(f"{lock_path}/lock-", ephemeral=True, sequence=True, makepath=True)
+        never.wait(30)              # the mistake: never looks at the queue
+
+    try:
+        report = check_zookeeper_lock((acquire, examples.zookeeper_release), lab, clients=3, patience=2.0)
+    finally:
+        never.set()                 # let the learner threads end
+    assert not report.passed and report.causes == ["stuck"]
+    assert "c1's node" in report["progress"].words and "is the lowest, yet c1's acquire has not returned" \
+        in report["progress"].words
+    assert report.seconds < 15 and "skipped" in report.scenarios[-1]

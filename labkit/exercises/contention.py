@@ -120,6 +120,29 @@ def join_queue(contender: Contender, settled: Callable[[Contender], bool], patie
     return poll(lambda: contender.state != WAITING or settled(contender), patience)
 
 
+def join_all(contenders: list[Contender], timeout: float = 2.0) -> None:
+    """Wait for the contenders' threads to end, ``timeout`` seconds for all of them together.
+    A thread blocked in the learner's code on something no session close can end stays
+    behind; it is a daemon, so it cannot keep Python from exiting."""
+    deadline = time.monotonic() + timeout
+    for contender in contenders:
+        contender.join(max(0.0, deadline - time.monotonic()))
+
+
+def nobody_ever_held(contenders: list[Contender]) -> bool:
+    return all(contender.acquired_at is None for contender in contenders)
+
+
+def queue_in_turn(contenders: list[Contender], settled: Callable[[Contender], bool], patience: float) -> None:
+    """``join_queue`` each in turn. Once a join runs out of patience (the learner's code
+    neither holds nor waits on a watch), the rest get a tenth of it: a broken lock should
+    fail in seconds, not in minutes."""
+    wait = patience
+    for contender in contenders:
+        if not join_queue(contender, settled, wait):
+            wait = patience / 10
+
+
 def drain(contenders: list[Contender], settle: Callable[[list[Contender]], None],
           patience: float) -> list[str]:
     """Let each holder go in turn (the oldest hold first) until nobody waits or holds.

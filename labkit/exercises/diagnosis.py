@@ -130,6 +130,9 @@ def _why_stuck(run: Any, stuck: list[str]) -> str:
                 "when the session dies")
     if states.get(owner) == RELEASED:
         return f"stuck: {owner} released, but its {run.entry} {node} is still there, so {waiting} waited for ever"
+    if states.get(owner) == WAITING:
+        return (f"stuck: {owner}'s {run.entry} {node} is the lowest, yet {owner}'s acquire has not returned in "
+                f"{run.patience:.0f} s: the lowest {run.entry} holds the lock, and its owner should see that")
     if states.get(owner) == HOLDING:
         return f"stuck: {owner} holds the lock and its release did not return within {run.patience:.0f} s"
     return (f"stuck: {waiting} waited {run.patience:.0f} s while nobody held the lock; the lowest {run.entry} "

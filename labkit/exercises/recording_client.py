@@ -47,6 +47,7 @@ class RecordingClient:
         self.armed = False
         self.ever_armed = False
         self.nodes: dict[str, bool] = {}
+        self.reads_without_watch = 0              # since my last create: a poller makes many
         self.last_woken_by: str | None = None
 
     def __getattr__(self, attribute: str) -> Any:
@@ -64,12 +65,14 @@ class RecordingClient:
                                  makepath=makepath, include_data=include_data)
         created = result[0] if include_data else result
         if sequence:
+            self.reads_without_watch = 0
             self.nodes[created] = bool(ephemeral)
             self._emit("created", node=created, sequence=sequence_of(created), ephemeral=bool(ephemeral))
         return result
 
     def get_children(self, path, watch=None, include_data=False):
         if watch is None:
+            self.reads_without_watch += 1
             return self.raw.get_children(path, include_data=include_data)
         return self._watched(self.raw.get_children, path, watch, "parent", include_data=include_data)
 
@@ -107,6 +110,11 @@ class RecordingClient:
             if number not in self._fired:
                 self.armed = self.ever_armed = True
         return result
+
+    @property
+    def queued(self) -> bool:
+        """Waits in the queue now: on a watch, or (a poller) listing the children again and again."""
+        return self.armed or (bool(self.nodes) and self.reads_without_watch >= 3)
 
     def wake_waiters(self) -> None:
         """Fire every watch still outstanding with a NONE event, as kazoo does when a session
