@@ -238,3 +238,21 @@ def test_a_lock_that_never_returns_fails_fast_and_says_who_should_hold(lab):
     assert "c1's node" in report["progress"].words and "is the lowest, yet c1's acquire has not returned" \
         in report["progress"].words
     assert report.seconds < 15 and "skipped" in report.scenarios[-1]
+
+
+def test_a_lock_on_one_shared_node_is_rejected_as_no_queue_and_a_herd(lab):
+    from kazoo.exceptions import NodeExistsError
+
+    def acquire(client, lock_path):         # "create it if you can, else wait for it to go"
+        while True:
+            try:
+                return client.create(f"{lock_path}/the-lock", ephemeral=True, makepath=True)
+            except NodeExistsError:
+                gone = threading.Event()
+                if client.exists(f"{lock_path}/the-lock", watch=lambda event: gone.set()):
+                    gone.wait()
+
+    report = check_zookeeper_lock((acquire, examples.zookeeper_release), lab, clients=4)
+    assert report.causes == ["no queue", "herd"] and report.wakeups == [3, 2, 1], report.explain()
+    assert "there is no queue" in report["FIFO order"].words
+    assert report["mutual exclusion"].held

@@ -31,7 +31,8 @@ def _judge_mutual_exclusion(run: Any, report: Report, where: str) -> None:
     writes = run.resource.writes()
     if not writes:
         return                                   # nobody ever held: "progress" says why
-    verdict = check_mutual_exclusion(writes)
+    # the history tells a client's holds apart when its entries carry no number (no token)
+    verdict = check_mutual_exclusion(writes, history=run.history)
     if verdict.ok:
         report.judge("mutual exclusion", True, "never two holders at once, judged from the resource's own "
                                                "record of who wrote when")
@@ -70,9 +71,10 @@ def _judge_fifo(run: Any, report: Report, where: str) -> None:
     if not run.history.events(kind="acquired"):
         return
     if not run.history.events(kind="created"):
-        report.judge("FIFO order", False, f"the checker saw no queue entry being created, so it cannot tell the "
-                                          f"order: create your {run.entry} through the client acquire() is given"
-                     + where, "not observed")
+        report.judge("FIFO order", False, f"no numbered (sequential) {run.entry} was created, so there is no "
+                                          "queue: waiters race for the lock and nobody is served in arrival "
+                                          "order. Create it with sequence=True, through the client acquire() "
+                                          "is given" + where, "no queue")
         return
     verdict = check_fifo(run.history)
     if verdict.ok:

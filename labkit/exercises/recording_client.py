@@ -4,7 +4,7 @@ The learner's code gets a ``RecordingClient`` and uses it as a ``KazooClient``: 
 goes to the real client and the real server. On the way it records the events the
 checker counts with (``labkit.events``): "created" for a sequential node, "watch" when a
 watch is set (``what="parent"`` for a children watch, ``"predecessor"`` for a watch on
-one node), "woke" when a watch fires. So the learner writes plain kazoo code and need
+a numbered node, ``"key"`` on a node without a number), "woke" when a watch fires. So the learner writes plain kazoo code and need
 not report anything.
 
 What can fail: whatever the kazoo call raises is raised unchanged.
@@ -27,6 +27,13 @@ def sequence_of(node: str) -> int | None:
     """The 10-digit number ZooKeeper appended to a sequential node, or None."""
     match = SEQUENCE_SUFFIX.search(node)
     return int(match.group(1)) if match else None
+
+
+def _node_watch(path: str) -> str:
+    # A numbered node is one queue entry: its deletion is one hand-off ("predecessor"). A
+    # node without a number is one shared key that every holder re-creates ("key"): the
+    # history then counts its watch like a herd's.
+    return "predecessor" if sequence_of(path) is not None else "key"
 
 
 class RecordingClient:
@@ -79,12 +86,12 @@ class RecordingClient:
     def exists(self, path, watch=None):
         if watch is None:
             return self.raw.exists(path)
-        return self._watched(self.raw.exists, path, watch, "predecessor")
+        return self._watched(self.raw.exists, path, watch, _node_watch(path))
 
     def get(self, path, watch=None):
         if watch is None:
             return self.raw.get(path)
-        return self._watched(self.raw.get, path, watch, "predecessor")
+        return self._watched(self.raw.get, path, watch, _node_watch(path))
 
     def _watched(self, call, path: str, watch, what: str, **options):
         with self._guard:
