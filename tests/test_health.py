@@ -15,7 +15,7 @@ from labkit.events import Event
 from labkit.health import (ETCD_SERIES, LEASE_LOST, SESSION_EXPIRED, EtcdProbe, HealthSampler, HealthSignals, Loss,
                            Thresholds, Workload, ZooKeeperProbe, alerts, collect_signals, draw_dashboard,
                            etcd_numbers, longest_stall, parse_mntr, parse_prometheus, parse_wchc, parse_wchs,
-                           percentile, session_hex, watch_kinds, zookeeper_numbers)
+                           percentile, session_hex, stall_limit, watch_kinds, zookeeper_numbers)
 from labkit.history import History
 from labkit.locks.etcd_mutex import EtcdMutex
 from labkit.locks.etcd_session import EtcdSession
@@ -296,7 +296,10 @@ def test_thresholds_move_the_alerts():
     _one_long_hold(signals)
     _stuck_queue(signals)
     assert rules(signals, Thresholds(hold_fraction_of_timeout=0.9, stall_seconds=5.0)) == []
+    assert rules(signals, Thresholds(hold_fraction_of_timeout=0.9, stall_fraction_of_timeout=2.0)) == []
     assert rules(healthy_signals(), Thresholds(hold_fraction_of_timeout=0.01)) == ["long holds"]
+    assert stall_limit(signals, "ZooKeeper", Thresholds()) == 1.0, "half of the 2 s timeout"
+    assert stall_limit(signals, "etcd", Thresholds()) == 1.0 and stall_limit(signals, "x", Thresholds(stall_seconds=3)) == 3
 
 
 def test_longest_stall_ends_at_a_hand_off():

@@ -14,7 +14,7 @@ One idea per module: ``server_numbers`` (parse mntr, wchc, wchs, /metrics), ``sa
 (the background sampler and its probes), ``workload`` (clients looping with think time),
 ``signals`` (events + samples over a window), ``alerts`` (the rules), ``dashboard`` (the figure).
 """
-from labkit.health.alerts import Alert, Thresholds, alerts, longest_stall, percentile
+from labkit.health.alerts import Alert, Thresholds, alerts, longest_stall, percentile, stall_limit
 from labkit.health.dashboard import Dashboard, draw_dashboard
 from labkit.health.sampler import EtcdProbe, HealthSampler, Sample, ZooKeeperProbe
 from labkit.health.server_numbers import (ETCD_SERIES, combine_members, etcd_numbers, parse_mntr, parse_prometheus,
@@ -26,4 +26,4 @@ from labkit.health.workload import Workload
 __all__ = ["Alert", "Dashboard", "ETCD_SERIES", "EtcdProbe", "Fault", "HealthSampler", "HealthSignals", "LEASE_LOST",
            "Loss", "SESSION_EXPIRED", "Sample", "Thresholds", "Workload", "ZooKeeperProbe", "alerts",
            "collect_signals", "combine_members", "draw_dashboard", "etcd_numbers", "longest_stall", "parse_mntr",
-           "parse_prometheus", "parse_wchc", "parse_wchs", "percentile", "session_hex", "watch_kinds", "zookeeper_numbers"]
+           "parse_prometheus", "parse_wchc", "parse_wchs", "percentile", "session_hex", "stall_limit", "watch_kinds", "zookeeper_numbers"]

@@ -7,8 +7,9 @@ The rules, and why each one matters for a lock:
   grant, renew or release anything; every lock operation waits.
 - **leader changes**: each election pauses writes; several in a row point at an
   overloaded member or a flaky network.
-- **queue backing up**: clients wait and no hand-off happens for ``stall_seconds``: the
-  holder is stuck, frozen, or dead and its session has not expired yet.
+- **queue backing up**: clients wait and no hand-off happens for half the session timeout
+  / lease TTL (``stall_fraction_of_timeout``; ``stall_seconds`` if set or no timeout is
+  known): the holder is stuck, frozen, or dead and its session has not expired yet.
 - **session expiries** / **lease losses** per minute: a holder was silent longer than its
   timeout and lost the lock, possibly in the middle of its work.
 - **keep-alive failures**: an etcd lease ran out because no keep-alive reached the server
@@ -30,7 +31,8 @@ MINUTE = 60.0
 
 @dataclass(frozen=True)
 class Thresholds:
-    stall_seconds: float = 1.0             # waiters queued with no hand-off for this long
+    stall_fraction_of_timeout: float = 0.5  # waiters queued with no hand-off for this part of the timeout
+    stall_seconds: float | None = None      # ... or for this long (also when no timeout is known: 1 s)
     expiries_per_minute: float = 1.0       # at or above: alert
     lease_losses_per_minute: float = 1.0
     keepalive_failures: int = 1
@@ -77,6 +79,14 @@ def longest_stall(signals: HealthSignals, source: str) -> tuple[float, float, in
         if at - since > best:
             best, best_since, best_depth = at - since, since, deepest
     return best, best_since, best_depth
+
+
+def stall_limit(signals: HealthSignals, source: str, limits: Thresholds) -> float:
+    """Seconds of waiting without a hand-off that raise "queue backing up" for ``source``."""
+    if limits.stall_seconds is not None:
+        return limits.stall_seconds
+    timeout = signals.timeouts.get(source)
+    return limits.stall_fraction_of_timeout * timeout if timeout else 1.0
 
 
 def _most_in_a_minute(times: list[float]) -> int:
@@ -148,10 +158,10 @@ def alerts(signals: HealthSignals, thresholds: Thresholds | None = None) -> list
     for source in sorted(set(signals.sources) | set(signals.unreachable) | {l.source for l in signals.losses}):
         found += _leadership(signals, source, limits)
         seconds, since, depth = longest_stall(signals, source)
-        if seconds >= limits.stall_seconds:
+        if seconds >= (limit := stall_limit(signals, source, limits)):
             found.append(Alert("queue backing up", source, f"up to {depth} client(s) waited {seconds:.1f} s from "
-                               f"{since - signals.start:.1f} s with no hand-off: the holder is stuck, paused or dead "
-                               "and its session or lease has not ended yet."))
+                               f"{since - signals.start:.1f} s with no hand-off (alert at {limit:.2g} s): the holder "
+                               "is stuck, paused or dead and its session or lease has not ended yet."))
         found += _losses(signals, source, limits)
         found += _long_holds(signals, source, limits)
     return found

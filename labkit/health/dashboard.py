@@ -11,7 +11,10 @@ and no event (nothing to draw).
 """
 from __future__ import annotations
 
+from itertools import accumulate
 from typing import Any, Mapping
+
+from matplotlib.ticker import MaxNLocator
 
 from labkit.health.alerts import Alert, Thresholds, alerts, percentile
 from labkit.health.signals import LEASE_LOST, SESSION_EXPIRED, HealthSignals, collect_signals
@@ -63,6 +66,7 @@ def draw_dashboard(signals: HealthSignals, title: str = "Lock health", threshold
             "etcd's own numbers (/metrics)", "count")
     _leadership(axes[2, 1], signals)
     for ax in (axes[0, 1], axes[1, 0], axes[1, 1], axes[2, 0], axes[2, 1]):
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # clients, nodes, keys: whole numbers
         _mark_faults(ax, signals, named=ax is axes[0, 1])
         ax.set_xlim(0, max(signals.end - signals.start, 1e-3))
         ax.set_xlabel("time since the window began (s)")
@@ -123,8 +127,8 @@ def _server(ax, signals: HealthSignals, source: str, names: Mapping[str, str], t
         if not series:
             continue
         values = [value for _, value in series]
-        if number.endswith("expired"):  # a counter: show what the window added
-            values = [value - values[0] for value in values]
+        if number.endswith("expired"):  # a counter: what the window added (rises only, see increase())
+            values = _risen(values)
         ax.step([at - signals.start for at, _ in series], values, where="post", label=label)
     ax.set_title(title)
     ax.set_ylabel(unit)
@@ -133,20 +137,27 @@ def _server(ax, signals: HealthSignals, source: str, names: Mapping[str, str], t
 
 
 def _leadership(ax, signals: HealthSignals) -> None:
-    for source in signals.server:
+    for width, source in zip((5, 3, 1.5), signals.server):  # both lines sit at 1: the wide one shows below
         series = signals.server[source].get("has_leader", [])
         ax.step([at - signals.start for at, _ in series], [value for _, value in series], where="post",
-                color=COLORS.get(source), label=f"{source}: every member has a leader (1 = yes)")
+                color=COLORS.get(source), linewidth=width, alpha=0.8,
+                label=f"{source}: every member has a leader (1 = yes)")
         changes = signals.server[source].get("leader_changes", [])
         if changes:
-            ax.step([at - signals.start for at, _ in changes], [value - changes[0][1] for _, value in changes],
+            ax.step([at - signals.start for at, _ in changes], _risen([value for _, value in changes]),
                     where="post", color=COLORS.get(source), linestyle="--", label=f"{source}: leader changes seen")
     for source, failures in signals.unreachable.items():
         ax.plot([at - signals.start for at, _ in failures], [0] * len(failures), "x", color="red",
-                label=f"{source}: no answer")
+                label=f"{source}: no answer (a read failed)")
     ax.set_title("Leadership")
     ax.set_ylabel("0/1, or count since the window began")
     ax.legend(fontsize=8, loc="center left")
+
+
+def _risen(values: list[float]) -> list[float]:
+    """A counter as "added since the window began", counting rises only (a member that died
+    takes its count with it; that is no negative event)."""
+    return list(accumulate([0.0] + [max(later - earlier, 0.0) for earlier, later in zip(values, values[1:])]))
 
 
 def _mark_faults(ax, signals: HealthSignals, named: bool) -> None:

@@ -70,8 +70,8 @@ class ZooKeeperProbe:
 
 
 class EtcdProbe:
-    """Keys under ``prefix`` (counted by the first running member) and the /metrics of
-    every running member, combined (``server_numbers.combine_members``)."""
+    """Keys under ``prefix`` (counted by the first running member that answers) and the
+    /metrics of every running member, combined (``server_numbers.combine_members``)."""
 
     def __init__(self, lab: Any, prefix: str, source: str = "etcd"):
         self.lab, self.source = lab, source
@@ -98,11 +98,15 @@ class EtcdProbe:
                 per_member.append(etcd_numbers(node.metrics()))
             except OSError:
                 continue  # killed a moment ago: the others still answer
-        client = self._client(running[0])
         prefix = self.prefix.encode()
         request = etcdrpc.RangeRequest(key=prefix, range_end=prefix_range_end(prefix), count_only=True)
-        count = rpc(client, client.kvstub.Range, request, timeout=1.0).count
-        return count, combine_members(per_member)
+        for node in running:  # the first member that answers; one killed a moment ago does not
+            client = self._client(node)
+            try:
+                return rpc(client, client.kvstub.Range, request, timeout=1.0).count, combine_members(per_member)
+            except Exception as error:  # python-etcd3's connection errors, gRPC errors
+                failure = error
+        raise failure
 
     def close(self) -> None:
         for client in self._clients.values():
