@@ -253,7 +253,8 @@ def _leader_change(signals):
 
 
 def _stuck_queue(signals):
-    signals.acquisitions["ZooKeeper"] = [at for at in signals.acquisitions["ZooKeeper"] if not START + 10 < at < START + 13]
+    signals.acquisitions["ZooKeeper"] = [at for at in signals.acquisitions["ZooKeeper"]
+                                         if not START + 10 < at < START + 13]
     signals.queue["ZooKeeper"] = [(at, 3 if START + 10 < at < START + 13 else waiting)
                                   for at, waiting in signals.queue["ZooKeeper"]]
 
@@ -299,7 +300,8 @@ def test_thresholds_move_the_alerts():
     assert rules(signals, Thresholds(hold_fraction_of_timeout=0.9, stall_fraction_of_timeout=2.0)) == []
     assert rules(healthy_signals(), Thresholds(hold_fraction_of_timeout=0.01)) == ["long holds"]
     assert stall_limit(signals, "ZooKeeper", Thresholds()) == 1.0, "half of the 2 s timeout"
-    assert stall_limit(signals, "etcd", Thresholds()) == 1.0 and stall_limit(signals, "x", Thresholds(stall_seconds=3)) == 3
+    assert stall_limit(signals, "etcd", Thresholds()) == 1.0, "no timeout known: 1 s"
+    assert stall_limit(signals, "x", Thresholds(stall_seconds=3)) == 3
 
 
 def test_longest_stall_ends_at_a_hand_off():

@@ -26,4 +26,5 @@ from labkit.health.workload import Workload
 __all__ = ["Alert", "Dashboard", "ETCD_SERIES", "EtcdProbe", "Fault", "HealthSampler", "HealthSignals", "LEASE_LOST",
            "Loss", "SESSION_EXPIRED", "Sample", "Thresholds", "Workload", "ZooKeeperProbe", "alerts",
            "collect_signals", "combine_members", "draw_dashboard", "etcd_numbers", "longest_stall", "parse_mntr",
-           "parse_prometheus", "parse_wchc", "parse_wchs", "percentile", "session_hex", "stall_limit", "watch_kinds", "zookeeper_numbers"]
+           "parse_prometheus", "parse_wchc", "parse_wchs", "percentile", "session_hex", "stall_limit", "watch_kinds",
+           "zookeeper_numbers"]

@@ -113,10 +113,12 @@ def _leadership(signals: HealthSignals, source: str, limits: Thresholds) -> list
 def _losses(signals: HealthSignals, source: str, limits: Thresholds) -> list[Alert]:
     found = []
     for rule, kind, limit, advice in (
-            ("session expiries", SESSION_EXPIRED, limits.expiries_per_minute, "a holder was silent (paused, cut off, overloaded) longer "
-             "than its session timeout, so ZooKeeper deleted its lock node and gave the lock to the next waiter"),
-            ("lease losses", LEASE_LOST, limits.lease_losses_per_minute, "a holder's lease ended (expired or revoked), so etcd "
-             "deleted its lock key and gave the lock to the next waiter")):
+            ("session expiries", SESSION_EXPIRED, limits.expiries_per_minute,
+             "a holder was silent (paused, cut off, overloaded) longer than its session timeout, so "
+             "ZooKeeper deleted its lock node and gave the lock to the next waiter"),
+            ("lease losses", LEASE_LOST, limits.lease_losses_per_minute,
+             "a holder's lease ended (expired or revoked), so etcd deleted its lock key and gave the "
+             "lock to the next waiter")):
         count = _most_in_a_minute([loss.time for loss in signals.losses_of(kind, source)])
         if count and count >= limit:
             found.append(Alert(rule, source, f"{count} {kind} within a minute (alert at {limit:g}/min): {advice}. "
@@ -155,7 +157,7 @@ def alerts(signals: HealthSignals, thresholds: Thresholds | None = None) -> list
     """Every rule over every source of ``signals``; the alerts that fire, in rule order."""
     limits = thresholds or Thresholds()
     found: list[Alert] = []
-    for source in sorted(set(signals.sources) | set(signals.unreachable) | {l.source for l in signals.losses}):
+    for source in sorted(set(signals.sources) | set(signals.unreachable) | {loss.source for loss in signals.losses}):
         found += _leadership(signals, source, limits)
         seconds, since, depth = longest_stall(signals, source)
         if seconds >= (limit := stall_limit(signals, source, limits)):

@@ -1,11 +1,12 @@
 """The servers' own numbers, parsed: ZooKeeper's four-letter words and etcd's /metrics.
 
 A lock is only as healthy as the servers behind it, and both servers count things the
-clients cannot see: ZooKeeper how many ephemeral nodes and watches it keeps (``mntr``)
-and which session watches which node (``wchc``: data watches only — a watch on a
-parent's children list, the herd's kind, is counted by ``mntr`` but never listed); etcd whether each member has a leader,
-how often the leader changed and how many leases expired unrenewed (its Prometheus
-``/metrics`` text). The parsers take the raw text, so they work on a saved reply too.
+clients cannot see. ZooKeeper: how many ephemeral nodes and watches it keeps (``mntr``)
+and which session watches which node (``wchc``: data watches only; a watch on a
+parent's children list, the herd's kind, is counted by ``mntr`` but never listed).
+etcd: whether each member has a leader, how often the leader changed and how many
+leases expired unrenewed (its Prometheus ``/metrics`` text). The parsers take the raw
+text, so they work on a saved reply too.
 
 What can fail: nothing raises on odd input. A ZooKeeper node that is not serving
 ("This ZooKeeper instance is not currently serving requests") parses to an empty dict,
