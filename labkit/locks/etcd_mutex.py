@@ -165,11 +165,12 @@ class EtcdMutex:
             # or a waiter whose lease is gone would wait on its predecessor forever.
             if self.session.done.is_set():
                 return
+            recheck_every = self.session.ttl
             while True:
                 remaining = None if deadline is None else max(deadline - time.monotonic(), 0)
                 try:
-                    response = events.get(timeout=self.session.ttl if remaining is None
-                                          else min(remaining, self.session.ttl))
+                    response = events.get(timeout=recheck_every if remaining is None
+                                          else min(remaining, recheck_every))
                 except queue.Empty:
                     if deadline is not None and time.monotonic() >= deadline:
                         raise LockTimeout(self.prefix, 0.0) from None
@@ -180,7 +181,11 @@ class EtcdMutex:
                 if response is _SESSION_DONE:
                     return
                 if isinstance(response, Exception):
-                    raise response
+                    # The watch stream broke (a server restart, a lost connection): the
+                    # key may still be there, so look again soon and re-arm the watch.
+                    recheck_every = 0.2
+                    continue
+                recheck_every = self.session.ttl
                 if any(isinstance(event, DeleteEvent) for event in response.events):
                     self.on_event("woke", reason="deleted", target=key)
                     return
@@ -190,12 +195,15 @@ class EtcdMutex:
                 self.client.cancel_watch(watch_id)
 
     def _rewatch_unless_gone(self, key: str, events: queue.Queue, watch_id: int) -> int | None:
-        # python-etcd3 drops a watch without a word when its stream breaks (a server
-        # restart): its error path fails on a missing `six` import. So, once per TTL, look
-        # at the key, and if it is still there re-arm the watch from that revision.
+        # python-etcd3 may drop a watch when its stream breaks (a server restart), with an
+        # error or without a word. So, after an error and once per TTL, look at the key,
+        # and if it is still there re-arm the watch from that revision.
         try:
             current = self._range(etcdrpc.RangeRequest(key=key.encode()))
-            self.client.cancel_watch(watch_id)
+            try:
+                self.client.cancel_watch(watch_id)
+            except Exception:  # noqa: BLE001 — a watch whose stream broke may be unknown already
+                pass
             if not current.kvs:
                 self.on_event("woke", reason="deleted (seen by a re-check, the watch was silent)", target=key)
                 return None

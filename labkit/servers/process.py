@@ -113,10 +113,19 @@ class LocalProcess:
             self.kill()
 
     def pause(self) -> None:
+        """SIGSTOP, then wait until the kernel reports the process stopped: the signal is
+        asynchronous, and a JVM's many threads take a moment to all stop."""
         self.signal(signal.SIGSTOP)
+        self._wait_state(lambda state: state != "running")
 
     def resume(self) -> None:
         self.signal(signal.SIGCONT)
+        self._wait_state(lambda state: state != "paused")
+
+    def _wait_state(self, reached, timeout: float = 5.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not reached(self.state()) and time.monotonic() < deadline:
+            time.sleep(0.005)
 
     def _reap(self, timeout: float) -> bool:
         """Wait until the process is gone; True if it went within the timeout."""
