@@ -34,6 +34,15 @@ def zk(lab):
 
 
 @pytest.fixture
+def redis_client(lab):
+    client = lab.redis.client()
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+@pytest.fixture
 def unique_name(request):
     """A lock name no other test uses."""
     return "/" + request.node.name.replace("[", "-").replace("]", "").replace("/", "-")

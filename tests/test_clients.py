@@ -1,5 +1,4 @@
 """Lock clients as real processes, on the real servers of the shared ``lab`` fixture."""
-import os
 import time
 
 import pytest
@@ -10,13 +9,7 @@ from labkit.fencing import FencedStore
 from labkit.history import History
 from labkit.locks import LockTimeout
 
-
-def process_exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
+from helpers import process_exists
 
 
 @pytest.fixture

@@ -21,7 +21,8 @@ from labkit.locks.etcd_mutex import EtcdMutex
 from labkit.locks.etcd_session import EtcdSession
 from labkit.servers.discovery import find_etcdctl
 
-DEADLINE = 20.0  # generous: two cores shared with other test runs
+from helpers import DEADLINE, Recorder, wait_until
+
 
 # python3-etcd3 0.13's watch thread ends with NameError (a missing `six` import) whenever a
 # client that watched is closed. It is its bug, not ours: keep it out of the report.
@@ -32,32 +33,6 @@ pytestmark = pytest.mark.filterwarnings(
 @pytest.fixture
 def etcd(lab):
     return lab.etcd
-
-
-class Recorder:
-    """Events of several clients, in the order they happened."""
-
-    def __init__(self):
-        self.events: list[tuple[str, str, dict]] = []
-        self._lock = threading.Lock()
-
-    def sink(self, client: str):
-        def on_event(kind, **detail):
-            with self._lock:
-                self.events.append((client, kind, detail))
-        return on_event
-
-    def of(self, kind: str, client: str | None = None) -> list[tuple[str, dict]]:
-        with self._lock:
-            return [(c, d) for c, k, d in self.events if k == kind and (client is None or c == client)]
-
-
-def wait_until(condition, what: str, timeout: float = DEADLINE) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting until {what}")
-        time.sleep(0.02)
 
 
 @pytest.fixture

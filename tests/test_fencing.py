@@ -14,15 +14,6 @@ REPOSITORY = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
-def redis_client(lab):
-    client = lab.redis.client()
-    try:
-        yield client
-    finally:
-        client.close()
-
-
-@pytest.fixture
 def store_name():
     return f"test-store-{uuid.uuid4().hex[:8]}"
 

@@ -20,15 +20,6 @@ REPOSITORY = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
-def redis_client(lab):
-    client = lab.redis.client()
-    try:
-        yield client
-    finally:
-        client.close()
-
-
-@pytest.fixture
 def lock_name():
     return f"test-lock-{uuid.uuid4().hex[:8]}"
 

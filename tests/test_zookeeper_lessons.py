@@ -3,7 +3,6 @@ them, a kill right after a heartbeat, the naive lock's orphan and the sequence d
 from __future__ import annotations
 
 import threading
-import time
 
 import matplotlib
 import pytest
@@ -14,16 +13,9 @@ from labkit.locks.zookeeper import ZooKeeperLock
 from labkit.zookeeper_lessons import (LosesFirstCreateReply, NaiveLock, count_wakeups, kill_just_after_heartbeat,
                                       packets_received, sequence_diagram, watch_count, watchers_of)
 
+from helpers import DEADLINE, wait_until
+
 matplotlib.use("Agg")
-DEADLINE = 20.0  # generous: two cores shared with other test runs
-
-
-def wait_until(condition, what: str, timeout: float = DEADLINE) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting until {what}")
-        time.sleep(0.01)
 
 
 @pytest.mark.parametrize("recipe, expected", [("predecessor", [1, 1, 1]), ("kazoo", [1, 1, 1]),

@@ -14,25 +14,7 @@ from labkit.locks.errors import LockTimeout, SessionExpired
 from labkit.locks.kazoo_reference import KazooReferenceLock
 from labkit.locks.zookeeper import ZooKeeperLock, sorted_contenders
 
-DEADLINE = 20.0  # generous: two cores shared with other test runs
-
-
-class Recorder:
-    """Events of several clients, in the order they happened."""
-
-    def __init__(self):
-        self.events: list[tuple[str, str, dict]] = []
-        self._lock = threading.Lock()
-
-    def sink(self, client: str):
-        def on_event(kind, **detail):
-            with self._lock:
-                self.events.append((client, kind, detail))
-        return on_event
-
-    def of(self, kind: str, client: str | None = None, since: int = 0) -> list[tuple[str, dict]]:
-        with self._lock:
-            return [(c, d) for c, k, d in self.events[since:] if k == kind and client in (None, c)]
+from helpers import DEADLINE, Recorder, wait_until
 
 
 class OverlapDetector:
@@ -52,14 +34,6 @@ class OverlapDetector:
         time.sleep(seconds)   # the work done under the lock, not a wait for anything
         with self._lock:
             self.inside -= 1
-
-
-def wait_until(condition, what: str, timeout: float = DEADLINE) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting until {what}")
-        time.sleep(0.01)
 
 
 def watch_count(lab) -> int:

@@ -1,0 +1,43 @@
+"""Small helpers shared by the test modules (pytest puts this folder on sys.path)."""
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+DEADLINE = 20.0  # generous: two cores shared with other test runs
+
+
+class Recorder:
+    """Events of several clients, in the order they happened."""
+
+    def __init__(self):
+        self.events: list[tuple[str, str, dict]] = []
+        self._lock = threading.Lock()
+
+    def sink(self, client: str):
+        def on_event(kind, **detail):
+            with self._lock:
+                self.events.append((client, kind, detail))
+        return on_event
+
+    def of(self, kind: str, client: str | None = None, since: int = 0) -> list[tuple[str, dict]]:
+        with self._lock:
+            return [(c, d) for c, k, d in self.events[since:] if k == kind and client in (None, c)]
+
+
+def wait_until(condition, what: str, timeout: float = DEADLINE) -> None:
+    """Poll ``condition`` until it is true; fail naming ``what`` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting until {what}")
+        time.sleep(0.01)
+
+
+def process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
