@@ -7,6 +7,7 @@ and plain words for who holds it and why it changed hands.
         panel.widget          # display it; panel.close() when done (also at kernel exit)
 """
 from labkit.widgets.narration import describe_event, holder_text, why_text
-from labkit.widgets.panel import RECIPE_TITLES, LockPanel, close_all_panels
+from labkit.widgets.lifetime import close_all_panels
+from labkit.widgets.panel import RECIPE_TITLES, LockPanel
 
 __all__ = ["LockPanel", "RECIPE_TITLES", "close_all_panels", "describe_event", "holder_text", "why_text"]

@@ -40,7 +40,7 @@ def draw(history: History, window: float = 90.0, width: float = 11.0, height: fl
     """A Figure with the three graphs of the panel."""
     # fixed margins: constrained layout would double the drawing time, and this redraws live
     figure = Figure(figsize=(width, height), dpi=80)
-    grid = figure.add_gridspec(2, 2, height_ratios=(1.35, 1.0), width_ratios=(1.0, 1.4), left=0.08, right=0.80,
+    grid = figure.add_gridspec(2, 2, height_ratios=(1.35, 1.0), width_ratios=(1.0, 1.4), left=0.08, right=0.76,
                                top=0.95, bottom=0.09, hspace=0.42, wspace=0.25)
     timeline = figure.add_subplot(grid[0, :])
     recent = windowed(history, window)

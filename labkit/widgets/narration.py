@@ -35,11 +35,11 @@ FAULT_RECORD_SLACK = 1.0
 
 # how the previous holder's hold ended, when a fault caused it: "after you ..."
 FAULT_CAUSES = {
-    "pause": "paused it for {seconds} s",
-    "kill": "killed it",
-    "expire_session": "expired its session",
-    "revoke_lease": "revoked its lease",
-    "stop_keepalive": "stopped its keep-alive",
+    "pause": "paused {target} for {seconds} s",
+    "kill": "killed {target}",
+    "expire_session": "expired {target}'s session",
+    "revoke_lease": "revoked {target}'s lease",
+    "stop_keepalive": "stopped {target}'s keep-alive",
 }
 
 
@@ -164,7 +164,8 @@ def why_text(history: History, origin: float) -> str:
     fault = _last_fault_on(history, previous.client, previous.time, ending.time if ending else last.time)
     cause = ""
     if fault is not None:
-        cause = (f"you {FAULT_CAUSES[fault.detail['what']].format(seconds=_number(fault.detail.get('seconds')))}"
+        words = FAULT_CAUSES[fault.detail["what"]]
+        cause = (f"you {words.format(target=previous.client, seconds=_number(fault.detail.get('seconds')))}"
                  f" at {fault.time - origin:.1f} s")
     if ending is None and fault is not None and fault.detail.get("what") == "kill":
         how = (f"you killed {previous.client} at {fault.time - origin:.1f} s; the server freed its lock "

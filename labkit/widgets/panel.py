@@ -18,12 +18,9 @@ button, and any fault that fails at run time is shown in the log in red.
 """
 from __future__ import annotations
 
-import atexit
-import html
 import threading
 import time
 import uuid
-import weakref
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable
 
@@ -32,6 +29,7 @@ from labkit.faults import kill_leader
 from labkit.history import History
 from labkit.widgets import figure, narration
 from labkit.widgets.driver import ClientDriver
+from labkit.widgets.lifetime import forget, register, start_timer
 from labkit.widgets.view import PanelView
 
 RECIPE_TITLES = {
@@ -44,7 +42,6 @@ RECIPE_TITLES = {
 }
 RECIPE_SERVICE = {"zookeeper": "zookeeper", "zookeeper-parent": "zookeeper", "kazoo": "zookeeper",
                   "etcd": "etcd", "etcd3-lock": "etcd", "redis": "redis"}
-_LIVE_PANELS: "weakref.WeakSet[LockPanel]" = weakref.WeakSet()
 
 
 class LockPanel:
@@ -62,6 +59,7 @@ class LockPanel:
         self.history = History()
         self.origin = time.time()
         self.errors: list[str] = []
+        self._node_roles: dict[str, str] = {}
         self.closed = False
         self._stopping = threading.Event()
         self._actions = ThreadPoolExecutor(max_workers=1, thread_name_prefix="panel-action")
@@ -88,12 +86,12 @@ class LockPanel:
         except BaseException:
             self.clients.close()
             raise
-        _register(self)
+        register(self)
         for driver in self.drivers:
             driver.start()
-        self._threads = [_start_timer(self, "_refresh_clients", refresh, "panel-refresh"),
-                         _start_timer(self, "_refresh_nodes", max(1.0, refresh), "panel-nodes"),
-                         _start_timer(self, "_redraw", redraw_every, "panel-figure")]
+        self._threads = [start_timer(self, "_refresh_clients", refresh, "panel-refresh"),
+                         start_timer(self, "_refresh_nodes", max(1.0, refresh), "panel-nodes"),
+                         start_timer(self, "_redraw", redraw_every, "panel-figure")]
 
     # ---- what the view reads ----
     @property
@@ -130,6 +128,25 @@ class LockPanel:
                                    f"within {timeout:.0f} s; client states: {self.states()}; "
                                    f"last errors: {self.errors[-3:] or 'none'}")
             time.sleep(0.05)
+
+    def wait_until(self, condition: Callable[[], Any], timeout: float = 30.0, what: str = "the condition") -> Any:
+        """Poll ``condition()`` until it returns something true (returned); raises
+        TimeoutError naming ``what`` and the clients' states after ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while not (result := condition()):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{what} did not happen within {timeout:.0f} s; client states: {self.states()}; "
+                                   f"last errors: {self.errors[-3:] or 'none'}")
+            time.sleep(0.05)
+        return result
+
+    def rejected_writes(self, client: str | None = None) -> list:
+        """The ``write`` events the store refused (of ``client``, or of everyone)."""
+        return [event for event in self.history.events(client=client, kind="write") if not event.detail.get("accepted")]
+
+    def node_roles(self) -> dict[str, str]:
+        """Each server's role as the panel last showed it (polled once a second)."""
+        return dict(self._node_roles)
 
     def button(self, target: str, action: str):
         return self.view.button(target, action)
@@ -197,7 +214,9 @@ class LockPanel:
         self.view.refresh_clients(self.states(), time.time())
 
     def _refresh_nodes(self) -> None:
-        self.view.refresh_nodes({node.name: (node.state, node.role) for node in self.nodes})
+        nodes = {node.name: (node.state, node.role) for node in self.nodes}
+        self._node_roles = {name: role for name, (_, role) in nodes.items()}
+        self.view.refresh_nodes(nodes)
 
     def _redraw(self) -> None:
         self.view.redraw_if_changed()
@@ -220,7 +239,7 @@ class LockPanel:
         try:
             self.clients.close()
         finally:
-            _LIVE_PANELS.discard(self)
+            forget(self)
             self.view.show_closed()
 
     def __enter__(self) -> "LockPanel":
@@ -234,40 +253,3 @@ class LockPanel:
 
     def __repr__(self) -> str:
         return f"<LockPanel {self.recipe} on {self.name!r}{' closed' if self.closed else ''}: {self.states()}>"
-
-
-def _start_timer(panel: LockPanel, method: str, interval: float, name: str) -> threading.Thread:
-    # the thread holds only a weak reference, so a forgotten panel can still be collected
-    panel_reference = weakref.ref(panel)
-    stopping = panel._stopping
-
-    def loop() -> None:
-        while not stopping.wait(interval):
-            target = panel_reference()
-            if target is None:
-                return
-            try:
-                getattr(target, method)()
-            except Exception as error:  # one bad refresh must not kill the live view
-                target._report(f"refresh failed: {type(error).__name__}: {error}")
-            del target
-    thread = threading.Thread(target=loop, name=name, daemon=True)
-    thread.start()
-    return thread
-
-
-def _register(panel: LockPanel) -> None:
-    # registered after spawn_clients registered its own: atexit runs ours first
-    atexit.unregister(close_all_panels)
-    atexit.register(close_all_panels)
-    _LIVE_PANELS.add(panel)
-
-
-def close_all_panels() -> None:
-    """Close every open panel (run at interpreter exit, e.g. a kernel restart)."""
-    for panel in list(_LIVE_PANELS):
-        panel.close()
-
-
-def escape(text: str) -> str:
-    return html.escape(text, quote=False)

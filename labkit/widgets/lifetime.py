@@ -1,0 +1,49 @@
+"""How a LockPanel's threads live and die: timers that hold only a weak reference to
+their panel, and an exit hook that closes every open panel when the interpreter ends
+(a kernel restart or shutdown), before the client processes' and the lab's own hooks.
+"""
+from __future__ import annotations
+
+import atexit
+import threading
+import weakref
+from typing import Any
+
+_LIVE_PANELS: "weakref.WeakSet[Any]" = weakref.WeakSet()
+
+
+def start_timer(panel: Any, method: str, interval: float, name: str) -> threading.Thread:
+    # the thread holds only a weak reference, so a forgotten panel can still be collected
+    panel_reference = weakref.ref(panel)
+    stopping = panel._stopping
+
+    def loop() -> None:
+        while not stopping.wait(interval):
+            target = panel_reference()
+            if target is None:
+                return
+            try:
+                getattr(target, method)()
+            except Exception as error:  # one bad refresh must not kill the live view
+                target._report(f"refresh failed: {type(error).__name__}: {error}")
+            del target
+    thread = threading.Thread(target=loop, name=name, daemon=True)
+    thread.start()
+    return thread
+
+
+def register(panel: Any) -> None:
+    # registered after spawn_clients registered its own: atexit runs ours first
+    atexit.unregister(close_all_panels)
+    atexit.register(close_all_panels)
+    _LIVE_PANELS.add(panel)
+
+
+def close_all_panels() -> None:
+    """Close every open panel (run at interpreter exit, e.g. a kernel restart)."""
+    for panel in list(_LIVE_PANELS):
+        panel.close()
+
+
+def forget(panel: Any) -> None:
+    _LIVE_PANELS.discard(panel)
