@@ -181,6 +181,12 @@ def test_kill_the_leader_shows_a_new_leader_and_the_lock_lives_on():
             wait_until(lambda: queue_formed(panel, 1), 30, f"no queue: {panel.states()}")
             old_leader = own_lab.zookeeper.wait_for_leader(15).name
             wait_until(lambda: "leader" in panel.view._labels[old_leader].value, 10, "the leader is not shown")
+            follower = next(node.name for node in own_lab.zookeeper.nodes if node.name != old_leader)
+            panel.button(follower, "pause / resume").click()
+            wait_until(lambda: panel.node_roles().get(follower) == "paused", 10, f"{follower} not shown paused")
+            assert panel.button(follower, "pause / resume").description == "resume"
+            panel.button(follower, "pause / resume").click()
+            wait_until(lambda: panel.node_roles().get(follower) == "follower", 15, f"{follower} did not come back")
             panel.button("zookeeper", "kill the leader").click()
             panel.wait_for_actions(15)
             assert own_lab.node(old_leader).state == "stopped"

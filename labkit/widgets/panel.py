@@ -7,14 +7,16 @@ each server with buttons that break them for real, graphs and a log in plain wor
 
 Every button runs its fault in a worker thread, so a slow one (restarting a node waits
 until it answers) never freezes the notebook; ``wait_for_actions()`` waits for them and
-``errors`` lists what failed. Two timer threads refresh the view in place (clients and
-graphs twice a second, server roles once a second). ``close()``, leaving a ``with``
-block, or the kernel's exit (restart) stops the timers and every client process.
+``errors`` lists what failed. Three timer threads refresh the view in place: the
+clients' states and the words twice a second, the server roles once a second, the graphs
+every 2 s if the history grew. ``close()``, leaving a ``with`` block, or the kernel's
+exit (restart) stops the timers and every client process.
 
 What can fail: ``ClientError`` if the client processes cannot start (the message names
-the server they could not reach); ``ValueError`` for an unknown recipe; a fault whose
-target cannot take it (a Redis lock has no session to expire) is refused by a disabled
-button, and any fault that fails at run time is shown in the log in red.
+the server they could not reach); ``ValueError`` for an unknown recipe. Without a
+reachable Redis in the lab there is no fenced store (the clients only lock; ``errors``
+says why). A fault its target cannot take (a Redis lock has no session to expire) has
+a disabled button; a fault that fails at run time is shown in red under the log.
 """
 from __future__ import annotations
 
@@ -69,9 +71,14 @@ class LockPanel:
             from labkit.fencing import FencedStore
             # a Redis lock gives no token, so a fenced store would refuse all its writes:
             # its store accepts everything, and the panel shows what that lets through
+            import redis
             self.store = FencedStore(lab.redis.client(socket_timeout=2.0), f"panel-store:{self.name}",
                                      fenced=RECIPE_SERVICE[recipe] != "redis")
-            self.store.reset()
+            try:
+                self.store.reset()
+            except redis.RedisError as error:  # the lock still works; only the store is missing
+                self.store = None
+                self.errors.append(f"no fenced store: the lab's Redis did not answer ({error}); restart it to get one")
         self.clients = spawn_clients(lab, recipe, n=clients, name=self.name, history=self.history,
                                      store=self.store, session_timeout=session_timeout, ttl=ttl)
         self.drivers: list[ClientDriver] = []
@@ -80,6 +87,8 @@ class LockPanel:
             self.nodes = [node for service in self._services() for node in service.nodes]
             self.view = PanelView(self, title=RECIPE_TITLES.get(recipe, recipe), hold=hold,
                                   pause_seconds=pause_seconds or round(session_timeout + 2.0, 1))
+            for message in self.errors:
+                self.view.show_error(message)
             self.drivers = [ClientDriver(client, self._stopping, lambda: self.view.hold_seconds,
                                          writes=self.store is not None, on_error=self._client_error)
                             for client in self.clients]
