@@ -28,7 +28,11 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 CELLS_UP_TO_THE_PANEL = 4  # title, imports, labkit.up, the panel (the rest click and clean up)
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow]
+pytestmark = [pytest.mark.browser, pytest.mark.slow,
+              pytest.mark.skipif(not os.path.exists(CHROMIUM),
+                                 reason="Debian's chromium is not installed: apt-get install -y chromium "
+                                        "(Playwright's own browser download cannot work here)")]
+sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the test extra)")
 
 
 def free_port() -> int:
@@ -63,6 +67,18 @@ def stop(process: subprocess.Popen, grace: float = 15.0) -> None:
             process.wait(10)
 
 
+def assert_widgets_front_end(environment: dict) -> None:
+    """ipywidgets 8 ships its JupyterLab front-end as a prebuilt extension: it must be
+    listed and enabled, or the panel would render as plain text."""
+    listing = subprocess.run([sys.executable, "-m", "jupyter", "labextension", "list"], env=environment,
+                             capture_output=True, text=True, timeout=60)
+    lines = [line for line in (listing.stdout + listing.stderr).splitlines()
+             if "@jupyter-widgets/jupyterlab-manager" in line]
+    assert lines and "enabled" in lines[0] and "OK" in lines[0], (
+        "the ipywidgets front-end (@jupyter-widgets/jupyterlab-manager) is not active in this Jupyter Lab: "
+        f"pip install 'ipywidgets>=8' jupyterlab_widgets\n{listing.stdout}{listing.stderr}")
+
+
 @pytest.fixture
 def jupyter_lab(tmp_path):
     """Jupyter Lab serving a copy of the notebook (so autosave never touches the repo),
@@ -91,6 +107,7 @@ def jupyter_lab(tmp_path):
              f"--LabApp.workspaces_dir={tmp_path / 'workspaces'}"],
             cwd=work, env=environment, stdout=log_file, stderr=subprocess.STDOUT)
     try:
+        assert_widgets_front_end(environment)
         base = f"http://127.0.0.1:{port}"
         wait_for_server(f"{base}/api/status?token={token}", process, log)
         yield f"{base}/lab/tree/{NOTEBOOK.name}?token={token}"
@@ -124,8 +141,6 @@ def run_cells(page, count: int) -> None:
     execution number. A run that JupyterLab drops (it happens while the kernel connection
     is still settling) leaves the prompt at "[ ]": then the button is pressed again, never
     while the cell runs ("[*]")."""
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
-
     cells = page.locator(".jp-Notebook .jp-Cell")
     # the toolbar's "Run this cell and advance" (a click reaches it even when keyboard focus is elsewhere)
     run_button = page.locator(".jp-NotebookPanel-toolbar [data-command='notebook:run-cell-and-select-next']")
@@ -141,7 +156,7 @@ def run_cells(page, count: int) -> None:
                 page.wait_for_function(f"cell => /\\[(\\*|\\d+)\\]/.test(({PROMPT_OF})(cell))",
                                        arg=cell.element_handle(), timeout=10_000)
                 break
-            except PlaywrightTimeout:
+            except sync_api.TimeoutError:
                 if attempt == 5:
                     prompts = [cells.nth(number).locator(".jp-InputPrompt").inner_text() for number in range(count)]
                     status = page.locator(".jp-StatusBar-Widget").inner_text()
@@ -153,11 +168,8 @@ def run_cells(page, count: int) -> None:
 
 
 def test_expire_session_in_the_browser_hands_the_lock_on(jupyter_lab):
-    playwright_api = pytest.importorskip("playwright.sync_api")
-    if not os.path.exists(CHROMIUM):
-        pytest.skip("Debian's chromium is not installed (apt-get install -y chromium)")
     ARTIFACTS.mkdir(exist_ok=True)
-    with playwright_api.sync_playwright() as playwright:
+    with sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1800})
         try:
