@@ -174,6 +174,14 @@ def test_close_stops_every_client_process_and_thread(lab, unique_name):
     panel.close()  # twice is harmless
 
 
+def test_a_new_panel_closes_the_one_a_rerun_cell_left_behind(lab, unique_name):
+    first = LockPanel(lab, "zookeeper", clients=1, name=unique_name + "-1")
+    pid = first.clients[0].pid
+    with LockPanel(lab, "zookeeper", clients=1, name=unique_name + "-2") as second:
+        assert first.closed and not process_exists(pid)
+        assert second.wait_for_holder(timeout=20) == "client-1"
+
+
 @pytest.mark.slow
 def test_kill_the_leader_shows_a_new_leader_and_the_lock_lives_on():
     with labkit.up(zookeeper=3, etcd=0, redis=True, quiet=True) as own_lab:

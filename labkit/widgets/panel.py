@@ -31,7 +31,7 @@ from labkit.faults import kill_leader
 from labkit.history import History
 from labkit.widgets import figure, narration
 from labkit.widgets.driver import ClientDriver
-from labkit.widgets.lifetime import forget, register, start_timer
+from labkit.widgets.lifetime import close_all_panels, forget, register, start_timer
 from labkit.widgets.view import PanelView
 
 RECIPE_TITLES = {
@@ -48,13 +48,22 @@ RECIPE_SERVICE = {"zookeeper": "zookeeper", "zookeeper-parent": "zookeeper", "ka
 
 class LockPanel:
     """See the module docstring. ``widget`` to display; ``button(target, action)`` finds a
-    button ("client-2", "expire session"; "zk1", "kill"; "zookeeper", "kill the leader")."""
+    button ("client-2", "expire session"; "zk1", "kill"; "zookeeper", "kill the leader").
+
+    ``hold``: seconds each holder keeps the lock; ``pause_seconds``: length of a "pause"
+    (default: the session timeout + 2 s); ``session_timeout`` / ``ttl``: the clients'
+    ZooKeeper session timeout / etcd lease and Redis key TTL. A new panel closes the
+    panels this kernel already has, unless ``close_others=False``."""
 
     def __init__(self, lab: Any, recipe: str = "zookeeper", clients: int = 3, name: str | None = None,
                  hold: float = 8.0, pause_seconds: float | None = None, session_timeout: float = 4.0,
-                 ttl: float = 5.0, refresh: float = 0.5, redraw_every: float = 2.0, window: float = 60.0):
+                 ttl: float = 5.0, refresh: float = 0.5, redraw_every: float = 2.0, window: float = 60.0,
+                 close_others: bool = True):
         if recipe not in RECIPES:
             raise ValueError(f"no recipe named {recipe!r}; choose one of {', '.join(RECIPES)}")
+        if close_others:
+            # re-running the cell that made a panel must not leave the old one's processes running
+            close_all_panels()
         self.lab, self.recipe = lab, recipe
         self.name = name or f"/locks/panel-{uuid.uuid4().hex[:6]}"
         self.refresh, self.redraw_every, self.window = refresh, redraw_every, window
