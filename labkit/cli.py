@@ -90,7 +90,7 @@ def cmd_doctor(args) -> int:
 def cmd_bench(args) -> int:
     from labkit import bench
 
-    return bench.main(args.rest)
+    return bench.main(args.rest) or 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -122,7 +122,12 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("rest", nargs=argparse.REMAINDER)
     bench.set_defaults(handler=cmd_bench)
 
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["bench"]:
+        # everything after `bench` belongs to the benchmark's own options (--quick, --json ...)
+        args = argparse.Namespace(command="bench", rest=argv[1:], handler=cmd_bench)
+    else:
+        args = parser.parse_args(argv)
     try:
         return args.handler(args)
     except LabError as exc:

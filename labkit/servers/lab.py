@@ -201,8 +201,7 @@ def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = Fa
         began = time.monotonic()
         what = ", ".join(f"{s.name} x{len(s.nodes)}" for s in lab.services)
         say(f"starting {what} on 127.0.0.1 ({backend}) ...")
-        for node in lab.nodes:
-            node.start()
+        _start_all(lab.nodes)
         lab.save_state()
         _wait_all_ready(lab, say, timeout)
         lab.started_in = time.monotonic() - began
@@ -211,6 +210,25 @@ def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = Fa
         lab.down()
         raise
     return lab
+
+
+def _start_all(nodes: list) -> None:
+    """Start every node at once: a container takes ~0.3 s to create, a process far less."""
+    errors: list[BaseException] = []
+
+    def start(node):
+        try:
+            node.start()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=start, args=(node,), daemon=True) for node in nodes]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
 
 
 def _find_binaries(zookeeper: int, etcd: int, redis: bool, backend: str) -> dict:
