@@ -79,8 +79,10 @@ start() {
     "$VENV/bin/labkit" up --zookeeper 3 --etcd 3 --redis --replica
     trap '"$VENV/bin/labkit" down' EXIT
     say "opening Jupyter Lab on the course (Ctrl-C stops Jupyter and the lab)"
+    local as_root=()
+    [ "$(id -u)" = 0 ] && as_root=(--allow-root)  # Jupyter refuses root unless told
     "$VENV/bin/jupyter" lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir="$ROOT/notebooks" \
-        --LabApp.default_url=/lab/tree/00_start_here.ipynb
+        --LabApp.default_url=/lab/tree/00_start_here.ipynb "${as_root[@]}"
 }
 
 run_tests() {
