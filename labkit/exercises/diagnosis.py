@@ -9,11 +9,31 @@ returned}), ``woken_by_owner(name)``, ``nodes_made()``,
 """
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+from typing import Any, Callable
 
 from labkit.checker import check_fifo, check_mutual_exclusion
-from labkit.exercises.contention import GAVE_UP, HOLDING, RELEASED, WAITING
+from labkit.exercises.contention import GAVE_UP, HOLDING, RELEASED, WAITING, nobody_ever_held
 from labkit.exercises.report import Report
+
+
+def run_scenarios(report: Report, scripts: list[tuple[str, Callable[[Any], None]]],
+                  make_run: Callable[[int, str], Any], quiet: Callable[[], Any] = contextlib.nullcontext) -> None:
+    """Play each (title, script) on a fresh run from ``make_run(number, title)`` and judge it
+    into ``report``; wakeups are counted in the first (fault-free) scenario only. If nobody
+    ever got the lock, the fault scenarios would prove nothing, so they are skipped."""
+    for number, (title, script) in enumerate(scripts, start=1):
+        with quiet():
+            run = make_run(number, title)
+            try:
+                script(run)
+                report.scenarios.append(title)
+                judge_run(run, report, counts_wakeups=number == 1)
+            finally:
+                run.close()
+        if nobody_ever_held(run.contenders):
+            report.scenarios.append("the fault scenarios were skipped: without faults, nobody ever got the lock")
+            break
 
 
 def judge_run(run: Any, report: Report, counts_wakeups: bool) -> None:

@@ -33,9 +33,9 @@ from etcd3.events import DeleteEvent
 from etcd3.utils import prefix_range_end
 
 from labkit.events import EventSink
-from labkit.exercises.contention import (WAITING, Contender, Resource, drain, join_all, nobody_ever_held, poll,
+from labkit.exercises.contention import (WAITING, Contender, Resource, drain, join_all, poll,
                                          queue_in_turn)
-from labkit.exercises.diagnosis import judge_run
+from labkit.exercises.diagnosis import run_scenarios
 from labkit.exercises.report import ExerciseError, Report
 from labkit.history import History
 from labkit.locks.errors import LockError, SessionExpired
@@ -234,17 +234,8 @@ def check_etcd_wait(wait_for_turn: Callable, lab: Any, clients: int = 5, patienc
     base = f"/exercises/etcd-{uuid.uuid4().hex[:8]}"
     scripts = [(f"{clients} clients queue, each release lets the next one in", lambda run: _queue(run, clients)),
                ("a middle waiter's lease is revoked while the holder holds", _middle_waiter_leaves)]
-    for number, (title, script) in enumerate(scripts, start=1):
-        run = EtcdRun(lab, wait_for_turn, f"{base}/scenario-{number}", title, patience, ttl)
-        try:
-            script(run)
-            report.scenarios.append(title)
-            judge_run(run, report, counts_wakeups=number == 1)
-        finally:
-            run.close()
-        if nobody_ever_held(run.contenders):
-            report.scenarios.append("the fault scenario was skipped: without faults, nobody ever got the lock")
-            break
+    run_scenarios(report, scripts, lambda number, title: EtcdRun(lab, wait_for_turn, f"{base}/scenario-{number}",
+                                                                  title, patience, ttl))
     report.seconds = time.monotonic() - started
     return report
 

@@ -30,9 +30,9 @@ import time
 import uuid
 from typing import Any, Callable
 
-from labkit.exercises.contention import (WAITING, Contender, Resource, drain, join_all, nobody_ever_held, poll,
+from labkit.exercises.contention import (WAITING, Contender, Resource, drain, join_all, poll,
                                          queue_in_turn)
-from labkit.exercises.diagnosis import judge_run
+from labkit.exercises.diagnosis import run_scenarios
 from labkit.exercises.recording_client import RecordingClient, sequence_of
 from labkit.exercises.report import ExerciseError, Report
 from labkit.faults import expire_session
@@ -216,18 +216,8 @@ def check_zookeeper_lock(learner_impl: Any, lab: Any, clients: int = 6, patience
         ("a middle waiter's session expires while the holder holds", _middle_waiter_dies),
         ("the holder's session expires while it holds", _holder_dies),
     ]
-    for number, (title, script) in enumerate(scripts, start=1):
-        with _kazoo_quiet():
-            run = ZooKeeperRun(lab, learner, f"{base}/scenario-{number}", title, patience, session_timeout)
-            try:
-                script(run)
-                report.scenarios.append(title)
-                judge_run(run, report, counts_wakeups=number == 1)
-            finally:
-                run.close()
-        if nobody_ever_held(run.contenders):
-            report.scenarios.append("the fault scenarios were skipped: without faults, nobody ever got the lock")
-            break
+    run_scenarios(report, scripts, lambda number, title: ZooKeeperRun(
+        lab, learner, f"{base}/scenario-{number}", title, patience, session_timeout), quiet=_kazoo_quiet)
     report.seconds = time.monotonic() - started
     return report
 
