@@ -226,6 +226,7 @@ class _Child:
             self.handle.close()
             self.handle = make_lock(self.spec["recipe"], self.spec["connections"], self.spec["name"], self.name,
                                     self.on_event, self.spec["session_timeout"], self.spec["ttl"])
+            self.report_session()  # before waiting: a fault aimed at this client must hit the new lease
         self.token = self.handle.lock.acquire(timeout=timeout)
         self.report_session()
         return self.token
