@@ -6,7 +6,6 @@ in the browser); what changed is read from the panel's own state and from the hi
 import html
 import os
 import threading
-import time
 
 import pytest
 
@@ -15,21 +14,7 @@ from labkit.events import Event
 from labkit.history import FAULT_CLIENT, History
 from labkit.widgets import LockPanel, describe_event, holder_text, why_text
 
-
-def wait_until(condition, timeout, what):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"after {timeout} s: {what}")
-        time.sleep(0.05)
-
-
-def process_exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
+from helpers import process_exists, wait_until
 
 
 def panel_threads():
@@ -102,32 +87,32 @@ def test_why_line_explains_a_kill_and_a_late_loss():
 # ---- buttons, on real servers ----------------------------------------------------------
 def test_expire_session_on_the_holder_hands_the_lock_to_the_next_client(lab, unique_name):
     with LockPanel(lab, "zookeeper", clients=3, name=unique_name, hold=60, session_timeout=4.0) as panel:
-        wait_until(lambda: queue_formed(panel, 2), 30, f"no holder and two waiters: {panel.states()}")
+        wait_until(lambda: queue_formed(panel, 2), f"no holder and two waiters: {panel.states()}", timeout=30)
         first = panel.holder()
         panel.button(first, "expire session").click()
         panel.wait_for_actions(15)
         # hold=60: only the fault can make the lock change hands this soon
-        wait_until(lambda: panel.holder() not in (None, first), 10, f"nobody took over from {first}: {panel.states()}")
+        wait_until(lambda: panel.holder() not in (None, first), f"nobody took over from {first}: {panel.states()}", timeout=10)
         second = panel.holder()
         assert panel.states()[second] == "holding"
-        wait_until(lambda: panel.history.events(kind="lost"), 5, f"{first} never reported its loss")
+        wait_until(lambda: panel.history.events(kind="lost"), f"{first} never reported its loss", timeout=5)
         assert [event.client for event in panel.history.events(kind="lost")] == [first]
-        wait_until(lambda: f"Holder: {second}" in panel.view.holder_line.value, 5, "the holder line did not follow")
+        wait_until(lambda: f"Holder: {second}" in panel.view.holder_line.value, "the holder line did not follow", timeout=5)
         why = lambda: html.unescape(panel.view.why_line.value)  # noqa: E731
-        wait_until(lambda: f"{first} lost it" in why() and f"expired {first}'s session" in why(), 5, why())
+        wait_until(lambda: f"{first} lost it" in why() and f"expired {first}'s session" in why(), why(), timeout=5)
         assert panel.errors == []
 
 
 def test_revoke_lease_on_an_etcd_holder_hands_the_lock_on(lab, unique_name):
     with LockPanel(lab, "etcd", clients=2, name=unique_name, hold=60, ttl=5) as panel:
-        wait_until(lambda: queue_formed(panel, 1), 30, f"no holder and a waiter: {panel.states()}")
+        wait_until(lambda: queue_formed(panel, 1), f"no holder and a waiter: {panel.states()}", timeout=30)
         first = panel.holder()
         assert panel.button(first, "stop keep-alive").disabled is False
         panel.button(first, "revoke lease").click()
-        wait_until(lambda: panel.holder() not in (None, first), 10, f"nobody took over from {first}")
-        wait_until(lambda: panel.history.events(client=first, kind="lost"), 10, f"{first} never learned it lost")
+        wait_until(lambda: panel.holder() not in (None, first), f"nobody took over from {first}", timeout=10)
+        wait_until(lambda: panel.history.events(client=first, kind="lost"), f"{first} never learned it lost", timeout=10)
         # a new session, and back in the queue
-        wait_until(lambda: panel.states()[first] == "waiting", 15, f"{first} did not queue again: {panel.states()}")
+        wait_until(lambda: panel.states()[first] == "waiting", f"{first} did not queue again: {panel.states()}", timeout=15)
 
 
 def test_a_redis_lock_has_no_session_button_and_an_unfenced_store(lab, unique_name):
@@ -135,33 +120,32 @@ def test_a_redis_lock_has_no_session_button_and_an_unfenced_store(lab, unique_na
         assert panel.button("client-1", "expire session").disabled
         assert panel.button("client-1", "stop keep-alive").disabled
         assert panel.store.fenced is False
-        wait_until(lambda: panel.holder() == "client-1", 20, f"client-1 never held: {panel.states()}")
-        wait_until(lambda: panel.store.writes(), 10, "no write reached the store")
+        wait_until(lambda: panel.holder() == "client-1", f"client-1 never held: {panel.states()}", timeout=20)
+        wait_until(lambda: panel.store.writes(), "no write reached the store", timeout=10)
         assert all(write.accepted and write.token is None for write in panel.store.writes())
-        wait_until(lambda: "NOT fenced" in panel.view.store_line.value, 5, panel.view.store_line.value)
+        wait_until(lambda: "NOT fenced" in panel.view.store_line.value, panel.view.store_line.value, timeout=5)
 
 
 @pytest.mark.slow
 def test_a_pause_past_the_session_timeout_is_caught_by_the_fenced_store(lab, unique_name):
     with LockPanel(lab, "zookeeper", clients=2, name=unique_name, hold=60, session_timeout=2.0,
                    pause_seconds=4.0) as panel:
-        wait_until(lambda: queue_formed(panel, 1), 30, f"no holder and a waiter: {panel.states()}")
+        wait_until(lambda: queue_formed(panel, 1), f"no holder and a waiter: {panel.states()}", timeout=30)
         first = panel.holder()
-        wait_until(lambda: panel.history.events(client=first, kind="write"), 5, f"{first} never wrote")
+        wait_until(lambda: panel.history.events(client=first, kind="write"), f"{first} never wrote", timeout=5)
         panel.button(first, "pause").click()
-        wait_until(lambda: panel.holder() not in (None, first), 15, "the server never gave the lock away")
-        wait_until(lambda: any(not event.detail["accepted"] for event in panel.history.events(client=first, kind="write")),
-                   15, f"{first} made no late write after its pause")
+        wait_until(lambda: panel.holder() not in (None, first), "the server never gave the lock away", timeout=15)
+        wait_until(lambda: any(not event.detail["accepted"] for event in panel.history.events(client=first, kind="write")), f"{first} made no late write after its pause", timeout=15)
         rejected = [write for write in panel.store.writes() if not write.accepted]
         assert rejected and rejected[0].client == first, rejected
-        wait_until(lambda: "1 rejected" in panel.view.store_line.value, 5, panel.view.store_line.value)
+        wait_until(lambda: "1 rejected" in panel.view.store_line.value, panel.view.store_line.value, timeout=5)
 
 
 def test_close_stops_every_client_process_and_thread(lab, unique_name):
     panel = LockPanel(lab, "zookeeper", clients=3, name=unique_name, hold=60)
     pids = [client.pid for client in panel.clients]
     try:
-        wait_until(lambda: queue_formed(panel, 2), 30, f"no queue: {panel.states()}")
+        wait_until(lambda: queue_formed(panel, 2), f"no queue: {panel.states()}", timeout=30)
         waiter = next(name for name, state in panel.states().items() if state == "waiting")
         panel.button(waiter, "pause").click()
         panel.wait_for_actions(10)
@@ -169,7 +153,7 @@ def test_close_stops_every_client_process_and_thread(lab, unique_name):
     finally:
         panel.close()
     assert not [pid for pid in pids if process_exists(pid)]
-    wait_until(lambda: not panel_threads(), 10, f"threads left: {panel_threads()}")
+    wait_until(lambda: not panel_threads(), f"threads left: {panel_threads()}", timeout=10)
     assert all(button.disabled for button in panel.view._buttons.values())
     panel.close()  # twice is harmless
 
@@ -186,15 +170,15 @@ def test_a_new_panel_closes_the_one_a_rerun_cell_left_behind(lab, unique_name):
 def test_kill_the_leader_shows_a_new_leader_and_the_lock_lives_on():
     with labkit.up(zookeeper=3, etcd=0, redis=True, quiet=True) as own_lab:
         with LockPanel(own_lab, "zookeeper", clients=2, hold=60, session_timeout=6.0) as panel:
-            wait_until(lambda: queue_formed(panel, 1), 30, f"no queue: {panel.states()}")
+            wait_until(lambda: queue_formed(panel, 1), f"no queue: {panel.states()}", timeout=30)
             old_leader = own_lab.zookeeper.wait_for_leader(15).name
-            wait_until(lambda: "leader" in panel.view._labels[old_leader].value, 10, "the leader is not shown")
+            wait_until(lambda: "leader" in panel.view._labels[old_leader].value, "the leader is not shown", timeout=10)
             follower = next(node.name for node in own_lab.zookeeper.nodes if node.name != old_leader)
             panel.button(follower, "pause / resume").click()
-            wait_until(lambda: panel.node_roles().get(follower) == "paused", 10, f"{follower} not shown paused")
+            wait_until(lambda: panel.node_roles().get(follower) == "paused", f"{follower} not shown paused", timeout=10)
             assert panel.button(follower, "pause / resume").description == "resume"
             panel.button(follower, "pause / resume").click()
-            wait_until(lambda: panel.node_roles().get(follower) == "follower", 15, f"{follower} did not come back")
+            wait_until(lambda: panel.node_roles().get(follower) == "follower", f"{follower} did not come back", timeout=15)
             panel.button("zookeeper", "kill the leader").click()
             panel.wait_for_actions(15)
             assert own_lab.node(old_leader).state == "stopped"
@@ -202,11 +186,11 @@ def test_kill_the_leader_shows_a_new_leader_and_the_lock_lives_on():
             def new_leader_shown():
                 return [name for name, label in panel.view._labels.items()
                         if name.startswith("zk") and name != old_leader and ">leader<" in label.value]
-            wait_until(new_leader_shown, 30, "no new leader on the panel")
+            wait_until(new_leader_shown, "no new leader on the panel", timeout=30)
             assert ">stopped<" in panel.view._labels[old_leader].value
             holder = panel.holder()
             panel.button(holder, "expire session").click()
-            wait_until(lambda: panel.holder() not in (None, holder), 20, "the lock stopped working")
+            wait_until(lambda: panel.holder() not in (None, holder), "the lock stopped working", timeout=20)
 
 
 @pytest.mark.slow
@@ -232,8 +216,7 @@ def test_a_kernel_restart_stops_the_panel_its_clients_and_its_lab(tmp_path):
         pids = [int(word) for word in "".join(printed).split("PIDS", 1)[1].split()]
         assert len(pids) == 4 and all(process_exists(pid) for pid in pids)
         manager.restart_kernel(now=False)  # a polite shutdown request, as Jupyter's restart button sends
-        wait_until(lambda: not [pid for pid in pids if process_exists(pid)], 30,
-                   f"still running after the restart: {[pid for pid in pids if process_exists(pid)]}")
+        wait_until(lambda: not [pid for pid in pids if process_exists(pid)], f"still running after the restart: {[pid for pid in pids if process_exists(pid)]}", timeout=30)
     finally:
         kernel.stop_channels()
         manager.shutdown_kernel(now=True)
