@@ -43,8 +43,12 @@ def _is_lock_client(target: Any) -> bool:
 
 def freeze_process(pid: int) -> None:
     """SIGSTOP: the process stops running until ``thaw_process``; the kernel keeps its
-    sockets open, so servers see a silent peer, not a closed connection."""
+    sockets open, so servers see a silent peer, not a closed connection. Returns once the
+    kernel reports the process stopped (the signal is asynchronous)."""
+    from labkit.servers.process import wait_for_process_state
+
     os.kill(pid, signal.SIGSTOP)
+    wait_for_process_state(pid, lambda state: state != "running")
 
 
 def thaw_process(pid: int) -> bool:

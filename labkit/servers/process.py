@@ -41,6 +41,17 @@ def process_state(pid: int) -> str:
     return "paused" if code in ("T", "t") else "running"
 
 
+def wait_for_process_state(pid: int, reached, timeout: float = 5.0) -> bool:
+    """Poll until ``reached(process_state(pid))``; True if it did within the timeout.
+    SIGSTOP and SIGCONT are asynchronous: a JVM's many threads take a moment to all stop."""
+    deadline = time.monotonic() + timeout
+    while not reached(process_state(pid)):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
+
+
 def process_cmdline(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
@@ -113,19 +124,15 @@ class LocalProcess:
             self.kill()
 
     def pause(self) -> None:
-        """SIGSTOP, then wait until the kernel reports the process stopped: the signal is
-        asynchronous, and a JVM's many threads take a moment to all stop."""
+        """SIGSTOP, then wait until the kernel reports the process stopped."""
         self.signal(signal.SIGSTOP)
-        self._wait_state(lambda state: state != "running")
+        if self.pid is not None:
+            wait_for_process_state(self.pid, lambda state: state != "running")
 
     def resume(self) -> None:
         self.signal(signal.SIGCONT)
-        self._wait_state(lambda state: state != "paused")
-
-    def _wait_state(self, reached, timeout: float = 5.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not reached(self.state()) and time.monotonic() < deadline:
-            time.sleep(0.005)
+        if self.pid is not None:
+            wait_for_process_state(self.pid, lambda state: state != "paused")
 
     def _reap(self, timeout: float) -> bool:
         """Wait until the process is gone; True if it went within the timeout."""
