@@ -64,11 +64,8 @@ class EtcdMutex:
         a new session), or python-etcd3's connection errors."""
         started = time.monotonic()
         deadline = None if timeout is None else started + timeout
-        self.on_event("requested", prefix=self.prefix)
-        self._raise_if_session_done()
-        response = self._try_acquire()
-        owner = response.responses[1].response_range.kvs
-        if not owner or owner[0].create_revision == self._revision:
+        response, owner = self._join_queue()
+        if owner is None:
             return self._acquired(response.header.revision)
         try:
             self._wait_deletes(self._revision - 1, deadline)
@@ -94,15 +91,23 @@ class EtcdMutex:
     def try_lock(self) -> int:
         """Take the lock if nobody holds it and return the token; else leave the queue
         and raise Locked. Raises SessionExpired if the session is already done."""
+        response, owner = self._join_queue()
+        if owner is None:
+            return self._acquired(response.header.revision)
+        self._delete_my_key()
+        raise Locked(f"lock {self.prefix!r} is held by {owner.key.decode()} (create revision "
+                     f"{owner.create_revision}); call lock() to wait for it, or try again later")
+
+    def _join_queue(self):
+        """Say what I want, queue my key and read the owner (one transaction). Returns the
+        response and the owner's key-value, or None for the owner when it is me."""
         self.on_event("requested", prefix=self.prefix)
         self._raise_if_session_done()
         response = self._try_acquire()
         owner = response.responses[1].response_range.kvs
         if not owner or owner[0].create_revision == self._revision:
-            return self._acquired(response.header.revision)
-        self._delete_my_key()
-        raise Locked(f"lock {self.prefix!r} is held by {owner[0].key.decode()} (create revision "
-                     f"{owner[0].create_revision}); call lock() to wait for it, or try again later")
+            return response, None
+        return response, owner[0]
 
     def _try_acquire(self) -> etcdrpc.TxnResponse:
         # One transaction, one round trip: queue myself (unless my key exists already,
