@@ -33,6 +33,7 @@ import uuid
 from typing import Any, Callable, Iterator
 
 from labkit.errors import LabError
+from labkit.servers.lab import attach, up
 
 
 
@@ -266,7 +267,7 @@ def measure_handoff(lab: Any, label: str, n: int, releases: int, run_id: str, bu
     """N contenders on one lock: one holds, N - 1 wait (each its own session and thread).
     Release ``releases`` times; after each hand-off wait until the waiters have settled
     (every one that woke is waiting again), then count who woke for that release."""
-    from labkit.history import History
+    from labkit.record.history import History
 
     result: dict[str, Any] = {"scenario": label, "n": n, "handoffs": 0, "wakeups": []}
     if n < 2:
@@ -466,8 +467,7 @@ def main(argv: list[str] | None = None) -> int:
         settings = {"iterations": 200, "waiter_counts": (1, 10, 50), "releases": 5, "etcdctl_iterations": 10}
     else:
         settings = {}
-    import labkit
-    lab = labkit.attach() if options.attach else labkit.up(zookeeper=1, etcd=1, redis=True, quiet=True)
+    lab = attach() if options.attach else up(zookeeper=1, etcd=1, redis=True, quiet=True)
     try:
         results = run(lab, **settings)
     finally:

@@ -15,8 +15,8 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from labkit.events import Event
-from labkit.history import FAULT_CLIENT, History
+from labkit.record.events import Event
+from labkit.record.history import FAULT_CLIENT, History
 
 WAITING_COLOR = "#a6cee3"
 HOLDING_COLOR = "#1f78b4"

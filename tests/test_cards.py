@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from labkit.cards import CARDS, SECTIONS, Card, Deck, UnknownCard, anchor, render
+from labkit.practice.cards import anchor, Card, CARDS, SECTIONS, UnknownCard
+from labkit.practice.deck import Deck, render
 from labkit.errors import LabError
 
 NOTEBOOKS = {"00_start_here.ipynb", "01_redis_vs_consensus.ipynb", "02_zookeeper_lock_recipe.ipynb",

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from labkit.checker import check_fifo, check_mutual_exclusion, check_wakeups
-from labkit.events import Event
-from labkit.fencing import StoreWrite
-from labkit.history import FAULT_CLIENT, History
+from labkit.record.checker import check_fifo, check_mutual_exclusion, check_wakeups
+from labkit.record.events import Event
+from labkit.record.fencing import StoreWrite
+from labkit.record.history import FAULT_CLIENT, History
 
 
 def store_log(*rows: tuple) -> list[StoreWrite]:

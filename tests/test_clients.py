@@ -3,10 +3,10 @@ import time
 
 import pytest
 
-from labkit.checker import check_mutual_exclusion
+from labkit.record.checker import check_mutual_exclusion
 from labkit.clients import RECIPES, ClientError, spawn_clients
-from labkit.fencing import FencedStore
-from labkit.history import History
+from labkit.record.fencing import FencedStore
+from labkit.record.history import History
 from labkit.locks import LockTimeout
 
 from helpers import process_exists

@@ -7,8 +7,8 @@ import uuid
 
 import pytest
 
-from labkit.checker import check_fifo
-from labkit.etcd_lessons import count_wakeups, etcd3_lock_contenders, lease_ids, mutex_contenders, wait_until
+from labkit.record.checker import check_fifo
+from labkit.lessons.etcd_leases import count_wakeups, etcd3_lock_contenders, lease_ids, mutex_contenders, wait_until
 
 # python3-etcd3 0.13's watch thread ends with NameError (a missing `six` import) when a
 # client that watched is closed; the lab's clients patch it, this keeps any leftover quiet.

@@ -376,13 +376,15 @@ def test_reference_lock_wakes_every_waiter_on_each_release(etcd, stack):
     holder, waiters, futures = queue_waiters(stack, etcd, recorder, factory, count, "the lock key")
     holder.release()
     waiting = list(waiters)
-    for _ in range(count):
+    for released in range(1, count + 1):
         wait_until(lambda: any(w.token is not None for w in waiting), "a waiter holds")
         winner = next(w for w in waiting if w.token is not None)
         waiting.remove(winner)
-        # Release only once every loser watches again, so that each release meets them all.
-        wait_until(lambda: all(len(recorder.of("watch", w.identifier)) == len(recorder.of("woke", w.identifier)) + 1
-                               for w in waiting), "the other waiters watch again")
+        # Release only once every loser has woken for this release (the winner can hold
+        # before the others' wake-ups arrive) and watches again, so each release meets them all.
+        wait_until(lambda: all(len(recorder.of("woke", w.identifier)) == released
+                               and len(recorder.of("watch", w.identifier)) == released + 1
+                               for w in waiting), "the other waiters woke and watch again")
         winner.release()
     for future in futures:
         future.result(timeout=DEADLINE)

@@ -6,11 +6,11 @@ import threading
 
 import pytest
 
-from labkit.cards import Deck
-from labkit.exercises import ExerciseError, Report, check_etcd_wait, check_zookeeper_lock, examples
-from labkit.exercises.mock_interview import MockInterviewPanel, show_mock_interview
-from labkit.exercises.pitfalls import wakeups_of_one_release
-from labkit.exercises.zookeeper_exercise import learner_functions
+from labkit.practice.deck import Deck
+from labkit.practice.exercises import ExerciseError, Report, check_etcd_wait, check_zookeeper_lock, examples
+from labkit.practice.mock_interview import MockInterviewPanel, show_mock_interview
+from labkit.practice.exercises.pitfalls import wakeups_of_one_release
+from labkit.practice.exercises.zookeeper_exercise import learner_functions
 
 
 # ---- pure logic ----------------------------------------------------------------------------------
@@ -212,8 +212,8 @@ def test_one_release_wakes_every_parent_watcher_but_one_predecessor_watcher(lab,
 def test_link_status_finds_missing_and_unwritten_sections(tmp_path):
     import json
 
-    from labkit.cards import Card
-    from labkit.exercises.practice import FOUND, MISSING, NOT_WRITTEN, link_status
+    from labkit.practice.cards import Card
+    from labkit.practice.links import FOUND, MISSING, NOT_WRITTEN, link_status
 
     cell = {"cell_type": "markdown", "metadata": {}, "source": ["# Title\n", "## Practice cards\n", "text"]}
     (tmp_path / "07_interview_practice.ipynb").write_text(json.dumps({"cells": [cell]}))

@@ -7,10 +7,10 @@ import pytest
 
 import labkit
 from labkit import faults
-from labkit.checker import check_mutual_exclusion
+from labkit.record.checker import check_mutual_exclusion
 from labkit.clients import spawn_clients
-from labkit.fencing import FencedStore
-from labkit.history import History
+from labkit.record.fencing import FencedStore
+from labkit.record.history import History
 
 
 def process_state(pid: int) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from labkit.fencing import FencedStore
+from labkit.record.fencing import FencedStore
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 
@@ -65,7 +65,7 @@ def test_fenced_store_refuses_a_write_without_token(redis_client, store_name):
 
 WRITER = """
 import sys, redis
-from labkit.fencing import FencedStore
+from labkit.record.fencing import FencedStore
 store = FencedStore(redis.Redis(host="127.0.0.1", port=int(sys.argv[1])), sys.argv[2])
 for token in range(int(sys.argv[3]), 200, 2):
     store.write(sys.argv[4], token, f"{sys.argv[4]}:{token}")

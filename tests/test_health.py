@@ -11,12 +11,12 @@ import uuid
 import matplotlib
 import pytest
 
-from labkit.events import Event
+from labkit.record.events import Event
 from labkit.health import (ETCD_SERIES, LEASE_LOST, SESSION_EXPIRED, EtcdProbe, HealthSampler, HealthSignals, Loss,
                            Thresholds, Workload, ZooKeeperProbe, alerts, collect_signals, draw_dashboard,
                            etcd_numbers, longest_stall, parse_mntr, parse_prometheus, parse_wchc, parse_wchs,
                            percentile, session_hex, stall_limit, watch_kinds, zookeeper_numbers)
-from labkit.history import History
+from labkit.record.history import History
 from labkit.locks.etcd_mutex import EtcdMutex
 from labkit.locks.etcd_session import EtcdSession
 from labkit.locks.zookeeper import ZooKeeperLock

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from labkit.events import Event
-from labkit.history import FAULT_CLIENT, History, HistoryUnreachable, remote_sink
+from labkit.record.events import Event
+from labkit.record.history import FAULT_CLIENT, History, HistoryUnreachable, remote_sink
 
 
 def crafted(*rows: tuple) -> History:
@@ -147,7 +147,7 @@ def test_wait_for_times_out_with_a_message():
 REPOSITORY = Path(__file__).resolve().parents[1]  # so that "python -c" imports this labkit
 CHILD = """
 import sys
-from labkit.history import remote_sink
+from labkit.record.history import remote_sink
 on_event = remote_sink(sys.argv[1], sys.argv[2])
 for index in range(50):
     on_event("requested", index=index)

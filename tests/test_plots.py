@@ -9,9 +9,9 @@ import matplotlib.pyplot as pyplot  # noqa: E402
 import pytest  # noqa: E402
 
 from labkit import plots  # noqa: E402
-from labkit.events import Event  # noqa: E402
-from labkit.fencing import StoreWrite  # noqa: E402
-from labkit.history import FAULT_CLIENT, History  # noqa: E402
+from labkit.record.events import Event  # noqa: E402
+from labkit.record.fencing import StoreWrite  # noqa: E402
+from labkit.record.history import FAULT_CLIENT, History  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

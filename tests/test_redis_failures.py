@@ -8,7 +8,7 @@ import pytest
 import labkit
 from labkit.clients import spawn_clients
 from labkit.locks.redis_lock import RedisLock
-from labkit.redis_failures import (crash_and_restart, cut_replication, fail_over, key_facts,
+from labkit.faults.redis import (crash_and_restart, cut_replication, fail_over, key_facts,
                                    wait_for_replication, wait_until_gone)
 
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from labkit.checker import check_mutual_exclusion
-from labkit.fencing import FencedStore
-from labkit.history import History
+from labkit.record.checker import check_mutual_exclusion
+from labkit.record.fencing import FencedStore
+from labkit.record.history import History
 from labkit.locks import LockTimeout
 from labkit.locks.redis_lock import RedisLock
 
@@ -89,7 +89,7 @@ def test_mutual_exclusion_with_twelve_threads(lab, lock_name):
 
 DEAD_HOLDER = """
 import sys, time, redis
-from labkit.history import remote_sink
+from labkit.record.history import remote_sink
 from labkit.locks.redis_lock import RedisLock
 client = redis.Redis(host="127.0.0.1", port=int(sys.argv[1]))
 lock = RedisLock(client, sys.argv[2], ttl_ms=int(sys.argv[3]), on_event=remote_sink(sys.argv[4], "holder"))

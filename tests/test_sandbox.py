@@ -2,7 +2,7 @@
 import pytest
 
 from labkit.errors import LabError
-from labkit.sandbox import (MutualExclusionViolated, Sandbox, StrategyError, Stuck, View,
+from labkit.practice.sandbox import (MutualExclusionViolated, Sandbox, StrategyError, Stuck, View,
                             evaluate, watch_predecessor)
 
 

@@ -6,13 +6,16 @@ import redis
 
 import labkit
 from labkit import faults
-from labkit.checker import check_fifo
+from labkit.record.checker import check_fifo
 from labkit.clients import spawn_clients
-from labkit.history import History
+from labkit.record.history import History
 from labkit.locks.zookeeper import sorted_contenders
-from labkit.scenarios import (TcpLink, acquisitions_through_members, pause_past_timeout, queue_behind,
-                              release_in_turn, seconds_until, table, values_on_members, wait_until,
-                              write_with_new_client, zookeeper_write)
+from labkit.faults.relay import TcpLink
+from labkit.lessons.common import queue_behind, release_in_turn, seconds_until, table
+from labkit.lessons.coordinator_crash import (acquisitions_through_members, values_on_members, write_with_new_client,
+                                              zookeeper_write)
+from labkit.lessons.pauses_and_fencing import pause_past_timeout
+from labkit.timing import wait_until
 
 
 def test_seconds_until_counts_from_the_given_moment_and_gives_up_with_the_last_error():

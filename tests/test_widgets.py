@@ -10,8 +10,8 @@ import threading
 import pytest
 
 import labkit
-from labkit.events import Event
-from labkit.history import FAULT_CLIENT, History
+from labkit.record.events import Event
+from labkit.record.history import FAULT_CLIENT, History
 from labkit.widgets import LockPanel, describe_event, holder_text, why_text
 
 from helpers import process_exists, wait_until

@@ -7,10 +7,10 @@ import threading
 import matplotlib
 import pytest
 
-from labkit.checker import check_fifo
+from labkit.record.checker import check_fifo
 from labkit.clients import spawn_clients
 from labkit.locks.zookeeper import ZooKeeperLock
-from labkit.zookeeper_lessons import (LosesFirstCreateReply, NaiveLock, count_wakeups, kill_just_after_heartbeat,
+from labkit.lessons.zookeeper_recipe import (LosesFirstCreateReply, NaiveLock, count_wakeups, kill_just_after_heartbeat,
                                       packets_received, sequence_diagram, watch_count, watchers_of)
 
 from helpers import DEADLINE, wait_until

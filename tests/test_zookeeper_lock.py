@@ -216,7 +216,7 @@ def test_timeout_leaves_the_queue(clients, unique_name, kind):
 
 
 def test_missing_java_or_jars_say_what_to_install(tmp_path, monkeypatch):
-    from labkit import curator as curator_module
+    from labkit.locks import curator as curator_module
 
     monkeypatch.setattr(curator_module, "JAR_DIRECTORY", tmp_path)
     with pytest.raises(curator_module.CuratorUnavailable, match="curator-recipes") as raised:
@@ -230,7 +230,7 @@ def test_missing_java_or_jars_say_what_to_install(tmp_path, monkeypatch):
 
 @pytest.fixture
 def curator(lab, unique_name):
-    from labkit.curator import CuratorPeer
+    from labkit.locks.curator import CuratorPeer
     peer = CuratorPeer(lab.zookeeper.hosts, unique_name, identifier="curator")
     try:
         yield peer

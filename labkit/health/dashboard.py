@@ -18,7 +18,7 @@ from matplotlib.ticker import MaxNLocator
 
 from labkit.health.alerts import Alert, Thresholds, alerts, percentile
 from labkit.health.signals import LEASE_LOST, SESSION_EXPIRED, HealthSignals, collect_signals
-from labkit.history import History
+from labkit.record.history import History
 
 FAULT_COLOR = "#6a3d9a"
 COLORS = {"ZooKeeper": "#1f78b4", "etcd": "#33a02c"}

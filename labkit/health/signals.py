@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from labkit.history import FAULT_CLIENT, History
+from labkit.record.history import FAULT_CLIENT, History
 
 SESSION_EXPIRED, LEASE_LOST = "session expired", "lease lost"
 Series = list[tuple[float, float]]  # (time, value)

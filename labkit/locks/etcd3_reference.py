@@ -19,7 +19,7 @@ import time
 import etcd3
 from etcd3 import events, exceptions
 
-from labkit.events import EventSink, ignore_events
+from labkit.record.events import EventSink, ignore_events
 from labkit.locks.errors import LockTimeout
 
 

@@ -28,7 +28,7 @@ from etcd3 import etcdrpc
 from etcd3.events import DeleteEvent
 from etcd3.utils import prefix_range_end
 
-from labkit.events import EventSink, ignore_events
+from labkit.record.events import EventSink, ignore_events
 from labkit.locks.errors import Locked, LockTimeout, SessionExpired
 from labkit.locks.etcd_session import UNREACHABLE, EtcdSession, rpc
 

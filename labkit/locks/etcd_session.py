@@ -21,7 +21,7 @@ import etcd3
 import grpc
 from etcd3 import etcdrpc, exceptions
 
-from labkit.events import EventSink, ignore_events
+from labkit.record.events import EventSink, ignore_events
 
 # What a call can fail with while the server is unreachable.
 UNREACHABLE = (grpc.RpcError, etcd3.Etcd3Exception)

@@ -24,7 +24,7 @@ from kazoo.exceptions import LockTimeout as KazooLockTimeout
 from kazoo.protocol.states import EventType, KazooState
 from kazoo.recipe.lock import Lock
 
-from labkit.events import EventSink, ignore_events
+from labkit.record.events import EventSink, ignore_events
 from labkit.locks.errors import LockError, LockTimeout
 from labkit.locks.zookeeper import NODE_MARKER, sequence_of
 

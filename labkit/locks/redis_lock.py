@@ -29,7 +29,7 @@ from typing import Any
 
 import redis
 
-from labkit.events import EventSink, ignore_events
+from labkit.record.events import EventSink, ignore_events
 from labkit.locks.errors import LockTimeout
 
 # Compare-and-act in one script: between a GET and a DEL from the client, the key could

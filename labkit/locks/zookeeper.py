@@ -34,7 +34,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionLoss, KazooException, NoNodeError, SessionExpiredError
 from kazoo.protocol.states import EventType, KazooState
 
-from labkit.events import EventSink, ignore_events
+from labkit.record.events import EventSink, ignore_events
 from labkit.locks.errors import LockError, LockTimeout, SessionExpired
 
 # Any child ending in "lock-" or kazoo's "__lock__" plus 10 digits is a contender, whoever

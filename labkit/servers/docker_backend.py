@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
 import time
 from pathlib import Path
 
 from labkit.errors import DockerUnavailable, NodeStartError
 from labkit.servers.discovery import ZooKeeperInstall
 from labkit.servers.docker_image import ensure_server_image, server_image_tag
+from labkit.servers.docker_engine import docker_client, engine_problem
 from labkit.servers.process import process_start_time
+from labkit.servers.run_folder import read_state
 
 LAB_LABEL = "labkit.lab"
 NODE_LABEL = "labkit.node"
@@ -45,26 +46,6 @@ IMAGE_BINARIES = {
 WRAPPER = ["sh", "-c", 'exec "$@" >>"$LABKIT_LOG" 2>&1', "sh"]
 STATES = {"running": "running", "paused": "paused", "restarting": "running"}
 
-_clients: dict[int, object] = {}
-_clients_lock = threading.Lock()
-
-
-def docker_client():
-    """One Docker SDK client per process (pid-keyed: a forked child makes its own)."""
-    import docker
-
-    with _clients_lock:
-        client = _clients.get(os.getpid())
-        if client is None:
-            try:
-                client = docker.from_env(timeout=60)
-                client.ping()
-            except Exception as exc:  # the SDK raises several unrelated types for "no engine"
-                raise DockerUnavailable(f"no Docker engine answers ({str(exc).splitlines()[0][:160]})",
-                                        "start Docker (Debian: dockerd &; macOS/Windows: Docker Desktop) "
-                                        "or use LABKIT_BACKEND=local") from None
-            _clients[os.getpid()] = client
-    return client
 
 
 def image_binaries() -> dict:
@@ -78,8 +59,6 @@ def image_binaries() -> dict:
 
 def _owner_labels(run_dir: str) -> dict:
     """Who owns the lab, from the state file written before any node starts."""
-    from labkit.servers.state import read_state
-
     state = read_state(Path(run_dir)) or {}
     pid = state.get("owner_pid")
     return {OWNER_LABEL: str(pid) if pid else "detached", OWNER_START_LABEL: str(state.get("owner_start_time") or "")}
@@ -236,8 +215,6 @@ def reap_orphan_containers() -> list[str]:
     """Remove the containers of labs whose run folder is gone and whose owner is dead (or
     was `labkit up`, which has no owner): nothing else would ever find them. Returns their
     lab ids; [] when no engine answers."""
-    from labkit.servers.docker_engine import engine_problem
-
     if engine_problem(timeout=2.0) is not None:
         return []
     reaped = set()

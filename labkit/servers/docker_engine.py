@@ -1,5 +1,13 @@
-"""Is a Docker engine there? Asked quickly, answered in words."""
+"""Is a Docker engine there? Asked quickly, answered in words; and the one SDK client per process."""
 from __future__ import annotations
+
+import os
+import threading
+
+from labkit.errors import DockerUnavailable
+
+_clients: dict = {}
+_clients_lock = threading.Lock()
 
 
 def engine_problem(timeout: float = 3.0) -> str | None:
@@ -23,3 +31,21 @@ def engine_problem(timeout: float = 3.0) -> str | None:
         reason = text.splitlines()[0] if text else type(exc).__name__
         return f"no Docker engine answers ({reason[:120]})"
     return None
+
+
+def docker_client():
+    """One Docker SDK client per process (pid-keyed: a forked child makes its own)."""
+    import docker
+
+    with _clients_lock:
+        client = _clients.get(os.getpid())
+        if client is None:
+            try:
+                client = docker.from_env(timeout=60)
+                client.ping()
+            except Exception as exc:  # the SDK raises several unrelated types for "no engine"
+                raise DockerUnavailable(f"no Docker engine answers ({str(exc).splitlines()[0][:160]})",
+                                        "start Docker (Debian: dockerd &; macOS/Windows: Docker Desktop) "
+                                        "or use LABKIT_BACKEND=local") from None
+            _clients[os.getpid()] = client
+    return client

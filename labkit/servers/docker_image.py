@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from labkit.errors import LabError
+from labkit.servers.docker_engine import docker_client
 
 DOCKER_DIR = Path(__file__).resolve().parents[2] / "docker"
 OFFICIAL_BASE = "debian:bookworm-slim"
@@ -128,7 +129,6 @@ def ensure_server_image(client, say=print) -> str:
 
 def main() -> int:
     """``python -m labkit.servers.docker_image``: build the server image now, print its tag."""
-    from labkit.servers.docker_backend import docker_client
 
     try:
         tag = ensure_server_image(docker_client(), say=lambda text: print(text, file=sys.stderr, flush=True))

@@ -137,28 +137,20 @@ def choose_backend(backend: str | None, say=print) -> str:
         from labkit.servers.docker_engine import engine_problem
 
         problem = engine_problem(timeout=1.5)
-        if problem is None and _docker_backend_available():
+        if problem is None:
             say("backend: docker (a Docker engine answers)")
             return "docker"
-        say(f"backend: local processes ({problem or 'the Docker backend is not installed'})")
+        say(f"backend: local processes ({problem})")
         return "local"
     if backend == "docker":
         from labkit.errors import DockerUnavailable
         from labkit.servers.docker_engine import engine_problem
 
         problem = engine_problem()
-        if problem or not _docker_backend_available():
-            raise DockerUnavailable(f"LABKIT_BACKEND=docker but {problem or 'the Docker backend is missing'}",
+        if problem:
+            raise DockerUnavailable(f"LABKIT_BACKEND=docker but {problem}",
                                     "start Docker (Debian: dockerd &, macOS: Docker Desktop) or use LABKIT_BACKEND=local")
     return backend
-
-
-def _docker_backend_available() -> bool:
-    try:
-        import labkit.servers.docker_backend  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = False,

@@ -8,7 +8,6 @@ servers and removes its folder.
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -17,25 +16,11 @@ import time
 from pathlib import Path
 
 from labkit.errors import PortBusy
+from labkit.servers.docker_backend import reap_orphan_containers, remove_lab_containers
 from labkit.servers.process import process_cmdline, process_start_time
+from labkit.servers.run_folder import current_file, labkit_home, labs_dir, read_state, write_state
 
-
-def labkit_home() -> Path:
-    home = os.environ.get("LABKIT_HOME")
-    if home:
-        return Path(home)
-    state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return Path(state) / "labkit"
-
-
-def labs_dir() -> Path:
-    path = labkit_home() / "labs"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-def current_file() -> Path:
-    return labkit_home() / "current"
+__all__ = ["current_file", "labkit_home", "labs_dir", "read_state", "write_state"]  # where a lab lives, re-exported
 
 
 def free_ports(count: int) -> list[int]:
@@ -68,19 +53,6 @@ def check_port_free(port: int, what: str) -> None:
         sock.close()
 
 
-def write_state(run_dir: Path, state: dict) -> None:
-    tmp = run_dir / "lab.json.tmp"
-    tmp.write_text(json.dumps(state, indent=1))
-    os.replace(tmp, run_dir / "lab.json")
-
-
-def read_state(run_dir: Path) -> dict | None:
-    try:
-        return json.loads((run_dir / "lab.json").read_text())
-    except (OSError, ValueError):
-        return None
-
-
 def owner_alive(state: dict) -> bool:
     """True for a detached lab (no owner) and for a lab whose owner process still runs."""
     pid = state.get("owner_pid")
@@ -109,8 +81,6 @@ def stop_recorded_nodes(state: dict, run_dir: Path) -> list[str]:
                 _wait_gone(pid)
                 stopped.append(node["name"])
     if state.get("backend") == "docker":
-        from labkit.servers.docker_backend import remove_lab_containers
-
         stopped += remove_lab_containers(state["id"])
     return stopped
 
@@ -162,17 +132,8 @@ def reap_orphans(log=print) -> list[str]:
         if log:
             log(f"reaped lab {state['id']} (its owner, pid {state.get('owner_pid')}, is gone): "
                 f"stopped {', '.join(stopped) or 'nothing still running'}")
-    for lab_id in _reap_orphan_containers():
+    for lab_id in reap_orphan_containers():
         reaped.append(lab_id)
         if log:
             log(f"reaped the containers of lab {lab_id} (its folder and its owner are gone)")
     return reaped
-
-
-def _reap_orphan_containers() -> list[str]:
-    """Containers whose lab folder is gone: only their Docker labels still point at them."""
-    try:
-        from labkit.servers.docker_backend import reap_orphan_containers
-    except ImportError:
-        return []
-    return reap_orphan_containers()

@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from labkit import plots
-from labkit.history import History
+from labkit.record.history import History
 from labkit.widgets.narration import open_holds
 
 MAX_HANDOFFS_SHOWN = 20

@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Mapping
 
-from labkit.events import Event
-from labkit.history import FAULT_CLIENT, History
+from labkit.record.events import Event
+from labkit.record.history import FAULT_CLIENT, History
 
 # ZooKeeper node names carry a 32-digit uuid before "-lock-": the sequence is what a
 # learner needs to read

@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 from labkit.clients import RECIPES, spawn_clients
 from labkit.faults import kill_leader
-from labkit.history import History
+from labkit.record.history import History
 from labkit.widgets import figure, narration
 from labkit.widgets.driver import ClientDriver
 from labkit.widgets.lifetime import close_all_panels, forget, register, start_timer
@@ -42,8 +42,6 @@ RECIPE_TITLES = {
     "etcd3-lock": "python-etcd3's Lock",
     "redis": "Redis lock (SET NX PX, no fencing token)",
 }
-RECIPE_SERVICE = {"zookeeper": "zookeeper", "zookeeper-parent": "zookeeper", "kazoo": "zookeeper",
-                  "etcd": "etcd", "etcd3-lock": "etcd", "redis": "redis"}
 
 
 class LockPanel:
@@ -77,12 +75,12 @@ class LockPanel:
         self._pending: list[Future] = []
         self.store = None
         if getattr(lab, "redis", None) is not None:
-            from labkit.fencing import FencedStore
+            from labkit.record.fencing import FencedStore
             # a Redis lock gives no token, so a fenced store would refuse all its writes:
             # its store accepts everything, and the panel shows what that lets through
             import redis
             self.store = FencedStore(lab.redis.client(socket_timeout=2.0), f"panel-store:{self.name}",
-                                     fenced=RECIPE_SERVICE[recipe] != "redis")
+                                     fenced=RECIPES[recipe].service != "redis")
             try:
                 self.store.reset()
             except redis.RedisError as error:  # the lock still works; only the store is missing
@@ -117,7 +115,7 @@ class LockPanel:
         return self.view.widget
 
     def _services(self) -> list:
-        wanted = [RECIPE_SERVICE[self.recipe], "redis"]
+        wanted = [RECIPES[self.recipe].service, "redis"]
         return [getattr(self.lab, name) for name in dict.fromkeys(wanted) if getattr(self.lab, name, None)]
 
     def client_note(self, client_name: str) -> str:

@@ -13,6 +13,7 @@ from typing import Any
 
 import ipywidgets as widgets
 
+from labkit.locks.registry import RECIPES
 from labkit.widgets import narration
 
 STATE_COLORS = {"holding": "#1f78b4", "waiting": "#6a8caf", "paused": "#ff7f00", "lost": "#e31a1c",
@@ -36,7 +37,6 @@ def _button(description: str, tooltip: str, style: str = "", width: str = "auto"
 
 class PanelView:
     def __init__(self, panel: Any, title: str, hold: float, pause_seconds: float):
-        from labkit.widgets.panel import RECIPE_SERVICE
         self.panel = panel
         self._buttons: dict[tuple[str, str], widgets.Button] = {}
         self._texts: dict[str, str] = {}
@@ -44,7 +44,7 @@ class PanelView:
         self._update_lock = threading.Lock()
         self._error_lines: list[str] = []
         self._drawn_length = -1
-        service = RECIPE_SERVICE[panel.recipe]
+        service = RECIPES[panel.recipe].service
 
         self.holder_line = widgets.HTML().add_class("labkit-holder")
         self.why_line = widgets.HTML().add_class("labkit-why")

@@ -21,7 +21,7 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
-from labkit.history import FAULT_CLIENT, History
+from labkit.record.history import FAULT_CLIENT, History
 
 WAITING_ENDS = ("timeout", "lost", "error", "released")
 

@@ -6,7 +6,7 @@ This store lives in Redis (separate from any lock) and every write runs one Lua
 script, atomically: in fenced mode it rejects a token lower than the highest token it
 has accepted, and it appends every attempt, accepted or not, to a write log stamped
 with the server's own clock (``TIME``). That log is the resource's record of who wrote
-when, which is what ``labkit.checker`` judges. Unfenced mode accepts everything, so a
+when, which is what ``labkit.record.checker`` judges. Unfenced mode accepts everything, so a
 lesson can show the damage first.
 
 What can fail: redis.ConnectionError / TimeoutError if the Redis server is down or

@@ -31,7 +31,7 @@ def poll(condition: Callable[[], bool], timeout: float) -> bool:
 
 class Resource:
     """The protected resource. Its record lists every write in the order it ran them,
-    which is what mutual exclusion is judged from (``labkit.checker``)."""
+    which is what mutual exclusion is judged from (``labkit.record.checker``)."""
 
     def __init__(self):
         self._lock = threading.Lock()

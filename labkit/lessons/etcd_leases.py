@@ -16,27 +16,15 @@ from __future__ import annotations
 
 import re
 import threading
-import time
 from typing import Any, Callable
 
-from labkit.events import EventSink
-from labkit.history import History
+from labkit.record.events import EventSink
+from labkit.timing import wait_until
+from labkit.record.history import History
 
 # A lock with the recipe contract (docs/RECIPES.md) and what closes its connections.
 Contender = tuple[Any, Callable[[], None]]
 ContenderFactory = Callable[[str, EventSink], Contender]
-
-
-def wait_until(condition: Callable[[], Any], what: str, timeout: float = 10.0, poll: float = 0.01) -> float:
-    """Poll ``condition()`` until it is true; return the seconds it took. Raises
-    TimeoutError naming ``what`` was awaited if it is still false after ``timeout``."""
-    started = time.monotonic()
-    while not condition():
-        if time.monotonic() - started > timeout:
-            raise TimeoutError(f"waited {timeout:.1f} s for {what}; it did not happen "
-                               "(is the machine overloaded, or the server down?)")
-        time.sleep(poll)
-    return time.monotonic() - started
 
 
 def mutex_contenders(etcd: Any, prefix: str, ttl: int = 30) -> ContenderFactory:

@@ -1,18 +1,15 @@
-"""Faults you can inject: freeze a process, kill it, expire its session, revoke its lease.
+"""Faults that act on a process: freeze it (a long pause), let it run again, kill it.
 
 Every fault here is real. ``pause`` sends SIGSTOP and, from a timer thread, SIGCONT:
 the process stops executing exactly as it would in a long garbage-collection pause, while
-its sessions keep ticking on the server. ``expire_session`` makes the ZooKeeper server
-itself expire a session; ``revoke_lease`` makes etcd drop a lease and every key attached
-to it. Nothing is simulated in the client.
+its sessions keep ticking on the server. Nothing is simulated in the client.
 
 A target is a process id, a lock client (``labkit.clients.LockClient``) or a server node
 (``lab.node("zk1")``). Give ``history=`` to record the fault as a ``fault`` event, so that
 timelines show when it happened.
 
 What can fail: a target that is already gone (``ProcessLookupError`` is raised for a pid
-that does not exist; nodes and clients raise their own errors), an unreachable server
-for ``expire_session`` / ``revoke_lease`` (the client library's timeout error).
+that does not exist; nodes and clients raise their own errors).
 """
 from __future__ import annotations
 
@@ -20,6 +17,8 @@ import os
 import signal
 import threading
 from typing import Any
+
+from labkit.servers.process import wait_for_process_state
 
 
 def describe(target: Any) -> str:
@@ -45,8 +44,6 @@ def freeze_process(pid: int) -> None:
     """SIGSTOP: the process stops running until ``thaw_process``; the kernel keeps its
     sockets open, so servers see a silent peer, not a closed connection. Returns once the
     kernel reports the process stopped (the signal is asynchronous)."""
-    from labkit.servers.process import wait_for_process_state
-
     os.kill(pid, signal.SIGSTOP)
     wait_for_process_state(pid, lambda state: state != "running")
 
@@ -107,39 +104,3 @@ def kill(target: Any, history: Any = None) -> None:
     else:
         target.kill()
     record_fault(history, target, "kill")
-
-
-def expire_session(zookeeper_hosts: str, session_id: int, password: bytes, timeout: float = 10.0) -> None:
-    """Make the ZooKeeper ensemble expire a session for real, from outside its process.
-
-    A second client connects with the same session id and password, then closes the
-    session. The server deletes the session's ephemeral nodes at once and the original
-    client learns on its next contact that its session is gone (SESSION_EXPIRED).
-    Raises kazoo's timeout error when the ensemble does not answer within ``timeout``,
-    and ``kazoo.exceptions.SessionExpiredError``-like failures when the session has
-    already expired.
-    """
-    from kazoo.client import KazooClient
-
-    impostor = KazooClient(hosts=zookeeper_hosts, client_id=(session_id, password), timeout=timeout)
-    try:
-        impostor.start(timeout=timeout)
-        impostor.stop()
-    finally:
-        impostor.close()
-
-
-def revoke_lease(etcd_client: Any, lease_id: int) -> None:
-    """Revoke an etcd lease: every key attached to it is deleted in the same revision,
-    as if the lease had expired. The holder learns it when its keep-alive fails."""
-    etcd_client.revoke_lease(lease_id)
-
-
-def kill_leader(service: Any, history: Any = None) -> Any:
-    """Kill the current leader of a cluster (``lab.zookeeper`` or ``lab.etcd``) with
-    SIGKILL and return the node that was killed. Raises ``labkit.errors.NoLeader`` when
-    the cluster has no leader to kill."""
-    node = service.leader()
-    node.kill()
-    record_fault(history, node, "kill_leader", role="leader")
-    return node

@@ -2,7 +2,7 @@
 
 The learner's code gets a ``RecordingClient`` and uses it as a ``KazooClient``: every call
 goes to the real client and the real server. On the way it records the events the
-checker counts with (``labkit.events``): "created" for a sequential node, "watch" when a
+checker counts with (``labkit.record.events``): "created" for a sequential node, "watch" when a
 watch is set (``what="parent"`` for a children watch, ``"predecessor"`` for a watch on
 a numbered node, ``"key"`` on a node without a number), "woke" when a watch fires. So the learner writes plain kazoo code and need
 not report anything.
@@ -18,7 +18,7 @@ from typing import Any
 from kazoo.exceptions import KazooException
 from kazoo.protocol.states import Callback, EventType, KazooState, WatchedEvent
 
-from labkit.events import EventSink, ignore_events
+from labkit.record.events import EventSink, ignore_events
 
 SEQUENCE_SUFFIX = re.compile(r"(\d{10})$")
 

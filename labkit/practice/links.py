@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from labkit.cards import CARDS, Card
+from labkit.practice.cards import Card, CARDS
 
 FOUND, MISSING, NOT_WRITTEN = "found", "MISSING", "not written yet"
 

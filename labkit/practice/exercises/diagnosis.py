@@ -12,9 +12,9 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Callable
 
-from labkit.checker import check_fifo, check_mutual_exclusion
-from labkit.exercises.contention import GAVE_UP, HOLDING, RELEASED, WAITING, nobody_ever_held
-from labkit.exercises.report import Report
+from labkit.record.checker import check_fifo, check_mutual_exclusion
+from labkit.practice.exercises.contention import GAVE_UP, HOLDING, RELEASED, WAITING, nobody_ever_held
+from labkit.practice.exercises.report import Report
 
 
 def run_scenarios(report: Report, scripts: list[tuple[str, Callable[[Any], None]]],

@@ -1,6 +1,6 @@
 """Exercise: write the ZooKeeper lock recipe, then let a real ZooKeeper judge it.
 
-The learner writes two functions on a kazoo client (see ``labkit.exercises.examples``):
+The learner writes two functions on a kazoo client (see ``labkit.practice.exercises.examples``):
 
     def acquire(client, lock_path) -> str      # block until I hold the lock; return my node's path
     def release(client, my_node) -> None       # let go
@@ -30,13 +30,13 @@ import time
 import uuid
 from typing import Any, Callable
 
-from labkit.exercises.contention import (WAITING, Contender, Resource, drain, join_all, poll,
+from labkit.practice.exercises.contention import (WAITING, Contender, Resource, drain, join_all, poll,
                                          queue_in_turn)
-from labkit.exercises.diagnosis import run_scenarios
-from labkit.exercises.recording_client import RecordingClient, sequence_of
-from labkit.exercises.report import ExerciseError, Report
+from labkit.practice.exercises.diagnosis import run_scenarios
+from labkit.practice.exercises.recording_client import RecordingClient, sequence_of
+from labkit.practice.exercises.report import ExerciseError, Report
 from labkit.faults import expire_session
-from labkit.history import History
+from labkit.record.history import History
 
 
 def learner_functions(learner_impl: Any) -> tuple[Callable, Callable]:
@@ -155,7 +155,7 @@ class ZooKeeperRun:
     def drain(self) -> None:
         self.stuck += drain(self.contenders, self.settle, self.patience)
 
-    # -- what the diagnosis asks (labkit.exercises.diagnosis) ---------------------------
+    # -- what the diagnosis asks (labkit.practice.exercises.diagnosis) ---------------------------
     def woken_by_owner(self, name: str) -> str | None:
         """Whose node's change last woke ``name`` (None if no watch of it fired)."""
         woken_by = self.clients[name].last_woken_by

@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterable
 from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionLoss
 
-from labkit.history import History
+from labkit.record.history import History
 
 RECIPES = ("predecessor", "parent", "kazoo")
 SESSION_TIMEOUT = 10.0  # seconds: long, so that a busy machine never expires a contender mid-count

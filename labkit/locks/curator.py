@@ -1,6 +1,6 @@
 """A real Apache Curator ``InterProcessMutex`` as a peer process, driven from Python.
 
-``CuratorPeer(hosts, path)`` compiles ``labkit/java/CuratorPeer.java`` once against Debian's
+``CuratorPeer(hosts, path)`` compiles ``labkit/locks/java/CuratorPeer.java`` once against Debian's
 Curator jars (cached in ``~/.cache/labkit/java``, rebuilt when the source changes), starts it
 with its own ZooKeeper session and sends it ``acquire`` / ``release`` lines. It follows the
 recipe contract (docs/RECIPES.md) so tests and notebooks can queue it with ZooKeeperLock.
@@ -22,7 +22,7 @@ from importlib import resources
 from pathlib import Path
 
 from labkit.errors import LabError
-from labkit.events import EventSink, ignore_events
+from labkit.record.events import EventSink, ignore_events
 from labkit.locks.errors import LockError, LockTimeout
 from labkit.locks.zookeeper import sequence_of
 
@@ -57,7 +57,7 @@ def compiled_peer_directory() -> Path:
     javac = shutil.which("javac")
     if javac is None:
         raise CuratorUnavailable("javac (the Java compiler) is not on PATH", hint=INSTALL_HINT)
-    source = resources.files("labkit").joinpath("java/CuratorPeer.java").read_bytes()
+    source = resources.files("labkit.locks").joinpath("java/CuratorPeer.java").read_bytes()
     jars = class_path()
     digest = hashlib.sha256(source + jars.encode()).hexdigest()[:16]
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "labkit" / "java"

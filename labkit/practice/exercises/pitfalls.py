@@ -17,9 +17,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from labkit.exercises.contention import poll
-from labkit.exercises.recording_client import RecordingClient
-from labkit.history import History
+from labkit.practice.exercises.contention import poll
+from labkit.practice.exercises.recording_client import RecordingClient
+from labkit.record.history import History
 from labkit.locks.zookeeper import ZooKeeperLock
 
 

@@ -1,4 +1,4 @@
-"""A timed mock interview on screen: ``labkit.cards.MockInterview`` with buttons and a clock.
+"""A timed mock interview on screen: ``labkit.practice.cards.MockInterview`` with buttons and a clock.
 
     interview = Deck().mock_interview(n=5, seconds_per_card=90)
     show_mock_interview(interview)      # a panel; plain text instructions without a widget front-end
@@ -16,7 +16,8 @@ from __future__ import annotations
 import html
 import threading
 
-from labkit.cards import MockInterview, _widgets_available, anchor
+from labkit.practice.cards import anchor
+from labkit.practice.deck import MockInterview, widgets_available
 
 
 class MockInterviewPanel:
@@ -102,7 +103,7 @@ class MockInterviewPanel:
 def show_mock_interview(interview: MockInterview, widgets: bool | None = None):
     """The panel, or (without a widget front-end) the same interview driven by hand."""
     if widgets is None:
-        widgets = _widgets_available()
+        widgets = widgets_available()
     if widgets:
         return MockInterviewPanel(interview)
     print(f"Mock interview: {len(interview.cards)} questions, {interview.seconds_per_card:.0f} s each.\n"

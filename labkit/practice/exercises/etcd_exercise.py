@@ -32,12 +32,12 @@ from etcd3 import etcdrpc
 from etcd3.events import DeleteEvent
 from etcd3.utils import prefix_range_end
 
-from labkit.events import EventSink
-from labkit.exercises.contention import (WAITING, Contender, Resource, drain, join_all, poll,
+from labkit.record.events import EventSink
+from labkit.practice.exercises.contention import (WAITING, Contender, Resource, drain, join_all, poll,
                                          queue_in_turn)
-from labkit.exercises.diagnosis import run_scenarios
-from labkit.exercises.report import ExerciseError, Report
-from labkit.history import History
+from labkit.practice.exercises.diagnosis import run_scenarios
+from labkit.practice.exercises.report import ExerciseError, Report
+from labkit.record.history import History
 from labkit.locks.errors import LockError, SessionExpired
 from labkit.locks.etcd_mutex import EtcdMutex
 from labkit.locks.etcd_session import EtcdSession, rpc
@@ -190,7 +190,7 @@ class EtcdRun:
     def drain(self) -> None:
         self.stuck += drain(self.contenders, self.settle, self.patience)
 
-    # -- what the diagnosis asks (labkit.exercises.diagnosis) ---------------------------
+    # -- what the diagnosis asks (labkit.practice.exercises.diagnosis) ---------------------------
     def woken_by_owner(self, name: str) -> str | None:
         woken_by = self.tools[name].last_woken_by
         return None if woken_by is None else self.owner_of(woken_by)

@@ -21,7 +21,7 @@ from multiprocessing.connection import Client, Connection, Listener
 from typing import Any, Callable, Iterable
 
 from labkit.errors import LabError
-from labkit.events import Event, EventSink, sink_for
+from labkit.record.events import Event, EventSink, sink_for
 
 FAULT_CLIENT = "lab"  # the "client" name under which injected faults are recorded
 HOLD_ENDS = ("released", "lost")
@@ -46,7 +46,7 @@ class Hold:
 
 
 class History:
-    """Thread-safe, time-ordered list of Events (see ``labkit.events``)."""
+    """Thread-safe, time-ordered list of Events (see ``labkit.record.events``)."""
 
     def __init__(self, events: Iterable[Event] = ()):
         self._lock = threading.Condition()

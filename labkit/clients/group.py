@@ -1,0 +1,170 @@
+"""Lock clients as real OS processes, driven from the notebook.
+
+Each client is a child process (``python -m labkit.clients.child``) with its own connection
+and its own session, so that it can really die (``kill()``: SIGKILL, nothing cleaned up)
+and really freeze (``pause(seconds)``: SIGSTOP/SIGCONT, a stand-in for a GC pause) while
+the servers keep counting its session timeout or lease TTL. The notebook talks to a
+child through its stdin/stdout, one JSON line per command and per reply. The child sends
+its events on the same stdout, before the reply to the command that caused them, so when
+``client.acquire()`` returns, its "acquired" event is already in the History::
+
+    store = FencedStore(lab.redis.client(), "demo")
+    with spawn_clients(lab, "zookeeper", n=5, store=store, session_timeout=2) as clients:
+        clients.run(loops=3, hold=0.1)        # every client: acquire, write, hold, write, release
+        token = clients[0].acquire()          # single steps
+        clients[0].pause(5)                   # frozen past its session timeout
+        clients[1].acquire()                  # ... so the next client gets the lock
+        clients[0].write("late")              # False: the fenced store rejects the old token
+    clients.history                           # every event, faults included
+
+What can fail: a child that does not start (``ClientError`` with the last lines of its
+stderr: wrong server address, a recipe that cannot be imported), a command that gets no
+reply in time (``ClientTimeout``: the client is paused, dead, or still waiting for the
+lock), a recipe error in the child (re-raised here as ``LockTimeout``, ``SessionExpired``
+or ``ClientError``). ``close()`` (also run at exit) stops every child, with SIGKILL after
+a grace period, so no process outlives the notebook.
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import tempfile
+import time
+import weakref
+from pathlib import Path
+from typing import Any
+
+from labkit.clients.client import START_TIMEOUT, STOP_GRACE, ClientError, LockClient
+from labkit.locks.registry import RECIPES, connections_of, etcd_client_for
+
+_LIVE_GROUPS: "weakref.WeakSet[LockClients]" = weakref.WeakSet()
+
+
+class LockClients:
+    """N lock client processes on one lock (see ``spawn_clients``). Index by position or
+    name; iterate; ``run()`` starts every loop; ``close()`` stops them all."""
+
+    def __init__(self, lab: Any = None, recipe: str = "zookeeper", n: int = 5, name: str = "/locks/resource",
+                 history: Any = None, hold: float = 0.2, loops: int = 1, store: Any = None,
+                 session_timeout: float = 4.0, ttl: float = 5.0, connections: dict[str, str] | None = None,
+                 start_timeout: float = START_TIMEOUT):
+        if recipe not in RECIPES:
+            raise ClientError(f"no recipe named {recipe!r}", hint=f"choose one of {', '.join(RECIPES)}")
+        if n < 1:
+            raise ValueError(f"n must be at least 1, got {n}")
+        if history is None:
+            from labkit.record.history import History
+            history = History()
+        self.history = history
+        self.recipe, self.name, self.hold, self.loops = recipe, name, hold, loops
+        self.connections = dict(connections) if connections is not None else connections_of(lab)
+        self.log_directory = tempfile.mkdtemp(prefix="labkit-clients-")
+        self._etcd_client: Any = None
+        self._closed = False
+        self.owner_pid = os.getpid()
+        spec = {"recipe": recipe, "name": name, "connections": self.connections,
+                "session_timeout": session_timeout, "ttl": ttl, "store": _store_spec(store)}
+        _register_for_exit(self)
+        self.clients: list[LockClient] = []
+        try:
+            for number in range(1, n + 1):
+                client_name = f"client-{number}"
+                self.clients.append(LockClient(self, client_name, dict(spec, client=client_name)))
+            deadline = time.monotonic() + start_timeout
+            for client in self.clients:
+                client.wait_until_ready(max(0.1, deadline - time.monotonic()))
+        except BaseException:
+            self.close()
+            raise
+
+    def __getitem__(self, key: int | str) -> LockClient:
+        if isinstance(key, str):
+            for client in self.clients:
+                if client.name == key:
+                    return client
+            raise KeyError(f"no client named {key!r}; clients: {', '.join(c.name for c in self.clients)}")
+        return self.clients[key]
+
+    def __iter__(self):
+        return iter(self.clients)
+
+    def __len__(self) -> int:
+        return len(self.clients)
+
+    def __repr__(self) -> str:
+        return f"<LockClients {self.recipe} on {self.name!r}: {self.states()}>"
+
+    def states(self) -> dict[str, str]:
+        return {client.name: client.state for client in self.clients}
+
+    def holders(self) -> list[LockClient]:
+        return [client for client in self.clients if client.state == "holding"]
+
+    def run(self, loops: int | None = None, hold: float | None = None, timeout: float = 120.0) -> dict[str, int]:
+        """Every client loops at once; returns the rounds each finished. Raises the first
+        client error (e.g. ClientTimeout after ``timeout`` seconds)."""
+        started = {client: client.run(loops, hold, wait=False) for client in self.clients}
+        deadline = time.monotonic() + timeout
+        return {client.name: client.wait_reply(command_id, max(0.1, deadline - time.monotonic()))
+                for client, command_id in started.items()}
+
+    def etcd_client(self) -> Any:
+        """An etcd client in this process (for revoke_lease), made on first use."""
+        if self._etcd_client is None:
+            self._etcd_client = etcd_client_for(self.connections, "revoke_lease")
+        return self._etcd_client
+
+    def close(self, grace: float = STOP_GRACE) -> None:
+        """Stop every child: each closes its session; SIGKILL after ``grace`` seconds."""
+        if self._closed:
+            return
+        self._closed = True
+        for client in self.clients:
+            client.begin_close()
+        deadline = time.monotonic() + grace
+        for client in self.clients:
+            client.finish_close(deadline)
+        if self._etcd_client is not None:
+            self._etcd_client.close()
+        for log in Path(self.log_directory).glob("*.log"):
+            log.unlink()
+        os.rmdir(self.log_directory)
+
+    def __enter__(self) -> "LockClients":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _store_spec(store: Any) -> dict[str, Any] | None:
+    """A FencedStore as plain data, so that each child opens its own Redis connection."""
+    if store is None:
+        return None
+    connection = store.client.connection_pool.connection_kwargs
+    return {"host": connection.get("host", "127.0.0.1"), "port": connection.get("port", 6379),
+            "name": store.name, "fenced": store.fenced}
+
+
+def _register_for_exit(group: LockClients) -> None:
+    atexit.unregister(_close_all)  # registered once, on first use: no side effect at import
+    atexit.register(_close_all)
+    _LIVE_GROUPS.add(group)
+
+
+def _close_all() -> None:
+    for group in list(_LIVE_GROUPS):
+        if group.owner_pid == os.getpid():  # a forked copy of the notebook must not stop them
+            group.close(grace=1.0)
+
+
+def spawn_clients(lab: Any = None, recipe: str = "zookeeper", n: int = 5, name: str = "/locks/resource",
+                  history: Any = None, hold: float = 0.2, loops: int = 1, store: Any = None,
+                  session_timeout: float = 4.0, ttl: float = 5.0, **options: Any) -> LockClients:
+    """Start ``n`` client processes of ``recipe`` (a name of ``RECIPES``) on lock ``name``,
+    each with its own session (ZooKeeper session timeout / etcd lease TTL / Redis lock TTL
+    in seconds). Events go to ``history`` (a new History if None). ``store`` is a
+    FencedStore the clients write to. Use as a context manager, or call ``close()``.
+    Raises ClientError (with the child's stderr) if a client cannot start, for instance
+    because the lab does not run the service the recipe needs."""
+    return LockClients(lab, recipe, n, name, history, hold, loops, store, session_timeout, ttl, **options)

@@ -1,0 +1,52 @@
+"""Faults that end a lease of life on the server: expire a ZooKeeper session, revoke an
+etcd lease, kill a cluster's leader.
+
+``expire_session`` makes the ZooKeeper ensemble itself close a session (a server-side
+``closeSession``, which the session's own client then observes as expired);
+``revoke_lease`` makes etcd drop a lease and every key attached to it; ``kill_leader``
+SIGKILLs the node the cluster currently follows. Nothing is simulated in the client.
+
+What can fail: an unreachable server (the client library's timeout error), a cluster with
+no leader (``labkit.errors.NoLeader``).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from kazoo.client import KazooClient
+
+from labkit.faults.process import record_fault
+
+
+def expire_session(zookeeper_hosts: str, session_id: int, password: bytes, timeout: float = 10.0) -> None:
+    """Make the ZooKeeper ensemble expire a session for real, from outside its process.
+
+    A second client connects with the same session id and password, then closes the
+    session. The server deletes the session's ephemeral nodes at once and the original
+    client learns on its next contact that its session is gone (SESSION_EXPIRED).
+    Raises kazoo's timeout error when the ensemble does not answer within ``timeout``,
+    and ``kazoo.exceptions.SessionExpiredError``-like failures when the session has
+    already expired.
+    """
+    impostor = KazooClient(hosts=zookeeper_hosts, client_id=(session_id, password), timeout=timeout)
+    try:
+        impostor.start(timeout=timeout)
+        impostor.stop()
+    finally:
+        impostor.close()
+
+
+def revoke_lease(etcd_client: Any, lease_id: int) -> None:
+    """Revoke an etcd lease: every key attached to it is deleted in the same revision,
+    as if the lease had expired. The holder learns it when its keep-alive fails."""
+    etcd_client.revoke_lease(lease_id)
+
+
+def kill_leader(service: Any, history: Any = None) -> Any:
+    """Kill the current leader of a cluster (``lab.zookeeper`` or ``lab.etcd``) with
+    SIGKILL and return the node that was killed. Raises ``labkit.errors.NoLeader`` when
+    the cluster has no leader to kill."""
+    node = service.leader()
+    node.kill()
+    record_fault(history, node, "kill_leader", role="leader")
+    return node

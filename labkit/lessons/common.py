@@ -1,0 +1,75 @@
+"""Small pieces several lessons share: a text table, the time until an operation succeeds
+again, and a queue of lock client processes served in a known order.
+
+What can fail: ``TimeoutError`` when a recovery or a hand-off does not come within its
+deadline (the message says which); ``labkit.clients.ClientError`` when a client's command fails.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+from labkit.clients import LockClient, LockClients
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """Rows of equal keys as an aligned text table (print it)."""
+    if not rows:
+        return "(no rows)"
+    columns = list(rows[0])
+    cells = [[str(column) for column in columns]] + [[str(row.get(column, "")) for column in columns] for row in rows]
+    widths = [max(len(line[index]) for line in cells) for index in range(len(columns))]
+    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in cells)
+
+
+# ---- a queue, a crash, and the time to recover ----------------------------------------------
+def queue_behind(clients: LockClients, timeout: float = 30.0) -> dict[str, int]:
+    """The first client acquires; the others queue behind it one at a time, each only after
+    the previous one's entry exists on the server, so the queue order is the client order.
+    Returns {waiter name: id of its pending acquire command} (collect with ``wait_reply``)."""
+    holder, *waiters = list(clients)
+    holder.acquire(timeout=timeout)
+    pending = {}
+    for waiter in waiters:
+        pending[waiter.name] = waiter.send("acquire", timeout=None)
+        clients.history.wait_for("watch", client=waiter.name, timeout=timeout)
+    return pending
+
+
+def release_in_turn(clients: LockClients, pending: dict[str, int], timeout: float = 30.0) -> list[str]:
+    """The holder releases; each waiter, once it holds, releases too. Returns the order in
+    which the waiters got the lock. Raises TimeoutError if no waiter holds the lock within
+    ``timeout`` seconds of the previous release, ClientError if a waiter's acquire failed."""
+    holder, *waiters = list(clients)
+    holder.release()
+    served = []
+    for _ in waiters:
+        deadline = time.monotonic() + timeout
+        while not (holding := [w for w in waiters if w.name not in served and w.state == "holding"]):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no waiter got the lock within {timeout:.0f} s: {clients.states()}")
+            time.sleep(0.01)
+        winner: LockClient = holding[0]
+        winner.wait_reply(pending[winner.name], timeout)
+        served.append(winner.name)
+        winner.release()
+    return served
+
+
+def seconds_until(operation: Callable[[], Any], since: float, timeout: float = 30.0,
+                  attempt_timeout: float = 1.0) -> float:
+    """Retry ``operation()`` (which must give up by itself, e.g. within ``attempt_timeout``)
+    until it neither raises nor returns False; return the seconds from ``since`` (a
+    ``time.monotonic()`` value, e.g. the moment of a crash) to that success.
+    Raises TimeoutError with the last failure if it never succeeds within ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            failure: Any = "it returned False" if operation() is False else None
+        except Exception as error:  # every failure means "not yet": that is what is measured
+            failure = error
+        if failure is None:
+            return time.monotonic() - since
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"still failing after {timeout:.0f} s: {failure!r}")
+        time.sleep(min(0.05, attempt_timeout))

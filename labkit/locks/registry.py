@@ -1,0 +1,151 @@
+"""Every lock recipe of the lab by name: the service it needs, a title, and a factory that
+builds the lock on connections of its own (so a lock client process, a benchmark or a
+panel can make any recipe from plain connection data).
+
+What can fail: ``UnknownRecipe`` for a name that is not registered, ``ServiceMissing``
+when the lab runs no server for the recipe's service, and the client libraries' errors
+when a server does not answer.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import redis
+from kazoo.client import KazooClient
+
+from labkit.errors import LabError
+from labkit.locks.etcd3_reference import Etcd3ReferenceLock
+from labkit.locks.etcd_mutex import EtcdMutex
+from labkit.locks.etcd_session import EtcdSession
+from labkit.locks.kazoo_reference import KazooReferenceLock
+from labkit.locks.redis_lock import RedisLock
+from labkit.locks.zookeeper import ZooKeeperLock
+from labkit.servers.etcd import etcd_client  # python3-etcd3, with the lab's fixes
+
+
+class UnknownRecipe(LabError):
+    """No recipe has that name."""
+
+
+class ServiceMissing(LabError):
+    """The recipe needs a service the lab does not run."""
+
+
+@dataclass
+class RecipeHandle:
+    """A lock plus the session/connection it owns. ``session()`` says what a fault needs
+    to reach it from outside (ZooKeeper session id and password, etcd lease id)."""
+
+    lock: Any
+    close: Callable[[], None]
+    session: Callable[[], dict[str, Any]] = dict
+    stop_keepalive: Callable[[], None] | None = None
+    expired: Callable[[], bool] = lambda: False  # the session is gone for good: open a new one
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def connections_of(lab: Any) -> dict[str, str]:
+    """Plain connection data (no live clients) for the services a lab runs. etcd: the
+    first running member (python-etcd3 talks to one endpoint)."""
+    connections: dict[str, str] = {}
+    zookeeper, etcd, redis = (getattr(lab, service, None) for service in ("zookeeper", "etcd", "redis"))
+    if zookeeper is not None:
+        connections["zookeeper"] = zookeeper.hosts
+    if etcd is not None:
+        running = [node.endpoint for node in etcd.nodes if node.state == "running"]
+        connections["etcd"] = running[0] if running else etcd.endpoints[0]
+    if redis is not None:
+        connections["redis"] = f"{redis.host}:{redis.port}"
+    return connections
+
+
+def _need(connections: dict[str, str], service: str, recipe: str) -> str:
+    if service not in connections:
+        raise ServiceMissing(f"recipe {recipe!r} needs {service}, but the lab runs none",
+                          hint=f"start the lab with labkit.up({service}=...)")
+    return connections[service]
+
+
+def _zookeeper(watch: str | None, reference: bool = False) -> Callable[..., RecipeHandle]:
+    def factory(connections, name, identifier, on_event, session_timeout, ttl) -> RecipeHandle:
+        zookeeper = KazooClient(hosts=_need(connections, "zookeeper", "zookeeper"), timeout=session_timeout)
+        zookeeper.start(timeout=max(10.0, session_timeout))
+        if reference:
+            lock = KazooReferenceLock(zookeeper, name, identifier=identifier, on_event=on_event)
+        else:
+            lock = ZooKeeperLock(zookeeper, name, watch=watch, identifier=identifier, on_event=on_event)
+
+        def session() -> dict[str, Any]:
+            session_id, password = zookeeper.client_id or (None, b"")
+            return {"session_id": session_id, "password": password.hex()}
+
+        def close() -> None:
+            zookeeper.stop()
+            zookeeper.close()
+        return RecipeHandle(lock, close, session, extra={"zookeeper": zookeeper})
+    return factory
+
+
+def etcd_client_for(connections: dict[str, str], recipe: str) -> Any:
+    host, port = _need(connections, "etcd", recipe).rsplit(":", 1)
+    return etcd_client(host, int(port))
+
+
+def _etcd_mutex(connections, name, identifier, on_event, session_timeout, ttl) -> RecipeHandle:
+    client = etcd_client_for(connections, "etcd")
+    session = EtcdSession(client, ttl=max(1, math.ceil(ttl)))
+    lock = EtcdMutex(session, name, identifier=identifier, on_event=on_event)
+
+    def close() -> None:
+        try:
+            session.close()
+        finally:
+            client.close()
+    return RecipeHandle(lock, close, lambda: {"lease_id": session.lease_id}, session.stop_keepalive,
+                        expired=session.done.is_set, extra={"etcd": client})
+
+
+def _etcd3_reference(connections, name, identifier, on_event, session_timeout, ttl) -> RecipeHandle:
+    client = etcd_client_for(connections, "etcd3-lock")
+    lock = Etcd3ReferenceLock(client, name, ttl=max(1, math.ceil(ttl)), identifier=identifier, on_event=on_event)
+    return RecipeHandle(lock, client.close, lambda: {"lease_id": getattr(lock.etcd3_lock.lease, "id", None)},
+                        extra={"etcd": client})
+
+
+def _redis(connections, name, identifier, on_event, session_timeout, ttl) -> RecipeHandle:
+    host, port = _need(connections, "redis", "redis").rsplit(":", 1)
+    client = redis.Redis(host=host, port=int(port))
+    lock = RedisLock(client, name, ttl_ms=int(ttl * 1000), identifier=identifier, on_event=on_event)
+    return RecipeHandle(lock, client.close, extra={"redis": client})
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """One recipe of docs/RECIPES.md: the service it needs, a title for people, and the
+    factory(connections, name, identifier, on_event, session_timeout, ttl) that opens its
+    own connections and returns a RecipeHandle."""
+
+    name: str
+    service: str
+    title: str
+    factory: Callable[..., RecipeHandle]
+
+
+RECIPES: dict[str, Recipe] = {recipe.name: recipe for recipe in (
+    Recipe("zookeeper", "zookeeper", "ZooKeeper, waiters watch their predecessor", _zookeeper("predecessor")),
+    Recipe("zookeeper-parent", "zookeeper", "ZooKeeper, waiters watch the parent (herd)", _zookeeper("parent")),
+    Recipe("kazoo", "zookeeper", "kazoo's Lock (reference)", _zookeeper(None, reference=True)),
+    Recipe("etcd", "etcd", "etcd Mutex on a session lease (Go's concurrency)", _etcd_mutex),
+    Recipe("etcd3-lock", "etcd", "python-etcd3's Lock (reference, herd-prone)", _etcd3_reference),
+    Recipe("redis", "redis", "Redis SET NX PX", _redis),
+)}
+
+
+def make_lock(recipe: str, connections: dict[str, str], name: str, identifier: str,
+              on_event: Callable[..., None], session_timeout: float = 4.0, ttl: float = 5.0) -> RecipeHandle:
+    """A lock of ``recipe`` on new connections (raises ClientError for an unknown name)."""
+    if recipe not in RECIPES:
+        raise UnknownRecipe(f"no recipe named {recipe!r}", hint=f"choose one of {', '.join(RECIPES)}")
+    return RECIPES[recipe].factory(connections, name, identifier, on_event, session_timeout, ttl)

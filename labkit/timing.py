@@ -1,0 +1,22 @@
+"""Waiting for something to become true, with a deadline: the one ``wait_until`` of labkit.
+
+Readiness in this lab is probed, never slept: poll a real condition often, and give up
+after a deadline with an error that names what was awaited.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+
+def wait_until(condition: Callable[[], Any], what: str, timeout: float = 10.0, poll: float = 0.01) -> float:
+    """Poll ``condition()`` every ``poll`` seconds until it is true; return the seconds it
+    took. Raises TimeoutError naming ``what`` was awaited if it is still false after
+    ``timeout`` seconds."""
+    started = time.monotonic()
+    while not condition():
+        if time.monotonic() - started > timeout:
+            raise TimeoutError(f"waited {timeout:.1f} s for {what}; it did not happen "
+                               "(is the machine overloaded, or a server down?)")
+        time.sleep(poll)
+    return time.monotonic() - started
