@@ -47,3 +47,12 @@ class DockerUnavailable(LabError):
 
 class NoLabRunning(LabError):
     """``attach()`` found no lab started by ``labkit up``."""
+
+
+class ClockUnavailable(LabError):
+    """A node whose wall clock cannot be stepped: started without clocks=True, a Go server
+    (etcd), or a machine without Linux or a C compiler for the clock shim."""
+
+
+class InvalidClockChange(LabError):
+    """A clock step or rate that makes no sense (not a finite number, a rate <= 0)."""

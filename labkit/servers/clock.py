@@ -1,0 +1,190 @@
+"""A server's wall clock, stepped or sped up while it runs: ``node.clock.step(+30)``.
+
+What can go wrong first. A node started without ``labkit.up(..., clocks=True)`` has no
+steppable clock, and etcd never has one: etcd is a Go program, and Go reads the clock
+through the kernel's vDSO, not through libc, so no preloaded library can shift it; only
+root, changing the machine's own clock, could, and the lab never touches that. Both raise
+ClockUnavailable, saying why. So does a machine without Linux or without a C compiler.
+
+How it works, for real: every node that can be stepped runs with ``LD_PRELOAD`` of
+labkit's small shim (``clock_shim.c``, built here with ``cc`` on first use). The shim
+shifts what the server reads from the wall clocks (CLOCK_REALTIME: ``gettimeofday``,
+``clock_gettime``, ``time``) by the values in a 64-byte file in the lab's run folder, read
+on every call. Rewriting that file steps the clock of the running server at once, as an
+operator's ``date -s`` or an NTP step would. Monotonic clocks are left alone: a server's
+timeouts measured on them (ZooKeeper sessions) do not move, its wall-clock deadlines
+(Redis key expiry) do. A restarted node keeps its shifted clock: the file stays.
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import math
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from labkit.errors import ClockUnavailable, InvalidClockChange
+from labkit.servers.state import labkit_home
+
+SHIM_SOURCE = Path(__file__).with_name("clock_shim.c")
+CLOCK_FILE_ENV = "LABKIT_CLOCK_FILE"
+# magic, sequence (odd while rewriting), anchor_real ns, anchor_fake ns, rate: the shim's
+# `struct clock_file`
+LAYOUT = struct.Struct("<IIqqd")
+MAGIC = 0x4C434B4C
+FILE_SIZE = 64
+ENABLE_HINT = "start the lab with labkit.up(..., clocks=True) (CLI: labkit up --clocks)"
+
+
+def build_shim() -> Path:
+    """The compiled shim, built once per version of its source into the labkit state folder."""
+    if not sys.platform.startswith("linux"):
+        raise ClockUnavailable(f"stepping a server's clock needs Linux (LD_PRELOAD); this is {sys.platform}",
+                               "run the lab on a Linux machine (WSL works on Windows); clocks=False needs nothing")
+    source = SHIM_SOURCE.read_bytes()
+    built = labkit_home() / "build" / f"clock_shim-{hashlib.sha256(source).hexdigest()[:12]}.so"
+    if built.exists():
+        return built
+    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if not compiler:
+        raise ClockUnavailable("building labkit's clock shim needs a C compiler, and none was found (cc, gcc, clang)",
+                               "Debian/Ubuntu: sudo apt-get install gcc libc6-dev (./lab.sh setup does it)")
+    built.parent.mkdir(parents=True, exist_ok=True)
+    partial = built.with_name(f"{built.name}.{os.getpid()}.tmp")  # two builders never share a file
+    result = subprocess.run([compiler, "-O2", "-shared", "-fPIC", "-o", str(partial), str(SHIM_SOURCE), "-ldl"],
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        partial.unlink(missing_ok=True)
+        raise ClockUnavailable(f"{compiler} could not build labkit's clock shim:\n{result.stderr.strip()[-1500:]}",
+                               "Debian/Ubuntu: sudo apt-get install gcc libc6-dev (the C library's headers)")
+    os.replace(partial, built)
+    return built
+
+
+def prepare_clock(run_dir: Path, node_name: str) -> dict:
+    """Put the shim and an unshifted clock file for a node in the lab's run folder (which
+    the Docker backend mounts at the same path); returns the environment the node needs."""
+    shim = run_dir / "clock_shim.so"
+    if not shim.exists():
+        shutil.copyfile(build_shim(), shim)
+    clock_file = run_dir / f"{node_name}.clock"
+    clock_file.write_bytes(LAYOUT.pack(MAGIC, 0, 0, 0, 1.0).ljust(FILE_SIZE, b"\0"))
+    return {"LD_PRELOAD": str(shim), CLOCK_FILE_ENV: str(clock_file)}
+
+
+class Clock:
+    """The wall clock one node's server reads. ``node.clock`` makes one.
+
+    ``step(seconds)`` jumps it (forward or back), ``rate(r)`` makes it run r times as
+    fast as real time from now on, ``reset()`` puts it back on the machine's clock.
+    Give ``history=`` to record the change as a fault on a History's timeline.
+    """
+
+    def __init__(self, node):
+        self.node = node
+
+    # -- reading ------------------------------------------------------------------
+    @property
+    def enabled(self) -> bool:
+        return self.node.clock_problem is None and bool(self._path())
+
+    @property
+    def offset(self) -> float:
+        """Seconds the server's wall clock is ahead of the machine's now (negative: behind)."""
+        real = time.time_ns()
+        return (self._fake(real, *self._read()[1:]) - real) / 1e9
+
+    def now(self) -> float:
+        """The server's wall-clock time now, in seconds since the epoch (like time.time())."""
+        return self._fake(time.time_ns(), *self._read()[1:]) / 1e9
+
+    def status(self) -> dict:
+        _, _, _, rate = self._read()
+        return {"node": self.node.name, "offset": round(self.offset, 6), "rate": rate}
+
+    def __repr__(self) -> str:
+        if not self.enabled:
+            return f"<Clock {self.node.name}: not steppable>"
+        status = self.status()
+        return f"<Clock {self.node.name} {status['offset']:+.3f} s, rate {status['rate']:g}>"
+
+    # -- changing -----------------------------------------------------------------
+    def step(self, seconds: float, history=None) -> None:
+        """Jump the server's wall clock by ``seconds`` (negative: back), at once."""
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds):
+            raise InvalidClockChange(f"a clock step is a finite number of seconds, not {seconds!r}",
+                                   "e.g. node.clock.step(30) or node.clock.step(-30)")
+        self._change(lambda real, fake, rate: (real, fake + round(seconds * 1e9), rate))
+        if history is not None:
+            history.record_fault("clock_step", self.node.name, seconds=seconds)
+
+    def rate(self, rate: float, history=None) -> None:
+        """From now on, the server's wall clock advances ``rate`` seconds per real second."""
+        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not math.isfinite(rate) or rate <= 0:
+            raise InvalidClockChange(f"a clock rate is a positive number of seconds per second, not {rate!r}",
+                                   "e.g. node.clock.rate(1.5) (fast), 0.5 (slow), 1 (normal again)")
+        self._change(lambda real, fake, _: (real, fake, float(rate)))
+        if history is not None:
+            history.record_fault("clock_rate", self.node.name, rate=rate)
+
+    def reset(self, history=None) -> None:
+        """Back to the machine's own clock: no offset, normal rate."""
+        self._change(lambda real, fake, rate: (0, 0, 1.0))
+        if history is not None:
+            history.record_fault("clock_reset", self.node.name)
+
+    # -- the shared file ------------------------------------------------------------
+    def _path(self) -> str | None:
+        return getattr(self.node.runner, "env", {}).get(CLOCK_FILE_ENV)
+
+    def _check(self) -> str:
+        problem = self.node.clock_problem
+        if problem:
+            raise ClockUnavailable(f"{self.node.name}'s clock cannot be stepped: {problem}",
+                                   "step a Redis or ZooKeeper node instead (docs/CLOCKS.md); etcd's "
+                                   "lease timers are monotonic readings, which a wall-clock step would not move")
+        path = self._path()
+        if not path:
+            raise ClockUnavailable(f"node {self.node.name} was started without a steppable clock", ENABLE_HINT)
+        if not os.path.exists(path):
+            raise ClockUnavailable(f"the clock file of {self.node.name} is gone ({path}): the lab was stopped",
+                                   "start a new lab")
+        return path
+
+    @staticmethod
+    def _fake(real: int, anchor_real: int, anchor_fake: int, rate: float) -> int:
+        """The shim's formula (see clock_shim.c), on the same integers."""
+        if rate == 1.0:
+            return real + (anchor_fake - anchor_real)
+        return anchor_fake + int((real - anchor_real) * rate)
+
+    def _read(self) -> tuple[int, int, int, float]:
+        path = self._check()
+        deadline = time.monotonic() + 1.0  # a writer killed halfway leaves the sequence odd
+        while True:  # odd: another process is halfway through a change
+            with open(path, "rb") as file:
+                _, sequence, anchor_real, anchor_fake, rate = LAYOUT.unpack(file.read(LAYOUT.size))
+            if sequence % 2 == 0 or time.monotonic() > deadline:
+                return sequence, anchor_real, anchor_fake, rate
+            time.sleep(0.001)
+
+    def _change(self, update) -> None:
+        """Re-anchor the clock at the real now: update(real, fake now, rate) gives the new
+        (anchor_real, anchor_fake, rate). A seqlock: the shim retries a read that overlaps."""
+        fd = os.open(self._check(), os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # two notebooks stepping one node take turns
+            _, sequence, anchor_real, anchor_fake, rate = LAYOUT.unpack(os.pread(fd, LAYOUT.size, 0))
+            real = time.time_ns()
+            fields = update(real, self._fake(real, anchor_real, anchor_fake, rate), rate)
+            writing = (sequence + 1) & 0xFFFFFFFF | 1  # odd, even after a writer killed halfway
+            os.pwrite(fd, struct.pack("<I", writing), 4)
+            os.pwrite(fd, struct.pack("<qqd", *fields), 8)
+            os.pwrite(fd, struct.pack("<I", (writing + 1) & 0xFFFFFFFF), 4)
+        finally:
+            os.close(fd)
