@@ -30,7 +30,8 @@ def cmd_up(args) -> int:
         _print_status(existing.status())
         return 0
     lab = lab_module.up(zookeeper=args.zookeeper, etcd=args.etcd, redis=args.redis or args.replica,
-                        replica=args.replica, backend=args.backend, base_port=args.base_port, detached=True)
+                        replica=args.replica, backend=args.backend, base_port=args.base_port, detached=True,
+                        clocks=args.clocks)
     state.current_file().write_text(lab.id + "\n")
     _print_status(lab.status())
     print(f"started in {lab.started_in:.1f} s; `labkit status` shows it, `labkit down` stops it")
@@ -105,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--backend", choices=["auto", "local", "docker"], default=None,
                     help="where servers run (default: $LABKIT_BACKEND or auto)")
     up.add_argument("--base-port", type=int, default=None, help="use consecutive ports from here")
+    up.add_argument("--clocks", action="store_true",
+                    help="run ZooKeeper and Redis with a steppable wall clock (node.clock.step; needs a C compiler)")
     up.set_defaults(handler=cmd_up)
 
     status = commands.add_parser("status", help="roles and states of the running lab, read live")

@@ -70,12 +70,13 @@ class DockerContainer:
     backend = "docker"
 
     def __init__(self, argv: list[str], log_path: str, cwd: str, lab_id: str, name: str,
-                 container_id: str | None = None, image: str | None = None):
+                 container_id: str | None = None, image: str | None = None, env: dict | None = None):
         self.argv = argv
         self.log_path = log_path
         self.cwd = cwd
         self.lab_id = lab_id
         self.name = name
+        self.env = env or {}  # e.g. the clock shim's LD_PRELOAD: its files are in the mounted run folder
         self.container_id = container_id
         self.image = image
 
@@ -118,7 +119,7 @@ class DockerContainer:
         container = docker_client().containers.create(
             self.image, command=WRAPPER + list(self.argv), name=self.container_name, labels=labels,
             network_mode="host", user=f"{os.getuid()}:{os.getgid()}", working_dir=self.cwd,
-            environment={"LABKIT_LOG": self.log_path, "HOME": "/tmp"},
+            environment={**self.env, "LABKIT_LOG": self.log_path, "HOME": "/tmp"},
             volumes={run_dir: {"bind": run_dir, "mode": "rw"}})
         self.container_id = container.id
         return container
@@ -176,12 +177,13 @@ class DockerContainer:
 
     def to_state(self) -> dict:
         return {"backend": "docker", "argv": self.argv, "log_path": self.log_path, "cwd": self.cwd,
-                "lab_id": self.lab_id, "name": self.name, "container_id": self.container_id, "image": self.image}
+                "lab_id": self.lab_id, "name": self.name, "container_id": self.container_id, "image": self.image,
+                "env": self.env}
 
     @classmethod
     def from_state(cls, data: dict) -> "DockerContainer":
         return cls(data["argv"], data["log_path"], data["cwd"], lab_id=data["lab_id"], name=data["name"],
-                   container_id=data.get("container_id"), image=data.get("image"))
+                   container_id=data.get("container_id"), image=data.get("image"), env=data.get("env"))
 
 
 def lab_containers(lab_id: str | None = None) -> list:

@@ -61,6 +61,9 @@ class EtcdNode(Node):
     kind = "etcd"
     start_timeout = 30.0
     start_hint = "check the ports are free and `etcd --version` runs; `labkit doctor` helps"
+    clock_problem = ("etcd is a Go program, and Go reads the clock through the kernel's vDSO, not through "
+                     "libc, so labkit's preloaded clock shim cannot shift it; only root, setting the "
+                     "machine's own clock, could, and the lab never touches that")
 
     def status(self, timeout: float = 1.0) -> dict:
         """The member's own view (gRPC gateway /v3/maintenance/status): member id, leader id,

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from labkit.errors import InvalidClusterSize, LabError, NoLabRunning, UnknownNode
 from labkit.servers import discovery, state as lab_state
+from labkit.servers.clock import build_shim, prepare_clock
 from labkit.servers.etcd import EtcdNode, EtcdService, etcd_argv
 from labkit.servers.process import LocalProcess, process_start_time
 from labkit.servers.redis import RedisNode, RedisService, redis_argv
@@ -38,12 +39,14 @@ class Lab:
     ``lab.zookeeper``, ``lab.etcd``, ``lab.redis`` are None when that service was not asked for.
     """
 
-    def __init__(self, lab_id: str, run_dir: Path, backend: str, owned: bool, detached: bool):
+    def __init__(self, lab_id: str, run_dir: Path, backend: str, owned: bool, detached: bool,
+                 clocks: bool = False):
         self.id = lab_id
         self.run_dir = run_dir
         self.backend = backend
         self.owned = owned          # this process started it and will stop it
         self.detached = detached    # started by `labkit up`: outlives its command
+        self.clocks = clocks        # its ZooKeeper and Redis nodes run with the clock shim
         self.zookeeper: ZooKeeperService | None = None
         self.etcd: EtcdService | None = None
         self.redis: RedisService | None = None
@@ -103,7 +106,7 @@ class Lab:
 
     def save_state(self) -> None:
         lab_state.write_state(self.run_dir, {
-            "id": self.id, "backend": self.backend, "detached": self.detached,
+            "id": self.id, "backend": self.backend, "detached": self.detached, "clocks": self.clocks,
             "owner_pid": None if self.detached else os.getpid(),
             "owner_start_time": None if self.detached else process_start_time(os.getpid()),
             "created": time.time(),
@@ -121,12 +124,16 @@ def _stop_owned_labs() -> None:
             lab.down()
 
 
-def _make_runner(backend: str, lab_id: str, name: str, argv: list[str], log_path: str, cwd: str):
-    if backend == "docker":
+def _make_runner(lab: "Lab", node_class, name: str, argv: list[str], cwd: str):
+    """The process or container that runs one node; with the lab's clocks on, it preloads
+    the clock shim (unless that kind of server cannot be stepped: etcd)."""
+    log_path = str(lab.run_dir / f"{name}.log")
+    env = prepare_clock(lab.run_dir, name) if lab.clocks and node_class.clock_problem is None else {}
+    if lab.backend == "docker":
         from labkit.servers.docker_backend import DockerContainer
 
-        return DockerContainer(argv, log_path, cwd, lab_id=lab_id, name=name)
-    return LocalProcess(argv, log_path, cwd)
+        return DockerContainer(argv, log_path, cwd, lab_id=lab.id, name=name, env=env)
+    return LocalProcess(argv, log_path, cwd, env)
 
 
 def choose_backend(backend: str | None, say=print) -> str:
@@ -155,15 +162,17 @@ def choose_backend(backend: str | None, say=print) -> str:
 
 def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = False,
        backend: str | None = None, base_port: int | None = None, quiet: bool = False,
-       detached: bool = False, timeout: float | None = None) -> Lab:
+       detached: bool = False, timeout: float | None = None, clocks: bool = False) -> Lab:
     """Start a lab of real servers and wait until every node answers.
 
     zookeeper / etcd: ensemble sizes (0, 1, 3 or 5). redis: a primary; replica: plus an
     asynchronous replica. base_port: use consecutive ports from there instead of free ones
     chosen by the kernel. Prints a line per node as it becomes ready unless ``quiet``.
+    clocks: start ZooKeeper and Redis with labkit's clock shim, so that ``node.clock.step(30)``
+    can step their wall clock while they run (labkit/servers/clock.py; etcd cannot be stepped).
 
-    Raises InvalidClusterSize, ServerNotFound (before starting anything), PortBusy,
-    NodeStartError (with the node's last log lines; everything already started is stopped).
+    Raises InvalidClusterSize, ServerNotFound, ClockUnavailable (before starting anything),
+    PortBusy, NodeStartError (with the node's last log lines; everything already started is stopped).
     """
     say = (lambda *a, **k: None) if quiet else (lambda *a, **k: print(*a, **k, flush=True))
     check_ensemble_size("zookeeper", zookeeper)
@@ -172,6 +181,8 @@ def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = Fa
         raise InvalidClusterSize("replica=True needs redis=True", "a replica replicates a primary")
     backend = choose_backend(backend, say)
     binaries = _find_binaries(zookeeper, etcd, redis, backend)
+    if clocks:
+        build_shim()  # no compiler: say so before anything starts
     lab_state.reap_orphans(log=say)
 
     redis_count = (1 + int(replica)) if redis else 0
@@ -183,7 +194,7 @@ def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = Fa
     lab_id = time.strftime("%H%M%S-") + uuid.uuid4().hex[:6]
     run_dir = lab_state.labs_dir() / lab_id
     run_dir.mkdir(parents=True)
-    lab = Lab(lab_id, run_dir, backend, owned=True, detached=detached)
+    lab = Lab(lab_id, run_dir, backend, owned=True, detached=detached, clocks=clocks)
     try:
         _build_nodes(lab, binaries, ports, zookeeper, etcd, redis_count)
         for node, port_use in _port_uses(lab):
@@ -255,7 +266,7 @@ def _build_nodes(lab: Lab, binaries: dict, ports: list[int], zookeeper: int, etc
             config = data_dir / "zoo.cfg"
             config.write_text(zookeeper_config(str(data_dir), client_port, peers))
             argv = zookeeper_argv(binaries["java"], binaries["zookeeper"], str(config))
-            runner = _make_runner(lab.backend, lab.id, name, argv, str(lab.run_dir / f"{name}.log"), str(data_dir))
+            runner = _make_runner(lab, ZooKeeperNode, name, argv, str(data_dir))
             nodes.append(ZooKeeperNode(name, client_port, runner, str(data_dir),
                                        {"client": client_port, "quorum": quorum, "election": election}))
         lab.zookeeper = ZooKeeperService(nodes)
@@ -267,7 +278,7 @@ def _build_nodes(lab: Lab, binaries: dict, ports: list[int], zookeeper: int, etc
             data_dir = lab.run_dir / name
             argv = etcd_argv(binaries["etcd"], name, str(data_dir), client_port, peer_port,
                              initial_cluster, f"labkit-{lab.id}")
-            runner = _make_runner(lab.backend, lab.id, name, argv, str(lab.run_dir / f"{name}.log"), str(lab.run_dir))
+            runner = _make_runner(lab, EtcdNode, name, argv, str(lab.run_dir))
             nodes.append(EtcdNode(name, client_port, runner, str(data_dir),
                                   {"client": client_port, "peer": peer_port}))
         lab.etcd = EtcdService(nodes, binaries.get("etcdctl"))
@@ -281,7 +292,7 @@ def _build_nodes(lab: Lab, binaries: dict, ports: list[int], zookeeper: int, etc
             data_dir.mkdir()
             argv = redis_argv(binaries["redis"], port, str(data_dir), replica_of=primary_port)
             primary_port = primary_port or port
-            runner = _make_runner(lab.backend, lab.id, name, argv, str(lab.run_dir / f"{name}.log"), str(data_dir))
+            runner = _make_runner(lab, RedisNode, name, argv, str(data_dir))
             nodes.append(RedisNode(name, port, runner, str(data_dir)))
         lab.redis = RedisService(nodes)
 
@@ -326,7 +337,8 @@ def attach(lab_id: str | None = None) -> Lab:
     data = lab_state.read_state(run_dir)
     if data is None:
         raise NoLabRunning(f"lab {lab_id} is not running (no state in {run_dir})", "run `labkit up`")
-    lab = Lab(data["id"], run_dir, data["backend"], owned=False, detached=data.get("detached", False))
+    lab = Lab(data["id"], run_dir, data["backend"], owned=False, detached=data.get("detached", False),
+              clocks=data.get("clocks", False))
     by_kind: dict[str, list] = {}
     for node_data in data["nodes"]:
         runner_data = node_data["runner"]
@@ -357,6 +369,8 @@ def attach_or_up(**sizes) -> Lab:
         return up(**sizes)
     want_zk, want_etcd = sizes.get("zookeeper", 1), sizes.get("etcd", 1)
     want_redis, want_replica = sizes.get("redis", True), sizes.get("replica", False)
+    if sizes.get("clocks") and not lab.clocks:
+        return up(**sizes)
     have = lambda s: len(s.nodes) if s else 0  # noqa: E731
     if (have(lab.zookeeper) >= want_zk and have(lab.etcd) >= want_etcd
             and have(lab.redis) >= (1 + int(want_replica)) * int(bool(want_redis))

@@ -10,6 +10,7 @@ import os
 import time
 
 from labkit.errors import NodeStartError
+from labkit.servers.clock import Clock
 
 HOST = "127.0.0.1"
 
@@ -18,6 +19,7 @@ class Node:
     kind = "server"
     start_timeout = 30.0
     start_hint = "look at the log lines above; `labkit doctor` checks the installation"
+    clock_problem: str | None = None  # why this kind of server's wall clock cannot be stepped
 
     def __init__(self, name: str, port: int, runner, data_dir: str, ports: dict | None = None):
         self.name = name
@@ -35,6 +37,11 @@ class Node:
     @property
     def pid(self) -> int | None:
         return getattr(self.runner, "pid", None)
+
+    @property
+    def clock(self) -> Clock:
+        """The wall clock this server reads: ``node.clock.step(30)`` (needs clocks=True)."""
+        return Clock(self)
 
     @property
     def log_path(self) -> str:
