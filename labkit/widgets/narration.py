@@ -27,6 +27,9 @@ FAULT_WORDS = {
     "stop_keepalive": "{target} stopped refreshing its lease: it expires after its TTL",
     "kill_leader": "you killed the leader {target}",
     "restart": "you restarted {target}",
+    "clock_step": "you stepped {target}'s wall clock by {seconds} s (its monotonic clock did not move)",
+    "clock_rate": "you changed how fast {target}'s wall clock runs",
+    "clock_reset": "{target}'s wall clock is back on the machine's",
 }
 
 # A fault is recorded when its call returns, and expiring a session takes a round trip or
