@@ -22,6 +22,7 @@ from labkit.servers import discovery, lab as lab_module, state as lab_state
 from labkit.servers.clock import FILE_SIZE, LAYOUT, MAGIC, prepare_clock
 from labkit.servers.etcd import etcd_argv
 from labkit.servers.process import LocalProcess
+from labkit.widgets.narration import describe_event
 
 
 @pytest.fixture(scope="module")
@@ -157,6 +158,7 @@ def test_a_step_is_a_fault_on_the_history(clocked):
     assert [(e.detail["what"], e.detail["target"]) for e in faults] == [("clock_step", "redis1"),
                                                                        ("clock_rate", "redis1")]
     assert faults[0].detail["seconds"] == 5 and faults[1].detail["rate"] == 1.5
+    assert describe_event(faults[0]) == "you stepped redis1's wall clock by 5.0 s (its monotonic clock did not move)"
 
 
 def test_an_attached_lab_steps_the_same_clock_and_a_restart_keeps_it(clocked):
@@ -205,3 +207,13 @@ def test_a_container_gets_the_shim_through_the_mounted_run_folder(tmp_path, monk
     assert created["environment"]["LD_PRELOAD"] == str(tmp_path / "clock_shim.so")
     assert os.path.dirname(created["environment"]["LABKIT_CLOCK_FILE"]) in created["volumes"]
     assert docker_backend.DockerContainer.from_state(container.to_state()).env == env
+
+
+def test_without_a_c_compiler_up_says_how_to_install_one(tmp_path, monkeypatch):
+    from labkit.servers import clock
+
+    monkeypatch.setenv("LABKIT_HOME", str(tmp_path))  # no shim built here yet
+    monkeypatch.setattr(clock, "find_compiler", lambda: None)
+    with pytest.raises(ClockUnavailable, match="gcc libc6-dev"):
+        labkit.up(zookeeper=0, etcd=0, redis=True, clocks=True, quiet=True)
+    assert not (tmp_path / "labs").exists() or not any((tmp_path / "labs").iterdir())  # nothing started

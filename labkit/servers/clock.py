@@ -41,6 +41,10 @@ FILE_SIZE = 64
 ENABLE_HINT = "start the lab with labkit.up(..., clocks=True) (CLI: labkit up --clocks)"
 
 
+def find_compiler() -> str | None:
+    return os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+
+
 def build_shim() -> Path:
     """The compiled shim, built once per version of its source into the labkit state folder."""
     if not sys.platform.startswith("linux"):
@@ -50,7 +54,7 @@ def build_shim() -> Path:
     built = labkit_home() / "build" / f"clock_shim-{hashlib.sha256(source).hexdigest()[:12]}.so"
     if built.exists():
         return built
-    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    compiler = find_compiler()
     if not compiler:
         raise ClockUnavailable("building labkit's clock shim needs a C compiler, and none was found (cc, gcc, clang)",
                                "Debian/Ubuntu: sudo apt-get install gcc libc6-dev (./lab.sh setup does it)")
