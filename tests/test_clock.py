@@ -17,7 +17,7 @@ from helpers import wait_until
 
 import labkit
 from labkit.errors import ClockUnavailable, InvalidClockChange, ServerNotFound
-from labkit.history import History
+from labkit.record.history import History
 from labkit.servers import discovery, lab as lab_module, state as lab_state
 from labkit.servers.clock import FILE_SIZE, LAYOUT, MAGIC, prepare_clock
 from labkit.servers.etcd import etcd_argv

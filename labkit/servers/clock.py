@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 from labkit.errors import ClockUnavailable, InvalidClockChange
-from labkit.servers.state import labkit_home
+from labkit.servers.run_folder import labkit_home
 
 SHIM_SOURCE = Path(__file__).with_name("clock_shim.c")
 CLOCK_FILE_ENV = "LABKIT_CLOCK_FILE"
