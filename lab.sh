@@ -6,6 +6,8 @@
 #                     then the suite again with the servers in Docker containers (where it can)
 #   ./lab.sh setup    only install (idempotent: fast when everything is there)
 #   ./lab.sh stop     stop every lab server labkit started
+#   ./lab.sh lock [--upgrade]   rewrite requirements/lock.txt from pyproject.toml (maintainers)
+#   ./lab.sh test --latest      the suite against the newest releases, in .venv-latest (maintainers)
 #
 # Works on a fresh Debian/Ubuntu machine with Python 3 and root (or sudo). Elsewhere it
 # installs the Python side and tells you how to get the servers (see README).
@@ -14,6 +16,14 @@ cd "$(dirname "$0")"
 ROOT=$(pwd)
 VENV="$ROOT/.venv"
 PY="$VENV/bin/python"
+# Every Python package, pinned with its hashes: every learner and CI get the same stack.
+LOCK=requirements/lock.txt
+# The tool that writes the lock (`./lab.sh lock`); learners never need it. uv rather than
+# pip-tools: `--universal` resolves once for every platform and Python >= 3.10 (macOS-only
+# and Windows-only dependencies get markers and hashes), where pip-compile locks only the
+# machine it runs on, so a Mac learner's `--require-hashes` install would fail; and it
+# resolves in seconds. The lock it writes is a plain requirements file: pip installs it.
+UV_VERSION=0.13.9
 
 say() { printf '\033[1m[lab]\033[0m %s\n' "$*"; }
 die() { printf '\033[1;31m[lab] %s\033[0m\n' "$*" >&2; exit 1; }
@@ -54,19 +64,34 @@ install_test_extras() {
     fi
 }
 
+pip_quiet() { "$1" -m pip install -q --disable-pip-version-check "${@:2}"; }
+
 make_venv() {
     if [ ! -x "$PY" ]; then
         say "creating the virtual environment in .venv"
         python3 -m venv "$VENV" || die "python3 -m venv failed: on Debian/Ubuntu install python3-venv"
     fi
+    # reinstall when the lock or pyproject.toml changes
     local stamp="$VENV/.labkit-installed" want
-    want=$(cat pyproject.toml | sha1sum | cut -d' ' -f1)
+    want=$(cat pyproject.toml "$LOCK" | sha1sum | cut -d' ' -f1)
     if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-        say "installing labkit and its Python packages (about a minute the first time)"
-        "$PY" -m pip install -q --disable-pip-version-check --upgrade pip
-        "$PY" -m pip install -q --disable-pip-version-check -e ".[test]"
+        say "installing the Python packages pinned in $LOCK (about a minute the first time)"
+        pip_quiet "$PY" --upgrade pip
+        pip_quiet "$PY" --require-hashes -r "$LOCK"
+        say "installing labkit from this folder"
+        pip_quiet "$PY" --no-deps -e .
         echo "$want" > "$stamp"
     fi
+    install_lab_settings "$VENV"
+}
+
+install_lab_settings() {
+    # The course's JupyterLab defaults (no news prompt, no update check): overrides.json in
+    # the app settings folder of the venv's JupyterLab, which it reads at start. A learner's
+    # own settings (~/.jupyter) still win and are never touched.
+    local folder="$1/share/jupyter/lab/settings"
+    mkdir -p "$folder"
+    cmp -s jupyter/overrides.json "$folder/overrides.json" || cp jupyter/overrides.json "$folder/overrides.json"
 }
 
 setup() {
@@ -78,15 +103,72 @@ setup() {
 start() {
     setup
     "$VENV/bin/labkit" up --zookeeper 3 --etcd 3 --redis --replica
-    trap '"$VENV/bin/labkit" down' EXIT
-    say "opening Jupyter Lab on the course (Ctrl-C stops Jupyter and the lab)"
-    local as_root=()
+    JUPYTER_PID=""
+    trap stop_started EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+    local port token url as_root=()
+    port=$(free_port 8888)
+    token=$("$PY" -c 'import secrets; print(secrets.token_hex(24))')
     [ "$(id -u)" = 0 ] && as_root=(--allow-root)  # Jupyter refuses root unless told
-    "$VENV/bin/jupyter" lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir="$ROOT/notebooks" \
-        --LabApp.default_url=/lab/tree/00_start_here.ipynb "${as_root[@]}"
+    say "starting Jupyter Lab on 127.0.0.1:$port"
+    # The token comes through the environment (not the command line, which `ps` shows).
+    # Jupyter's own log stays on this terminal from WARN up: problems show, chatter does not.
+    JUPYTER_TOKEN="$token" "$VENV/bin/jupyter" lab --no-browser --ServerApp.ip=127.0.0.1 \
+        --ServerApp.port="$port" --ServerApp.port_retries=0 --ServerApp.log_level=WARN \
+        --ServerApp.root_dir="$ROOT/notebooks" --LabApp.default_url=/lab/tree/00_start_here.ipynb \
+        "${as_root[@]}" < /dev/null &
+    JUPYTER_PID=$!
+    "$PY" - "$port" "$token" "$JUPYTER_PID" <<'PYTHON' || die "Jupyter Lab did not start (its messages are above)"
+import os, sys, time, urllib.request
+port, token, pid = sys.argv[1], sys.argv[2], int(sys.argv[3])
+deadline = time.monotonic() + 120
+while time.monotonic() < deadline:
+    try:
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/api/status?token={token}", timeout=2).close()
+        sys.exit(0)
+    except OSError:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            sys.exit(1)
+        time.sleep(0.3)
+sys.exit(1)
+PYTHON
+    url="http://127.0.0.1:$port/lab/tree/00_start_here.ipynb?token=$token"
+    say "Jupyter Lab is ready; open: $url"
+    say "Ctrl-C stops Jupyter and the lab"
+    if [ "$(uname -s)" = Darwin ] || [ -n "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ]; then
+        "$PY" -m webbrowser -t "$url" >/dev/null 2>&1 || true
+    fi
+    wait "$JUPYTER_PID"
+}
+
+stop_started() {
+    # what `start` started, in reverse: Jupyter (SIGTERM: it shuts its kernels down), the lab
+    if [ -n "$JUPYTER_PID" ] && kill -0 "$JUPYTER_PID" 2>/dev/null; then
+        say "stopping Jupyter Lab"
+        kill -TERM "$JUPYTER_PID" 2>/dev/null || true
+        local deadline=$((SECONDS + 20))
+        while kill -0 "$JUPYTER_PID" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.2; done
+        kill -9 "$JUPYTER_PID" 2>/dev/null || true
+    fi
+    "$VENV/bin/labkit" down
+}
+
+free_port() {
+    # free_port PREFERRED: PREFERRED if nothing listens there on 127.0.0.1, else any free port
+    "$PY" -c 'import socket, sys
+s = socket.socket()
+try:
+    s.bind(("127.0.0.1", int(sys.argv[1])))
+except OSError:
+    s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])' "$1"
 }
 
 run_tests() {
+    [ "${1:-}" = --latest ] && { shift; test_latest "$@"; return; }
     setup
     install_test_extras
     local status=0
@@ -97,6 +179,63 @@ run_tests() {
     [ "$status" -eq 5 ] && { say "pytest collected no test"; status=1; }
     "$VENV/bin/labkit" down >/dev/null 2>&1 || true
     docker_leg "$@" || status=1
+    return "$status"
+}
+
+# ---- maintainers: the lock, and the newest versions on purpose ----------------------
+lock() {
+    # ./lab.sh lock [uv pip compile options]: rewrite the lock from pyproject.toml. Pins that
+    # still fit are kept; `./lab.sh lock --upgrade` moves everything to the newest release
+    # (after `./lab.sh test --latest` passed), `--upgrade-package NAME` just one.
+    local tools="$ROOT/.venv-tools"
+    if [ "$("$tools/bin/uv" --version 2>/dev/null | cut -d' ' -f2)" != "$UV_VERSION" ]; then
+        say "installing uv $UV_VERSION (the tool that writes the lock) into .venv-tools"
+        [ -x "$tools/bin/python" ] || python3 -m venv "$tools"
+        pip_quiet "$tools/bin/python" "uv==$UV_VERSION"
+    fi
+    "$tools/bin/uv" pip compile pyproject.toml --extra test --universal --python-version 3.10 \
+        --generate-hashes --custom-compile-command "./lab.sh lock" --quiet -o "$LOCK" "$@"
+    say "$LOCK: $(grep -c '^[a-z0-9]' "$LOCK") pins; the next ./lab.sh start/test/setup installs them"
+}
+
+test_latest() {
+    # The suite (local processes, notebooks included) against the newest release of every
+    # dependency, in .venv-latest: the step before `./lab.sh lock --upgrade`. CI never runs it.
+    local venv="$ROOT/.venv-latest" status=0
+    install_servers
+    install_test_extras
+    [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+    say "installing the newest release of every dependency into .venv-latest (the lock is not used)"
+    pip_quiet "$venv/bin/python" --upgrade pip
+    pip_quiet "$venv/bin/python" --upgrade --upgrade-strategy eager -e ".[test]"
+    install_lab_settings "$venv"
+    say "what differs from $LOCK:"
+    "$venv/bin/python" - "$LOCK" <<'PYTHON'
+import re, sys
+from importlib.metadata import distributions
+from packaging.markers import Marker
+from packaging.utils import canonicalize_name
+locked = {}
+for line in open(sys.argv[1]):
+    pin = re.match(r"([A-Za-z0-9._-]+)==([^\s;\\]+)\s*(?:;\s*([^\\]+?))?\s*\\?$", line)
+    if pin and (pin[3] is None or Marker(pin[3]).evaluate()):
+        locked[canonicalize_name(pin[1])] = pin[2]
+installed = {canonicalize_name(d.metadata["Name"]): d.version for d in distributions()}
+changes = [f"    {name}: {locked.get(name, '-')} -> {installed.get(name, '-')}"
+           for name in sorted((set(locked) | set(installed)) - {"labkit", "pip", "setuptools"})
+           if locked.get(name) != installed.get(name)]
+print("\n".join(changes) if changes else "    nothing: the lock is already the newest")
+PYTHON
+    export LABKIT_HOME="${LABKIT_HOME:-$HOME/.local/state/labkit-tests-latest}"
+    say "running the test suite and every notebook with the newest versions"
+    LABKIT_BACKEND=local "$venv/bin/pytest" tests notebooks --nbval-lax -p no:cacheprovider "$@" || status=$?
+    [ "$status" -eq 5 ] && { say "pytest collected no test"; status=1; }
+    "$venv/bin/labkit" down >/dev/null 2>&1 || true
+    if [ "$status" -eq 0 ]; then
+        say "the newest versions PASS: ./lab.sh lock --upgrade, then ./lab.sh test, then commit the lock"
+    else
+        say "the newest versions FAIL (pytest exit $status): keep the lock; the failures above say what broke"
+    fi
     return "$status"
 }
 
@@ -236,5 +375,6 @@ case "${1:-}" in
     test) shift; run_tests "$@" ;;
     setup) setup ;;
     stop) "$VENV/bin/labkit" down ;;
-    *) sed -n '2,8p' "$0"; exit 2 ;;
+    lock) shift; lock "$@" ;;
+    *) sed -n '2,10p' "$0"; exit 2 ;;
 esac
