@@ -4,11 +4,13 @@
 #   docker/build.sh           both images
 #   docker/build.sh servers   labkit-servers:<hash of docker/Dockerfile>, what LABKIT_BACKEND=docker
 #                             runs (labkit also builds it by itself on first use)
-#   docker/build.sh lab       labkit-lab:latest: Jupyter Lab + labkit + the servers, served by
-#                             docker/compose.yaml
+#   docker/build.sh lab       labkit-lab:latest, also tagged labkit-lab:lock-<hash of
+#                             requirements/lock.txt>: Jupyter Lab + labkit + the servers,
+#                             served by docker/compose.yaml
 #
-# Unchanged images are not rebuilt (the server tag follows its Dockerfile; the lab image
-# reuses Docker's layer cache). Build output goes to /tmp/labkit-docker-build.log.
+# Unchanged images are not rebuilt (the server tag follows its Dockerfile, and the server
+# image holds no Python package; the lab image reuses Docker's layer cache, whose Python layer
+# is rebuilt when the lock changes). Build output goes to /tmp/labkit-docker-build.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LOG=/tmp/labkit-docker-build.log
@@ -56,10 +58,17 @@ case "$WHAT" in
         # behind a TLS-intercepting proxy
         CONTEXT=$(mktemp -d /tmp/labkit-lab-context.XXXXXX)
         trap 'rm -rf "$CONTEXT"' EXIT
-        tar -c --exclude=__pycache__ pyproject.toml README.md labkit docker/Dockerfile.lab | tar -x -C "$CONTEXT"
+        tar -c --exclude=__pycache__ pyproject.toml README.md requirements/lock.txt jupyter/overrides.json \
+            labkit docker/Dockerfile.lab | tar -x -C "$CONTEXT"
         cp /usr/local/share/ca-certificates/*.crt "$CONTEXT/" 2>/dev/null || true
         build labkit-lab:latest "$CONTEXT/docker/Dockerfile.lab" "$CONTEXT"
-        # the lab images this tag moved away from (only ours: they carry the label)
+        # which Python stack is inside: the lock's hash, as a second tag
+        LOCKED="labkit-lab:lock-$(sha256sum requirements/lock.txt | cut -c1-12)"
+        docker tag labkit-lab:latest "$LOCKED"
+        say "labkit-lab:latest is $LOCKED"
+        # the lab images this build moved away from (only ours: they carry the label)
+        docker images --filter label=labkit.image=lab --format '{{.Repository}}:{{.Tag}}' |
+            grep '^labkit-lab:lock-' | grep -vx "$LOCKED" | xargs -r docker rmi >/dev/null || true
         docker image prune -f --filter label=labkit.image=lab >/dev/null ;;
     servers) ;;
     *) sed -n '2,10p' "$0"; exit 2 ;;
