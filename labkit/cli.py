@@ -75,9 +75,18 @@ def cmd_doctor(args) -> int:
     else:
         for item in report:
             if item["ok"]:
-                print(f"  ok       {item['name']:<10} {item['version'] or ''}  [{item['found']}]")
+                print(f"  ok       {item['name']:<10} {item['version'] or '':<9} [{item['found']}]")
             else:
-                print(f"  MISSING  {item['name']:<10} {item['problem']}\n           fix: {item['fix']}")
+                label = "TOO OLD" if item["found"] else "MISSING"
+                print(f"  {label:<8} {item['name']:<10} {item['problem']}\n           fix: {item['fix']}")
+            if item["needs"] and not item["ok"]:
+                print(f"           needs: {item['needs']}")
+            for note in item["notes"]:
+                print(f"           note: {note}")
+        print("\nWhat the lessons need (versions checked above):")
+        for item in report:
+            if item["needs"]:
+                print(f"  {item['name']:<10} {item['needs']}")
     needed = [i for i in report if not i["ok"] and i["name"] != "docker"]
     docker_ok = any(i["ok"] for i in report if i["name"] == "docker")
     if needed and not docker_ok:

@@ -1,6 +1,7 @@
 """Where the server binaries are: Debian/Ubuntu packages, a ZooKeeper release tarball,
 Homebrew, conda. Every lookup that fails raises ServerNotFound with the install command
-for each platform, before any process is started."""
+for each platform, before any process is started. ``doctor()`` also checks each version
+against what the lessons need (labkit/servers/versions.py)."""
 from __future__ import annotations
 
 import glob
@@ -10,6 +11,7 @@ import subprocess
 from dataclasses import dataclass
 
 from labkit.errors import ServerNotFound
+from labkit.servers import versions
 
 INSTALL = {
     "java": {
@@ -125,45 +127,51 @@ def find_redis() -> str:
     return found
 
 
-def _version(argv: list[str]) -> str:
+def _output(argv: list[str]) -> str:
     try:
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=15)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"? ({exc})"
-    text = (out.stdout + out.stderr).strip().splitlines()
-    return text[0] if text else "?"
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=15)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return done.stdout + done.stderr
 
 
 def doctor() -> list[dict]:
-    """What is installed, with versions, and how to get what is missing."""
+    """What is installed, with versions, whether each is new enough for the lessons, and how
+    to get what is missing or too old. A server older than a required minimum is not ``ok``."""
     report = []
 
     def check(what, finder, version_of):
+        needs = versions.needs_summary(what)
         try:
             found = finder()
         except ServerNotFound as exc:
-            report.append({"name": what, "ok": False, "found": None, "version": None,
-                           "problem": exc.message, "fix": exc.hint})
+            report.append({"name": what, "ok": False, "found": None, "version": None, "needs": needs,
+                           "notes": [], "problem": exc.message, "fix": exc.hint})
             return
         path = found.where if isinstance(found, ZooKeeperInstall) else found
-        report.append({"name": what, "ok": True, "found": path, "version": version_of(found),
-                       "problem": None, "fix": None})
+        version = version_of(found)
+        item = {"name": what, "ok": True, "found": path, "version": versions.as_text(version), "needs": needs,
+                "notes": [], "problem": None, "fix": None}
+        if version is None:
+            item["notes"].append("could not read its version: not checked against what the lessons need")
+        for need in versions.unmet(what, version):
+            if need.required:
+                item["ok"] = False
+                item["problem"] = (f"{what} {item['version']} is too old: the course needs {versions.as_text(need.minimum)} "
+                                   f"or later for {need.feature} (lessons {need.lessons})")
+                item["fix"] = "a newer one: " + install_hint("etcd" if what == "etcdctl" else what)
+            else:
+                item["notes"].append(f"{versions.as_text(need.minimum)} or later recommended: {need.feature} "
+                                     f"({need.lessons})")
+        report.append(item)
 
-    check("java", find_java, lambda p: _version([p, "-version"]))
-    check("zookeeper", find_zookeeper, _zookeeper_version)
-    check("etcd", find_etcd, lambda p: _version([p, "--version"]))
-    check("etcdctl", find_etcdctl, lambda p: _version([p, "version"]))
-    check("redis", find_redis, lambda p: _version([p, "--version"]))
+    check("java", find_java, lambda p: versions.parse_java(_output([p, "-version"])))
+    check("zookeeper", find_zookeeper, lambda install: versions.zookeeper_version(install.classpath))
+    check("etcd", find_etcd, lambda p: versions.parse_etcd(_output([p, "--version"])))
+    check("etcdctl", find_etcdctl, lambda p: versions.parse_etcd(_output([p, "version"])))
+    check("redis", find_redis, lambda p: versions.parse_redis(_output([p, "--version"])))
     report.append(_docker_check())
     return report
-
-
-def _zookeeper_version(install: ZooKeeperInstall) -> str:
-    for part in install.classpath.split(":"):
-        folder = os.path.dirname(part) if part.endswith(".jar") else part
-        for jar in glob.glob(os.path.join(folder, "zookeeper-[0-9]*.jar")):
-            return os.path.basename(jar)[len("zookeeper-"):-len(".jar")]
-    return "?"
 
 
 def _docker_check() -> dict:
@@ -171,8 +179,9 @@ def _docker_check() -> dict:
 
     problem = engine_problem()
     if problem is None:
-        return {"name": "docker", "ok": True, "found": "engine answers", "version": _version(["docker", "--version"]),
-                "problem": None, "fix": None}
-    return {"name": "docker", "ok": False, "found": None, "version": None, "problem": problem,
+        version = (_output(["docker", "--version"]).strip().splitlines() or ["?"])[0]
+        return {"name": "docker", "ok": True, "found": "engine answers", "version": version, "needs": "",
+                "notes": [], "problem": None, "fix": None}
+    return {"name": "docker", "ok": False, "found": None, "version": None, "needs": "", "notes": [], "problem": problem,
             "fix": "optional: the local backend needs no Docker. For containers: Debian: sudo apt-get install -y "
                    "docker.io && sudo dockerd &; macOS/Windows: start Docker Desktop"}
