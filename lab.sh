@@ -113,9 +113,10 @@ start() {
     [ "$(id -u)" = 0 ] && as_root=(--allow-root)  # Jupyter refuses root unless told
     say "starting Jupyter Lab on 127.0.0.1:$port"
     # The token comes through the environment (not the command line, which `ps` shows).
-    # Jupyter's own log stays on this terminal from WARN up: problems show, chatter does not.
+    # Jupyter's own log (server and JupyterLab: --Application) stays on this terminal from WARN
+    # up: problems show, chatter does not.
     JUPYTER_TOKEN="$token" "$VENV/bin/jupyter" lab --no-browser --ServerApp.ip=127.0.0.1 \
-        --ServerApp.port="$port" --ServerApp.port_retries=0 --ServerApp.log_level=WARN \
+        --ServerApp.port="$port" --ServerApp.port_retries=0 --Application.log_level=WARN \
         --ServerApp.root_dir="$ROOT/notebooks" --LabApp.default_url=/lab/tree/00_start_here.ipynb \
         "${as_root[@]}" < /dev/null &
     JUPYTER_PID=$!
