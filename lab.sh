@@ -159,8 +159,10 @@ stop_started() {
 
 free_port() {
     # free_port PREFERRED: PREFERRED if nothing listens there on 127.0.0.1, else any free port
+    # (SO_REUSEADDR as Jupyter binds: connections of a Jupyter just stopped do not count)
     "$PY" -c 'import socket, sys
 s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 try:
     s.bind(("127.0.0.1", int(sys.argv[1])))
 except OSError:
