@@ -31,7 +31,7 @@ def cmd_up(args) -> int:
         return 0
     lab = lab_module.up(zookeeper=args.zookeeper, etcd=args.etcd, redis=args.redis or args.replica,
                         replica=args.replica, backend=args.backend, base_port=args.base_port, detached=True,
-                        clocks=args.clocks)
+                        clocks=args.clocks, redlock=args.redlock, sentinels=args.sentinels)
     state.current_file().write_text(lab.id + "\n")
     _print_status(lab.status())
     print(f"started in {lab.started_in:.1f} s; `labkit status` shows it, `labkit down` stops it")
@@ -112,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--etcd", type=int, default=1, metavar="N", help="etcd members: 0, 1, 3 or 5 (default 1)")
     up.add_argument("--redis", action="store_true", help="a Redis primary")
     up.add_argument("--replica", action="store_true", help="a Redis primary plus an asynchronous replica")
+    up.add_argument("--redlock", type=int, default=0, metavar="N", help="N independent Redis primaries for Redlock (3-9)")
+    up.add_argument("--sentinels", type=int, default=0, metavar="N", help="Redis Sentinels watching the primary (needs --replica)")
     up.add_argument("--backend", choices=["auto", "local", "docker"], default=None,
                     help="where servers run (default: $LABKIT_BACKEND or auto)")
     up.add_argument("--base-port", type=int, default=None, help="use consecutive ports from here")

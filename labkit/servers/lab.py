@@ -14,10 +14,12 @@ from labkit.servers import discovery, state as lab_state
 from labkit.servers.clock import build_shim, prepare_clock
 from labkit.servers.etcd import EtcdNode, EtcdService, etcd_argv
 from labkit.servers.process import LocalProcess, process_start_time
-from labkit.servers.redis import RedisNode, RedisService, redis_argv
+from labkit.servers.redis import RedisNode, RedisService, RedlockNode, RedlockService, redis_argv
+from labkit.servers.sentinel import SentinelNode, SentinelService, sentinel_argv, sentinel_config
 from labkit.servers.zookeeper import ZooKeeperNode, ZooKeeperService, zookeeper_argv, zookeeper_config
 
-NODE_CLASSES = {"zookeeper": ZooKeeperNode, "etcd": EtcdNode, "redis": RedisNode}
+NODE_CLASSES = {"zookeeper": ZooKeeperNode, "etcd": EtcdNode, "redis": RedisNode,
+                "redlock": RedlockNode, "sentinel": SentinelNode}
 ENSEMBLE_SIZES = (0, 1, 3, 5)
 
 
@@ -31,6 +33,21 @@ def check_ensemble_size(service: str, size: int) -> None:
             f"use {size - 1} or {size + 1}")
     raise InvalidClusterSize(f"{service}={size}: labkit runs ensembles of 1, 3 or 5 nodes (or 0 for none)",
                              "use 1 for a quick lab, 3 to see a leader fail over")
+
+
+def check_redis_extras(redlock: int, sentinels: int, replica: bool) -> None:
+    """Redlock needs several independent primaries; Sentinel needs a replica to promote."""
+    if redlock and not 3 <= redlock <= 9:
+        raise InvalidClusterSize(
+            f"redlock={redlock}: Redlock takes a majority of N independent Redis primaries, "
+            f"and with fewer than 3 one crash already blocks every lock",
+            "use redlock=5 (the algorithm's own example; an odd N wastes no instance), or 3 for a quick lab")
+    if sentinels and not replica:
+        raise InvalidClusterSize(f"sentinels={sentinels} without a replica: Sentinel would have nothing to promote",
+                                 "start the lab with redis=True, replica=True, sentinels=3")
+    if sentinels not in ENSEMBLE_SIZES:
+        raise InvalidClusterSize(f"sentinels={sentinels}: the sentinels elect a leader by majority, "
+                                 "so labkit runs 1, 3 or 5 of them", "use sentinels=3")
 
 
 class Lab:
@@ -50,6 +67,8 @@ class Lab:
         self.zookeeper: ZooKeeperService | None = None
         self.etcd: EtcdService | None = None
         self.redis: RedisService | None = None
+        self.redlock: RedlockService | None = None    # independent primaries r1..rN
+        self.sentinel: SentinelService | None = None  # also reachable as lab.redis.sentinels
         self.started_in: float | None = None
         self.owner_pid = os.getpid()  # a forked child must never stop its parent's lab at exit
         self._down = False
@@ -57,7 +76,7 @@ class Lab:
     # -- nodes ------------------------------------------------------------------
     @property
     def services(self) -> list:
-        return [s for s in (self.zookeeper, self.etcd, self.redis) if s is not None]
+        return [s for s in (self.zookeeper, self.etcd, self.redis, self.redlock, self.sentinel) if s is not None]
 
     @property
     def nodes(self) -> list:
@@ -162,11 +181,14 @@ def choose_backend(backend: str | None, say=print) -> str:
 
 def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = False,
        backend: str | None = None, base_port: int | None = None, quiet: bool = False,
-       detached: bool = False, timeout: float | None = None, clocks: bool = False) -> Lab:
+       detached: bool = False, timeout: float | None = None, clocks: bool = False, redlock: int = 0,
+       sentinels: int = 0) -> Lab:
     """Start a lab of real servers and wait until every node answers.
 
     zookeeper / etcd: ensemble sizes (0, 1, 3 or 5). redis: a primary; replica: plus an
-    asynchronous replica. base_port: use consecutive ports from there instead of free ones
+    asynchronous replica. redlock: that many independent Redis primaries r1..rN (3 to 9)
+    as ``lab.redlock``. sentinels: 1, 3 or 5 Redis Sentinels watching the primary (needs
+    replica=True), started once the replica is in sync. base_port: use consecutive ports from there instead of free ones
     chosen by the kernel. Prints a line per node as it becomes ready unless ``quiet``.
     clocks: start ZooKeeper and Redis with labkit's clock shim, so that ``node.clock.step(30)``
     can step their wall clock while they run (labkit/servers/clock.py; etcd cannot be stepped).
@@ -179,14 +201,15 @@ def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = Fa
     check_ensemble_size("etcd", etcd)
     if replica and not redis:
         raise InvalidClusterSize("replica=True needs redis=True", "a replica replicates a primary")
+    check_redis_extras(redlock, sentinels, replica)
     backend = choose_backend(backend, say)
-    binaries = _find_binaries(zookeeper, etcd, redis, backend)
+    binaries = _find_binaries(zookeeper, etcd, redis or bool(redlock), backend)
     if clocks:
         build_shim()  # no compiler: say so before anything starts
     lab_state.reap_orphans(log=say)
 
     redis_count = (1 + int(replica)) if redis else 0
-    port_count = 3 * zookeeper + 2 * etcd + redis_count
+    port_count = 3 * zookeeper + 2 * etcd + redis_count + redlock + sentinels
     if base_port is not None:
         ports = list(range(base_port, base_port + port_count))
     else:
@@ -197,6 +220,7 @@ def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = Fa
     lab = Lab(lab_id, run_dir, backend, owned=True, detached=detached, clocks=clocks)
     try:
         _build_nodes(lab, binaries, ports, zookeeper, etcd, redis_count)
+        _build_redlock_and_sentinels(lab, binaries, ports[len(ports) - redlock - sentinels:], redlock, sentinels)
         for node, port_use in _port_uses(lab):
             lab_state.check_port_free(port_use[0], f"{node.name} ({port_use[1]})")
         lab.save_state()
@@ -204,9 +228,11 @@ def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = Fa
         began = time.monotonic()
         what = ", ".join(f"{s.name} x{len(s.nodes)}" for s in lab.services)
         say(f"starting {what} on 127.0.0.1 ({backend}) ...")
-        _in_parallel(lab.nodes, lambda node: node.start())
+        _in_parallel(_servers(lab), lambda node: node.start())
         lab.save_state()
         _wait_all_ready(lab, say, timeout)
+        if lab.sentinel:
+            _start_sentinels(lab, say, timeout)
         lab.started_in = time.monotonic() - began
         say(f"lab {lab.id} ready in {lab.started_in:.1f} s")
     except BaseException:
@@ -297,6 +323,48 @@ def _build_nodes(lab: Lab, binaries: dict, ports: list[int], zookeeper: int, etc
         lab.redis = RedisService(nodes)
 
 
+def _build_redlock_and_sentinels(lab: Lab, binaries: dict, ports: list[int], redlock: int, sentinels: int) -> None:
+    take = iter(ports)
+    if redlock:
+        nodes = []
+        for i in range(redlock):
+            name, port = f"r{i + 1}", next(take)
+            data_dir = lab.run_dir / name
+            data_dir.mkdir()
+            argv = redis_argv(binaries["redis"], port, str(data_dir))
+            runner = _make_runner(lab, RedlockNode, name, argv, str(data_dir))
+            nodes.append(RedlockNode(name, port, runner, str(data_dir)))
+        lab.redlock = RedlockService(nodes)
+    if sentinels:
+        nodes = []
+        for i in range(sentinels):
+            name, port = f"sentinel{i + 1}", next(take)
+            data_dir = lab.run_dir / name
+            data_dir.mkdir()
+            config = data_dir / "sentinel.conf"
+            config.write_text(sentinel_config(port, str(data_dir), lab.redis.primary.port, sentinels // 2 + 1))
+            argv = sentinel_argv(binaries["redis"], str(config))
+            runner = _make_runner(lab, SentinelNode, name, argv, str(data_dir))
+            nodes.append(SentinelNode(name, port, runner, str(data_dir)))
+        lab.sentinel = SentinelService(nodes)
+        lab.redis.sentinels = lab.sentinel
+
+
+def _servers(lab: Lab) -> list:
+    """Every node but the sentinels, which start last (see _start_sentinels)."""
+    return [node for node in lab.nodes if node.kind != "sentinel"]
+
+
+def _start_sentinels(lab: Lab, say, timeout: float | None) -> None:
+    """Sentinels start only once the primary answers and the replica is in sync: a sentinel
+    that found the primary silent for a moment could start a failover with nothing to promote."""
+    _in_parallel(lab.sentinel.nodes, lambda node: node.start())
+    lab.save_state()
+    _in_parallel(lab.sentinel.nodes, lambda node: node.wait_ready(timeout))
+    seconds = lab.sentinel.wait_until_watching(timeout or 30)
+    say(f"  {len(lab.sentinel.nodes)} sentinels watch {lab.redis.primary.name} (agreed in {seconds:.1f} s)")
+
+
 def _port_uses(lab: Lab):
     for node in lab.nodes:
         for use, port in node.ports.items():
@@ -312,7 +380,7 @@ def _wait_all_ready(lab: Lab, say, timeout: float | None) -> None:
         with printing:
             say(f"  {node.name:<7} {node.endpoint:<16} ready in {seconds:4.1f} s")
 
-    _in_parallel(lab.nodes, wait)
+    _in_parallel(_servers(lab), wait)
     if lab.zookeeper and len(lab.zookeeper.nodes) > 1:
         leader = lab.zookeeper.wait_for_leader(timeout or 30)
         say(f"  zookeeper leader: {leader.name}")
@@ -357,6 +425,10 @@ def attach(lab_id: str | None = None) -> Lab:
         lab.etcd = EtcdService(by_kind["etcd"])
     if "redis" in by_kind:
         lab.redis = RedisService(by_kind["redis"])
+    if "redlock" in by_kind:
+        lab.redlock = RedlockService(by_kind["redlock"])
+    if "sentinel" in by_kind and lab.redis is not None:
+        lab.sentinel = lab.redis.sentinels = SentinelService(by_kind["sentinel"])
     return lab
 
 
@@ -374,6 +446,7 @@ def attach_or_up(**sizes) -> Lab:
     have = lambda s: len(s.nodes) if s else 0  # noqa: E731
     if (have(lab.zookeeper) >= want_zk and have(lab.etcd) >= want_etcd
             and have(lab.redis) >= (1 + int(want_replica)) * int(bool(want_redis))
+            and have(lab.redlock) >= sizes.get("redlock", 0) and have(lab.sentinel) >= sizes.get("sentinels", 0)
             and all(n.state == "running" for n in lab.nodes)):
         return lab
     return up(**sizes)

@@ -1,14 +1,18 @@
-"""Redis: a primary and, optionally, an asynchronous replica.
+"""Redis: a primary and, optionally, an asynchronous replica; or N independent primaries
+for Redlock.
 
 No persistence by default (`--save ''`, no AOF), so a crash loses everything since the
 last explicit SAVE — which is exactly what the lessons on vanishing and resurrected
-locks need. Failover is manual (`promote`), so a lesson decides when it happens.
+locks need. Failover is manual (`promote`), so a lesson decides when it happens, unless
+the lab runs Sentinel (labkit/servers/sentinel.py), which promotes the replica by itself.
 """
 from __future__ import annotations
 
 import socket
 
-from labkit.errors import UnknownNode
+from pathlib import Path
+
+from labkit.errors import LabError, UnknownNode
 from labkit.servers.node import HOST, Node
 
 
@@ -66,8 +70,9 @@ class RedisNode(Node):
 class RedisService:
     name = "redis"
 
-    def __init__(self, nodes: list[RedisNode]):
+    def __init__(self, nodes: list[RedisNode], sentinels=None):
         self.nodes = nodes
+        self.sentinels = sentinels  # a SentinelService when the lab runs Sentinel, else None
 
     @property
     def primary(self) -> RedisNode:
@@ -132,6 +137,81 @@ class RedisService:
                 raise NodeStartError(f"redis replica {replica.name} did not acknowledge the primary's writes "
                                      f"within {timeout:.0f} s", "look at both nodes' logs", replica.log_tail())
             time.sleep(0.05)
+
+    # -- Sentinel ---------------------------------------------------------------
+    def _sentinel_service(self):
+        if self.sentinels is None:
+            raise LabError("this lab runs no Sentinel",
+                           "start one with labkit.up(redis=True, replica=True, sentinels=3)")
+        return self.sentinels
+
+    def sentinel_primary(self) -> str:
+        """The address ("127.0.0.1:port") a majority of the sentinels name as primary now.
+        Raises SentinelDisagree when no address has a majority (mid-failover, or partitioned)."""
+        return self._sentinel_service().primary_endpoint()
+
+    def wait_for_failover(self, timeout: float = 30.0) -> RedisNode:
+        """Wait until a majority of the sentinels name a primary other than ``self.primary``
+        and that node says it is a master; it becomes ``self.primary`` and is returned.
+        Raises FailoverTimeout, with every sentinel's last log lines, after ``timeout`` s."""
+        endpoint = self._sentinel_service().wait_for_new_primary(self.primary.endpoint, timeout)
+        for index, node in enumerate(self.nodes):
+            if node.endpoint == endpoint:
+                self._primary_index = index
+                return node
+        raise UnknownNode(f"the sentinels name {endpoint} as primary, which is not a node of this lab",
+                          "look at `SENTINEL masters` on a sentinel: was it reconfigured by hand?")
+
+    def describe(self) -> dict:
+        return {"nodes": [n.describe() for n in self.nodes]}
+
+    def is_ready(self) -> bool:
+        return all(n.is_ready() for n in self.nodes)
+
+
+class RedlockNode(RedisNode):
+    """One of Redlock's independent primaries (r1..rN): no replica, no persistence."""
+
+    kind = "redlock"
+
+
+class RedlockService:
+    """N independent Redis primaries for Redlock: no replication between them, nothing
+    shared, and none of them writes to disk (``--appendonly no --save ''``), so a crash
+    restart comes back empty: the "restart without fsync" case of Redlock's analysis."""
+
+    name = "redlock"
+
+    def __init__(self, nodes: list[RedlockNode]):
+        self.nodes = nodes
+
+    @property
+    def endpoints(self) -> list[str]:
+        """"127.0.0.1:port" of every instance, r1 first (what a Redlock is built from)."""
+        return [node.endpoint for node in self.nodes]
+
+    def node(self, which: "RedlockNode | str") -> RedlockNode:
+        for node in self.nodes:
+            if node is which or node.name == which:
+                return node
+        known = ", ".join(node.name for node in self.nodes)
+        raise UnknownNode(f"no Redlock instance {which!r} (this lab has {known})", "use one of those names")
+
+    def crash_restart(self, which: "RedlockNode | str", timeout: float | None = None) -> RedlockNode:
+        """SIGKILL one instance and start it again at once, on the same port, with no data:
+        every key it held (every lock vote it gave) is forgotten. Nothing was fsynced, and
+        anything a manual SAVE left in its folder is removed too, so the result never
+        depends on an earlier lesson. Returns once it answers PING."""
+        node = self.node(which)
+        node.kill()
+        folder = Path(node.data_dir)
+        for leftover in ("dump.rdb", "appendonly.aof"):
+            (folder / leftover).unlink(missing_ok=True)
+        for aof_piece in (folder / "appendonlydir").glob("*"):
+            aof_piece.unlink()
+        node.start()
+        node.wait_ready(timeout)
+        return node
 
     def describe(self) -> dict:
         return {"nodes": [n.describe() for n in self.nodes]}

@@ -1,0 +1,195 @@
+"""Redis Sentinel: processes that watch the Redis primary and promote its replica when it dies.
+
+What can go wrong, and what a lesson shows with it:
+
+* Failover is not instant: a sentinel waits ``down-after-milliseconds`` before calling
+  the primary down, a quorum of sentinels must agree, and a majority must elect one of
+  them to run the failover. Until then the old address is still the answer.
+* Replication is asynchronous, so the promoted replica lacks whatever the primary had
+  acknowledged but not yet shipped: a lock granted just before the crash can be granted
+  again (two holders). Sentinel chooses availability; it does not make Redis a quorum store.
+* A sentinel that is cut off keeps naming the old primary; clients that ask it connect to
+  a primary the others have replaced. ``primary_endpoint`` therefore counts a majority.
+
+Each sentinel runs on 127.0.0.1 only (bind, protected mode, ``announce-ip``) with short
+timers for fast lessons. It is ``redis-server --sentinel`` (``redis-sentinel`` is the same
+binary under another name), so every place that has Redis has Sentinel.
+"""
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from labkit.errors import LabError
+from labkit.servers.node import HOST, Node
+
+PRIMARY_NAME = "labkit"        # the name the sentinels monitor the primary under
+DOWN_AFTER_MS = 1000           # silence before a sentinel calls the primary down
+FAILOVER_TIMEOUT_MS = 3000     # how long one failover attempt may take before a retry
+
+
+class SentinelDisagree(LabError):
+    """No primary address is named by a majority of the sentinels."""
+
+
+class FailoverTimeout(LabError):
+    """The sentinels did not promote a replica in time; carries each sentinel's last log lines."""
+
+    def __init__(self, message: str, hint: str, logs: dict[str, str]):
+        self.logs = logs
+        for name, tail in logs.items():
+            message += f"\n  last log lines of {name}:\n" + "\n".join("    " + line for line in tail.splitlines())
+        super().__init__(message, hint)
+
+
+def sentinel_config(port: int, data_dir: str, primary_port: int, quorum: int,
+                    down_after_ms: int = DOWN_AFTER_MS, failover_timeout_ms: int = FAILOVER_TIMEOUT_MS) -> str:
+    """A sentinel's config file. Sentinel rewrites it as it learns (other sentinels, the
+    replica, a new primary), so it must live in a writable folder of the lab."""
+    return "\n".join([
+        f"port {port}",
+        f"bind {HOST}",
+        "protected-mode yes",
+        "daemonize no",
+        'logfile ""',
+        f"dir {data_dir}",
+        # announce the loopback address: sentinels and clients must never be sent elsewhere
+        f"sentinel announce-ip {HOST}",
+        f"sentinel announce-port {port}",
+        f"sentinel monitor {PRIMARY_NAME} {HOST} {primary_port} {quorum}",
+        f"sentinel down-after-milliseconds {PRIMARY_NAME} {down_after_ms}",
+        f"sentinel failover-timeout {PRIMARY_NAME} {failover_timeout_ms}",
+        f"sentinel parallel-syncs {PRIMARY_NAME} 1",
+        "",
+    ])
+
+
+def sentinel_argv(redis_server: str, config_path: str) -> list[str]:
+    return [redis_server, config_path, "--sentinel"]
+
+
+class SentinelNode(Node):
+    kind = "sentinel"
+    start_timeout = 15.0
+    start_hint = "check that `redis-server --version` runs and the port is free"
+
+    def _ask(self, *words: str, timeout: float = 0.5):
+        # no retries: a probe must answer now or say it cannot
+        client = redis.Redis(host=self.host, port=self.port, socket_timeout=timeout,
+                             socket_connect_timeout=timeout, retry=Retry(NoBackoff(), 0), decode_responses=True)
+        try:
+            return client.execute_command(*words)
+        finally:
+            client.close()
+
+    def primary_endpoint(self) -> str | None:
+        """The address this sentinel names as primary now (None if it cannot answer)."""
+        try:
+            host, port = self._ask("SENTINEL", "GET-MASTER-ADDR-BY-NAME", PRIMARY_NAME)
+        except (redis.RedisError, OSError, TypeError, ValueError):
+            return None
+        return f"{host}:{port}"
+
+    def is_ready(self) -> bool:
+        return self.primary_endpoint() is not None
+
+    def read_role(self) -> str:
+        return "sentinel" if self.is_ready() else "unreachable"
+
+    def quorum_reachable(self) -> bool:
+        """``SENTINEL CKQUORUM``: enough sentinels are known and reachable to call the
+        primary down and to authorize a failover. False until the sentinels found each other."""
+        try:
+            return str(self._ask("SENTINEL", "CKQUORUM", PRIMARY_NAME)).startswith("OK")
+        except (redis.RedisError, OSError):
+            return False
+
+    def knows_replica(self) -> bool:
+        """True once this sentinel has seen a healthy replica: without one it has nothing to promote."""
+        try:
+            replicas = self._ask("SENTINEL", "REPLICAS", PRIMARY_NAME)
+        except (redis.RedisError, OSError):
+            return False
+        return any("s_down" not in r.get("flags", "") and "disconnected" not in r.get("flags", "")
+                   for r in replicas)
+
+
+class SentinelService:
+    """The sentinels of a lab; ``lab.redis.sentinel_primary()`` and ``wait_for_failover()`` use it."""
+
+    name = "sentinel"
+
+    def __init__(self, nodes: list[SentinelNode]):
+        self.nodes = nodes
+
+    @property
+    def majority(self) -> int:
+        return len(self.nodes) // 2 + 1
+
+    def named_primaries(self) -> dict[str, str | None]:
+        """What each sentinel names as primary right now (None: it does not answer)."""
+        return {node.name: node.primary_endpoint() if node.state == "running" else None for node in self.nodes}
+
+    def primary_endpoint(self) -> str:
+        named = self.named_primaries()
+        counts = Counter(endpoint for endpoint in named.values() if endpoint)
+        if counts:
+            endpoint, votes = counts.most_common(1)[0]
+            if votes >= self.majority:
+                return endpoint
+        raise SentinelDisagree(f"no primary is named by a majority ({self.majority}) of the sentinels: {named}",
+                               "a failover may be in progress: wait_for_failover() waits for it to settle")
+
+    def wait_until_watching(self, timeout: float = 30.0) -> float:
+        """Wait until every sentinel names the primary, has found the others (CKQUORUM) and
+        knows the replica: only then can a failover happen. Returns the seconds it took."""
+        began = time.monotonic()
+        deadline = began + timeout
+        while not all(node.quorum_reachable() and node.knows_replica() for node in self.nodes):
+            if time.monotonic() > deadline:
+                raise FailoverTimeout(f"the sentinels did not all see each other and the replica within {timeout:.0f} s",
+                                      "sentinels find each other through the primary every 2 s; "
+                                      "check that the primary and replica run",
+                                      {node.name: node.log_tail(8) for node in self.nodes})
+            time.sleep(0.1)
+        return time.monotonic() - began
+
+    def wait_for_new_primary(self, old_endpoint: str, timeout: float = 30.0) -> str:
+        """Wait until a majority names a primary other than ``old_endpoint`` and that
+        server reports ``role:master``; returns its address."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                endpoint = self.primary_endpoint()
+            except SentinelDisagree:
+                endpoint = None
+            if endpoint and endpoint != old_endpoint:
+                host, port = endpoint.rsplit(":", 1)
+                client = redis.Redis(host=host, port=int(port), socket_timeout=0.5, socket_connect_timeout=0.5,
+                                     retry=Retry(NoBackoff(), 0))
+                try:
+                    role = client.execute_command("ROLE")[0]
+                except (redis.RedisError, OSError):
+                    role = None
+                finally:
+                    client.close()
+                if role in (b"master", "master"):
+                    return endpoint
+            if time.monotonic() > deadline:
+                raise FailoverTimeout(
+                    f"the sentinels did not promote a replica within {timeout:.0f} s "
+                    f"(they name {self.named_primaries()}; the old primary was {old_endpoint})",
+                    f"a failover needs the primary silent for {DOWN_AFTER_MS} ms, a quorum that agrees and a "
+                    "healthy replica; look for +sdown, +odown, +switch-master or -failover-abort below",
+                    {node.name: node.log_tail(10) for node in self.nodes})
+            time.sleep(0.05)
+
+    def describe(self) -> dict:
+        return {"nodes": [n.describe() for n in self.nodes]}
+
+    def is_ready(self) -> bool:
+        return all(n.is_ready() for n in self.nodes)
