@@ -112,8 +112,10 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--etcd", type=int, default=1, metavar="N", help="etcd members: 0, 1, 3 or 5 (default 1)")
     up.add_argument("--redis", action="store_true", help="a Redis primary")
     up.add_argument("--replica", action="store_true", help="a Redis primary plus an asynchronous replica")
-    up.add_argument("--redlock", type=int, default=0, metavar="N", help="N independent Redis primaries for Redlock (3-9)")
-    up.add_argument("--sentinels", type=int, default=0, metavar="N", help="Redis Sentinels watching the primary (needs --replica)")
+    up.add_argument("--redlock", type=int, default=0, metavar="N",
+                    help="N independent Redis primaries for Redlock (3 to 9)")
+    up.add_argument("--sentinels", type=int, default=0, metavar="N",
+                    help="Redis Sentinels watching the primary: 1, 3 or 5 (needs --replica)")
     up.add_argument("--backend", choices=["auto", "local", "docker"], default=None,
                     help="where servers run (default: $LABKIT_BACKEND or auto)")
     up.add_argument("--base-port", type=int, default=None, help="use consecutive ports from here")

@@ -21,6 +21,7 @@ from labkit.locks.etcd_mutex import EtcdMutex
 from labkit.locks.etcd_session import EtcdSession
 from labkit.locks.kazoo_reference import KazooReferenceLock
 from labkit.locks.redis_lock import RedisLock
+from labkit.locks.redlock import Redlock
 from labkit.locks.zookeeper import ZooKeeperLock
 from labkit.servers.etcd import etcd_client  # python3-etcd3, with the lab's fixes
 
@@ -58,6 +59,9 @@ def connections_of(lab: Any) -> dict[str, str]:
         connections["etcd"] = running[0] if running else etcd.endpoints[0]
     if redis is not None:
         connections["redis"] = f"{redis.host}:{redis.port}"
+    redlock = getattr(lab, "redlock", None)
+    if redlock is not None:
+        connections["redlock"] = ",".join(redlock.endpoints)
     return connections
 
 
@@ -121,6 +125,12 @@ def _redis(connections, name, identifier, on_event, session_timeout, ttl) -> Rec
     return RecipeHandle(lock, client.close, extra={"redis": client})
 
 
+def _redlock(connections, name, identifier, on_event, session_timeout, ttl) -> RecipeHandle:
+    endpoints = _need(connections, "redlock", "redlock").split(",")
+    lock = Redlock.connect(endpoints, name, ttl_ms=int(ttl * 1000), identifier=identifier, on_event=on_event)
+    return RecipeHandle(lock, lock.close)
+
+
 @dataclass(frozen=True)
 class Recipe:
     """One recipe of docs/RECIPES.md: the service it needs, a title for people, and the
@@ -131,6 +141,7 @@ class Recipe:
     service: str
     title: str
     factory: Callable[..., RecipeHandle]
+    ttl_only: bool = False  # no session and no fencing token: the lock ends when its TTL runs out
 
 
 RECIPES: dict[str, Recipe] = {recipe.name: recipe for recipe in (
@@ -139,7 +150,8 @@ RECIPES: dict[str, Recipe] = {recipe.name: recipe for recipe in (
     Recipe("kazoo", "zookeeper", "kazoo's Lock (reference)", _zookeeper(None, reference=True)),
     Recipe("etcd", "etcd", "etcd Mutex on a session lease (Go's concurrency)", _etcd_mutex),
     Recipe("etcd3-lock", "etcd", "python-etcd3's Lock (reference, herd-prone)", _etcd3_reference),
-    Recipe("redis", "redis", "Redis SET NX PX", _redis),
+    Recipe("redis", "redis", "Redis SET NX PX", _redis, ttl_only=True),
+    Recipe("redlock", "redlock", "Redlock: a majority of N independent Redis primaries", _redlock, ttl_only=True),
 )}
 
 

@@ -24,7 +24,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from labkit.errors import LabError
+from labkit.errors import LabError, NodeStartError
 from labkit.servers.node import HOST, Node
 
 PRIMARY_NAME = "labkit"        # the name the sentinels monitor the primary under
@@ -77,8 +77,9 @@ class SentinelNode(Node):
     start_timeout = 15.0
     start_hint = "check that `redis-server --version` runs and the port is free"
 
-    def _ask(self, *words: str, timeout: float = 0.5):
-        # no retries: a probe must answer now or say it cannot
+    def command(self, *words: str, timeout: float = 0.5):
+        """One command to this sentinel, e.g. ``command("SENTINEL", "REPLICAS", PRIMARY_NAME)``.
+        No retries: a probe must answer now or say it cannot."""
         client = redis.Redis(host=self.host, port=self.port, socket_timeout=timeout,
                              socket_connect_timeout=timeout, retry=Retry(NoBackoff(), 0), decode_responses=True)
         try:
@@ -89,7 +90,7 @@ class SentinelNode(Node):
     def primary_endpoint(self) -> str | None:
         """The address this sentinel names as primary now (None if it cannot answer)."""
         try:
-            host, port = self._ask("SENTINEL", "GET-MASTER-ADDR-BY-NAME", PRIMARY_NAME)
+            host, port = self.command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", PRIMARY_NAME)
         except (redis.RedisError, OSError, TypeError, ValueError):
             return None
         return f"{host}:{port}"
@@ -104,14 +105,14 @@ class SentinelNode(Node):
         """``SENTINEL CKQUORUM``: enough sentinels are known and reachable to call the
         primary down and to authorize a failover. False until the sentinels found each other."""
         try:
-            return str(self._ask("SENTINEL", "CKQUORUM", PRIMARY_NAME)).startswith("OK")
+            return str(self.command("SENTINEL", "CKQUORUM", PRIMARY_NAME)).startswith("OK")
         except (redis.RedisError, OSError):
             return False
 
     def knows_replica(self) -> bool:
         """True once this sentinel has seen a healthy replica: without one it has nothing to promote."""
         try:
-            replicas = self._ask("SENTINEL", "REPLICAS", PRIMARY_NAME)
+            replicas = self.command("SENTINEL", "REPLICAS", PRIMARY_NAME)
         except (redis.RedisError, OSError):
             return False
         return any("s_down" not in r.get("flags", "") and "disconnected" not in r.get("flags", "")
@@ -151,10 +152,11 @@ class SentinelService:
         deadline = began + timeout
         while not all(node.quorum_reachable() and node.knows_replica() for node in self.nodes):
             if time.monotonic() > deadline:
-                raise FailoverTimeout(f"the sentinels did not all see each other and the replica within {timeout:.0f} s",
-                                      "sentinels find each other through the primary every 2 s; "
-                                      "check that the primary and replica run",
-                                      {node.name: node.log_tail(8) for node in self.nodes})
+                tails = "\n".join(f"[{node.name}] {line}"
+                                  for node in self.nodes for line in node.log_tail(6).splitlines())
+                raise NodeStartError(f"the sentinels did not all see each other and the replica within {timeout:.0f} s",
+                                     "sentinels find each other through the primary every 2 s; "
+                                     "check that the primary and the replica run", tails)
             time.sleep(0.1)
         return time.monotonic() - began
 

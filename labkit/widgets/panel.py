@@ -76,11 +76,11 @@ class LockPanel:
         self.store = None
         if getattr(lab, "redis", None) is not None:
             from labkit.record.fencing import FencedStore
-            # a Redis lock gives no token, so a fenced store would refuse all its writes:
-            # its store accepts everything, and the panel shows what that lets through
+            # a Redis lock (or Redlock) gives no token, so a fenced store would refuse all its
+            # writes: its store accepts everything, and the panel shows what that lets through
             import redis
             self.store = FencedStore(lab.redis.client(socket_timeout=2.0), f"panel-store:{self.name}",
-                                     fenced=RECIPES[recipe].service != "redis")
+                                     fenced=not RECIPES[recipe].ttl_only)
             try:
                 self.store.reset()
             except redis.RedisError as error:  # the lock still works; only the store is missing

@@ -92,7 +92,7 @@ class PanelView:
         session_action = SESSION_ACTIONS.get(service, "expire session")
         session = _button(session_action, "the server ends this client's session / lease now")
         keepalive = _button("stop keep-alive", "stop refreshing the lease: it expires after its TTL")
-        if service == "redis":
+        if RECIPES[self.panel.recipe].ttl_only:
             session.disabled, session.tooltip = True, "a Redis lock has no session: it ends when its TTL runs out"
         if self.panel.recipe != "etcd":
             keepalive.disabled, keepalive.tooltip = True, "only an etcd Mutex keeps a lease alive"

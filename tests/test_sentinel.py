@@ -1,0 +1,121 @@
+"""Real Redis Sentinel: three sentinels on 127.0.0.1 agree on the primary, promote the
+replica when the primary dies, and stop (or are reaped) with their lab."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+import labkit
+from labkit.servers import run_folder, state as lab_state
+from labkit.servers.lab import attach
+from labkit.servers.process import process_state
+from labkit.servers.sentinel import PRIMARY_NAME, FailoverTimeout
+
+LOCAL = os.environ.get("LABKIT_BACKEND", "local") == "local"
+
+
+@pytest.fixture(scope="module")
+def lab():
+    with labkit.up(zookeeper=0, etcd=0, redis=True, replica=True, sentinels=3, quiet=True) as started:
+        yield started
+
+
+def listening_addresses(port: int) -> set[str]:
+    """Local addresses with a listening TCP socket on ``port``, from the kernel's tables."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = open(table).read().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            local, state = line.split()[1], line.split()[3]
+            address, port_hex = local.rsplit(":", 1)
+            if state == "0A" and int(port_hex, 16) == port:  # 0A: LISTEN
+                found.add(address)
+    return found
+
+
+def test_three_sentinels_agree_on_the_primary_on_loopback_only(lab):
+    primary = lab.redis.primary
+    assert lab.redis.sentinel_primary() == primary.endpoint
+    assert set(lab.sentinel.named_primaries().values()) == {primary.endpoint}
+    for sentinel in lab.sentinel.nodes:
+        assert sentinel.role == "sentinel" and sentinel.quorum_reachable() and sentinel.knows_replica()
+        others = sentinel.command("SENTINEL", "SENTINELS", PRIMARY_NAME)
+        assert len(others) == 2 and {other["ip"] for other in others} == {"127.0.0.1"}
+        assert sentinel.command("SENTINEL", "CONFIG", "GET", "announce-ip") == {"announce-ip": "127.0.0.1"}
+        if LOCAL:
+            assert listening_addresses(sentinel.port) == {"0100007F"}  # 127.0.0.1, nothing else
+    recorded = json.loads((lab.run_dir / "lab.json").read_text())["nodes"]
+    assert [n["name"] for n in recorded if n["kind"] == "sentinel"] == ["sentinel1", "sentinel2", "sentinel3"]
+    assert all(n["runner"].get("pid") or n["runner"].get("container_id") for n in recorded)
+    attached = attach(lab.id)
+    assert [n.name for n in attached.sentinel.nodes] == [n.name for n in lab.sentinel.nodes]
+    assert attached.redis.sentinel_primary() == primary.endpoint
+
+
+def test_waiting_for_a_failover_that_does_not_come_says_what_the_sentinels_saw(lab):
+    with pytest.raises(FailoverTimeout) as raised:
+        lab.redis.wait_for_failover(timeout=0.5)
+    message = str(raised.value)
+    assert "did not promote a replica within" in message and lab.redis.primary.endpoint in message
+    assert set(raised.value.logs) == {"sentinel1", "sentinel2", "sentinel3"}
+    assert "last log lines of sentinel1" in message and "+monitor master" in message
+
+
+def test_killing_the_primary_makes_the_sentinels_promote_the_replica(lab):
+    old, replica = lab.redis.primary, lab.redis.replica
+    client = lab.redis.client()
+    client.set("before-the-crash", "1")
+    assert client.execute_command("WAIT", 1, 2000) == 1  # on the replica too
+    client.close()
+
+    old.kill()
+    began = time.monotonic()
+    new = lab.redis.wait_for_failover(timeout=30)
+    failover_seconds = time.monotonic() - began
+    print(f"\nsentinel failover: {failover_seconds:.2f} s after SIGKILL of {old.name}")
+    assert new is replica and lab.redis.primary is replica and new.role == "primary"
+    assert lab.redis.sentinel_primary() == replica.endpoint != old.endpoint
+    promoted = new.client()
+    assert promoted.get("before-the-crash") == b"1" and promoted.set("after", "1")
+    promoted.close()
+    assert failover_seconds < 30
+
+    # The old primary comes back as a primary, with nothing telling it otherwise; the sentinels
+    # demote it once they have seen it report that role for 8 s (Sentinel's own fixed timers).
+    old.start()
+    old.wait_ready()
+    began = time.monotonic()
+    while old.role != "replica":
+        assert time.monotonic() < began + 30, "the sentinels did not turn the old primary into a replica"
+        time.sleep(0.1)
+    print(f"sentinel demoted the restarted {old.name} to a replica {time.monotonic() - began:.1f} s after it answered")
+
+
+def test_labkit_down_and_the_reaper_stop_sentinels_and_redlock_instances():
+    script = textwrap.dedent("""
+        import os, signal, labkit
+        lab = labkit.up(zookeeper=0, etcd=0, redis=True, replica=True, sentinels=1, redlock=3, quiet=True)
+        print(" ".join(str(n.pid) for n in lab.nodes), lab.id, flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)   # the owner dies without cleaning up
+    """)
+    owner = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=90,
+                           env=os.environ)
+    assert owner.returncode == -signal.SIGKILL, owner.stderr
+    *pids, lab_id = owner.stdout.split()
+    assert len(pids) == 6  # primary, replica, r1..r3, one sentinel
+    if LOCAL:
+        assert all(process_state(int(pid)) == "running" for pid in pids)
+    assert lab_id in lab_state.reap_orphans(log=None)
+    if LOCAL:
+        assert all(process_state(int(pid)) == "stopped" for pid in pids)
+    assert not (run_folder.labs_dir() / lab_id).exists()
