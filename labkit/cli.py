@@ -14,7 +14,7 @@ def _print_status(status: dict) -> None:
         where = info.get("connect") or ",".join(info.get("endpoints", [])) or ""
         print(f"{service}{'  ' + where if where else ''}")
         for node in info["nodes"]:
-            print(f"  {node['name']:<7} {node['endpoint']:<16} {node['role']:<11} {node['state']}")
+            print(f"  {node['name']:<9} {node['endpoint']:<16} {node['role']:<11} {node['state']}")
 
 
 def cmd_up(args) -> int:

@@ -17,9 +17,9 @@ import labkit  # noqa: E402  (after the environment above)
 
 @pytest.fixture(scope="session")
 def lab():
-    """One ZooKeeper node, one etcd member and a Redis primary, shared by the session.
-    Do not kill or pause its nodes: start your own lab for that."""
-    with labkit.up(zookeeper=1, etcd=1, redis=True, quiet=True) as shared:
+    """One ZooKeeper node, one etcd member, a Redis primary and 3 Redlock instances, shared
+    by the session. Do not kill or pause its nodes: start your own lab for that."""
+    with labkit.up(zookeeper=1, etcd=1, redis=True, redlock=3, quiet=True) as shared:
         yield shared
 
 

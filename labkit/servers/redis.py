@@ -214,7 +214,7 @@ class RedlockService:
         return node
 
     def describe(self) -> dict:
-        return {"nodes": [n.describe() for n in self.nodes]}
+        return {"endpoints": self.endpoints, "nodes": [n.describe() for n in self.nodes]}
 
     def is_ready(self) -> bool:
         return all(n.is_ready() for n in self.nodes)
