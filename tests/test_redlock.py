@@ -135,6 +135,23 @@ def test_survives_one_crashed_instance_with_mutual_exclusion(redlock, name):
     assert len(history.events(kind="acquired")) == 12
 
 
+def test_a_frozen_instance_costs_one_instance_timeout_not_the_ttl(redlock, name):
+    lock = Redlock.connect(redlock.endpoints, name, ttl_ms=5000, instance_timeout_ms=50)
+    frozen = redlock.nodes[1]
+    frozen.pause()  # SIGSTOP: it accepts connections but never answers
+    try:
+        began = time.monotonic()
+        lock.acquire(timeout=5)
+        took_ms = (time.monotonic() - began) * 1000
+        assert frozen.endpoint not in lock.acquired_on and len(lock.acquired_on) == 4
+        assert took_ms < 2000  # one reply timeout (50 ms) plus the others, not the 5 s TTL
+        assert lock.validity_ms <= 5000 - 50 - 52  # the time waiting for r2 came off the validity
+        lock.release()
+    finally:
+        frozen.resume()
+        lock.close()
+
+
 def test_restart_without_fsync_grants_the_lock_twice(redlock, name):
     """A wins r1 r2 r3; r3 crashes and restarts empty (appendonly off); B wins r3 r4 r5."""
     ttl_ms = 10_000  # long: the double grant must not depend on how loaded the machine is
@@ -172,9 +189,10 @@ def test_restart_without_fsync_grants_the_lock_twice(redlock, name):
 
 def test_a_holder_paused_past_its_validity_has_no_token_to_be_fenced_with(redlock, name):
     history = History()
-    alice = Redlock.connect(redlock.endpoints, name, ttl_ms=600, identifier="alice", on_event=history.sink("alice"))
-    bob = Redlock.connect(redlock.endpoints, name, ttl_ms=600, identifier="bob", on_event=history.sink("bob"),
-                          retry_delay_ms=10)
+    options = {"ttl_ms": 600, "instance_timeout_ms": 25}  # a short TTL needs short instance timeouts
+    alice = Redlock.connect(redlock.endpoints, name, identifier="alice", on_event=history.sink("alice"), **options)
+    bob = Redlock.connect(redlock.endpoints, name, identifier="bob", on_event=history.sink("bob"),
+                          retry_delay_ms=10, **options)
     store = FencedStore(redlock.nodes[0].client(), f"{name}-store", fenced=True)
     try:
         alice.acquire(timeout=5)

@@ -51,7 +51,7 @@ from labkit.locks.errors import LockTimeout
 
 # Same compare-and-delete as RedisLock: never delete a key someone else now holds.
 _RELEASE = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end"
-INSTANCE_TIMEOUT_MS = 50  # per instance: far below any TTL a lesson uses
+INSTANCE_TIMEOUT_MS = 50  # for connect and for the reply, per instance; far below a TTL of seconds
 
 
 def instance_clients(endpoints: Sequence[str], timeout_ms: float = INSTANCE_TIMEOUT_MS) -> list[redis.Redis]:
@@ -77,7 +77,7 @@ def _worst_wait_ms(client: redis.Redis) -> float:
     timeouts = (kwargs.get("socket_timeout"), kwargs.get("socket_connect_timeout"))
     if None in timeouts:
         return float("inf")
-    return 1000 * max(timeouts) * (client.get_retry().get_retries() + 1)
+    return 1000 * sum(timeouts) * (client.get_retry().get_retries() + 1)  # connect, then wait for the reply
 
 
 class Redlock:
@@ -101,7 +101,7 @@ class Redlock:
             if _worst_wait_ms(client) > ttl_ms / 10:
                 raise ValueError(
                     f"the client for {endpoint} may wait {_worst_wait_ms(client):.0f} ms for one answer "
-                    f"(socket and connect timeouts times its tries), more than a tenth of the {ttl_ms} ms TTL: "
+                    f"(connect plus reply timeouts, times its tries), more than a tenth of the {ttl_ms} ms TTL: "
                     "a frozen instance would eat the validity time. Build the clients with "
                     "instance_clients(endpoints), or Redlock.connect(endpoints, name)")
         self.clients = list(clients)
