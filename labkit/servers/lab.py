@@ -188,10 +188,11 @@ def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = Fa
     zookeeper / etcd: ensemble sizes (0, 1, 3 or 5). redis: a primary; replica: plus an
     asynchronous replica. redlock: that many independent Redis primaries r1..rN (3 to 9)
     as ``lab.redlock``. sentinels: 1, 3 or 5 Redis Sentinels watching the primary (needs
-    replica=True), started once the replica is in sync. base_port: use consecutive ports from there instead of free ones
-    chosen by the kernel. Prints a line per node as it becomes ready unless ``quiet``.
-    clocks: start ZooKeeper and Redis with labkit's clock shim, so that ``node.clock.step(30)``
-    can step their wall clock while they run (labkit/servers/clock.py; etcd cannot be stepped).
+    replica=True), started once the replica is in sync. base_port: use consecutive ports
+    from there instead of free ones chosen by the kernel. Prints a line per node as it
+    becomes ready unless ``quiet``. clocks: start ZooKeeper and Redis (Redlock's instances
+    too) with labkit's clock shim, so that ``node.clock.step(30)`` can step their wall
+    clock while they run (labkit/servers/clock.py; etcd cannot be stepped).
 
     Raises InvalidClusterSize, ServerNotFound, ClockUnavailable (before starting anything),
     PortBusy, NodeStartError (with the node's last log lines; everything already started is stopped).
@@ -220,7 +221,8 @@ def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = Fa
     lab = Lab(lab_id, run_dir, backend, owned=True, detached=detached, clocks=clocks)
     try:
         _build_nodes(lab, binaries, ports, zookeeper, etcd, redis_count)
-        _build_redlock_and_sentinels(lab, binaries, ports[len(ports) - redlock - sentinels:], redlock, sentinels)
+        extra_ports = ports[len(ports) - redlock - sentinels:]  # the last ones: _build_nodes takes the first
+        _build_redlock_and_sentinels(lab, binaries, extra_ports, redlock, sentinels)
         for node, port_use in _port_uses(lab):
             lab_state.check_port_free(port_use[0], f"{node.name} ({port_use[1]})")
         lab.save_state()
