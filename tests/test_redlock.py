@@ -1,6 +1,6 @@
 """Redlock on 5 real, independent redis-server processes (r1..r5): what it survives, and
-the two double grants a lesson makes happen on purpose (restart without fsync, a holder
-paused past its validity)."""
+the double grants a lesson makes happen on purpose (a clock step on a majority, a restart
+without fsync, a holder paused past its validity)."""
 from __future__ import annotations
 
 import statistics
@@ -185,6 +185,26 @@ def test_restart_without_fsync_grants_the_lock_twice(redlock, name):
             client.close()
         alice.close()
         bob.close()
+
+
+def test_a_clock_step_on_three_instances_grants_the_lock_twice(name):
+    """Redis expires keys by its own wall clock: stepped 30 s ahead on r1 r2 r3, they drop
+    alice's 10 s key at once, and bob wins a majority while alice's validity still runs."""
+    with labkit.up(zookeeper=0, etcd=0, redis=False, redlock=5, clocks=True, quiet=True) as lab:
+        alice = Redlock.connect(lab.redlock.endpoints, name, ttl_ms=10_000, identifier="alice")
+        bob = Redlock.connect(lab.redlock.endpoints, name, ttl_ms=10_000, identifier="bob")
+        try:
+            alice.acquire(timeout=5)
+            assert holders_on(lab.redlock, name) == ["alice"] * 5
+            for node in lab.redlock.nodes[:3]:
+                node.clock.step(30)
+            assert holders_on(lab.redlock, name) == ["-", "-", "-", "alice", "alice"]
+            bob.acquire(timeout=5)
+            assert bob.acquired_on == lab.redlock.endpoints[:3]
+            assert alice.is_valid and bob.is_valid  # both hold, each by its own (correct) clock
+        finally:
+            alice.close()
+            bob.close()
 
 
 def test_a_holder_paused_past_its_validity_has_no_token_to_be_fenced_with(redlock, name):
