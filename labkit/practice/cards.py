@@ -71,6 +71,15 @@ SECTIONS: dict[str, tuple[str, ...]] = {
         "A middle waiter dies: the re-check",
         "Edit the waiter's logic",
     ),
+    "08_redlock_and_clocks.ipynb": (
+        "The price: Redlock against one SET NX",
+        "It survives one crash",
+        "Double grant 1: a clock step on a majority",
+        "Double grant 2: a restart that forgets",
+        "Double grant 3: a pause, and no token to fence with",
+        "Clocks on all three systems",
+        "The debate: efficiency or correctness",
+    ),
 }
 
 
@@ -123,6 +132,7 @@ ZK, ETCD, PAUSES, CRASH = ("02_zookeeper_lock_recipe.ipynb", "03_etcd_leases_and
                            "04_pauses_and_fencing.ipynb", "05_coordinator_crash_and_quorum.ipynb")
 REDIS, HEALTH, PRACTICE, SANDBOX = ("01_redis_vs_consensus.ipynb", "06_observing_lock_health.ipynb",
                                     "07_interview_practice.ipynb", "sandbox.ipynb")
+REDLOCK = "08_redlock_and_clocks.ipynb"
 
 CARDS: tuple[Card, ...] = (
     # --- the seed's interview Q&A --------------------------------------------------------
@@ -290,4 +300,59 @@ CARDS: tuple[Card, ...] = (
           "loses the lock. A port of Go's concurrency.Mutex waits only on the key just before its own "
           "and keeps its session's lease alive.",
           (ETCD, "python-etcd3 Lock vs the Mutex port")),
+    # --- notebook 08: Redlock and clocks -------------------------------------------------
+    _card("redlock-price", "course", "C24",
+          "Redlock takes its lock on five independent Redis primaries instead of one. What does that cost, "
+          "and what does it buy?",
+          "One SET per instance to acquire and one delete per instance to release: five round trips where a "
+          "single Redis lock needs one, several times slower even on loopback. It buys availability: with a "
+          "minority of instances dead, clients still win a majority and mutual exclusion holds. It buys no "
+          "fencing token, and no protection against clock jumps, forgetful restarts or pauses.",
+          (REDLOCK, "The price: Redlock against one SET NX"), (REDLOCK, "It survives one crash")),
+    _card("redlock-validity", "course", "C24",
+          "What is Redlock's validity time, and why is it shorter than the TTL?",
+          "TTL minus the time the acquire took minus a drift allowance, counted on the client's monotonic "
+          "clock from before the first SET: the first keys began to expire when they were set, and the "
+          "instances' clocks may run a little fast. The holder may act only until it runs out, which a "
+          "frozen process cannot check and an instance whose clock jumps does not respect.",
+          (REDLOCK, "Double grant 1: a clock step on a majority"),
+          (REDLOCK, "Double grant 3: a pause, and no token to fence with")),
+    _card("redlock-clock-step", "course", "C24",
+          "How can a clock step on three of five Redis servers give one Redlock to two clients?",
+          "Redis expires a key at an absolute time on its own wall clock. Stepped ahead by the TTL, the three "
+          "servers drop the holder's key at once; a second client wins those three, a majority, while the "
+          "first still has almost all its validity left by its own correct clock. The drift allowance covers "
+          "clocks that run fast, not clocks that jump.",
+          (REDLOCK, "Double grant 1: a clock step on a majority"), (REDLOCK, "Clocks on all three systems")),
+    _card("redlock-restart", "course", "C24",
+          "A Redlock instance crashes and comes back at once with no persistence. How can that grant the lock "
+          "twice, and what are the remedies?",
+          "If the holder won exactly a majority, the restarted instance has forgotten its vote and gives it to "
+          "a second client, who adds the instances the first one never won and has a majority too. Remedies: "
+          "keep a crashed instance down for longer than the largest TTL (delayed restart), or fsync every "
+          "write (appendfsync always); everysec can lose the key too.",
+          (REDLOCK, "Double grant 2: a restart that forgets")),
+    _card("redlock-no-token", "course", "C24 C10",
+          "A Redlock holder is frozen past its validity time, wakes and writes. Can the resource refuse the write?",
+          "Not with anything Redlock hands out: its value is random, so a store cannot tell the newer holder "
+          "from the older one, and a store that demands a growing token refuses every Redlock write. A "
+          "check-and-set on the value helps only if the new holder claims the resource before the late write "
+          "arrives. A growing token comes from consensus: ZooKeeper's sequence number, etcd's create revision.",
+          (REDLOCK, "Double grant 3: a pause, and no token to fence with")),
+    _card("clocks-three-systems", "course", "C24",
+          "Which of Redis, ZooKeeper and etcd expire a lock on the server's wall clock?",
+          "Redis: a key's expiry is an absolute wall-clock time, so a step forward expires it early. ZooKeeper "
+          "times sessions on a monotonic clock: a session survived a 30 s step of its server. etcd's leases use "
+          "Go's monotonic readings; the lab cannot step etcd's clock (Go bypasses libc), and saw its lease TTL "
+          "count down steadily.",
+          (REDLOCK, "Clocks on all three systems")),
+    _card("redlock-debate", "course", "C24",
+          "Kleppmann and antirez disagreed about Redlock in 2016. What is each one's argument, and when is "
+          "Redlock a reasonable choice?",
+          "Kleppmann: for an efficiency lock one Redis is enough; for a correctness lock Redlock is unsafe, "
+          "because it assumes bounded delays, pauses and clock error and gives no fencing token, so use "
+          "consensus plus fencing. antirez: it needs clocks to run at about the same rate, not to agree; jumps "
+          "and instant restarts can be ruled out by operations; pauses hurt every expiring lock. Redlock is "
+          "fine for efficiency locks that must survive an instance crash, not where two holders corrupt data.",
+          (REDLOCK, "The debate: efficiency or correctness")),
 )
