@@ -24,7 +24,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import redis
 from matplotlib.axes import Axes
@@ -175,6 +175,7 @@ def survive_one_crash(lab: Any, crashed: str = "r5", contenders: int = 3, rounds
     named_votes = [[n for n, e in endpoint.items() if e in vote] for vote in votes]
     verdict = check_mutual_exclusion(store.writes(), history)
     store.reset()
+    store.client.close()
     return CrashRun(crashed, named_votes, verdict, most_inside[0])
 
 
@@ -211,7 +212,7 @@ def _valid_until_wall(lock: Redlock) -> float:
     return time.time() + (lock.valid_until - time.monotonic())
 
 
-def _both_write(lab: Any, name: str, first: Redlock, second: Redlock, steps: Any,
+def _both_write(lab: Any, name: str, first: Redlock, second: Redlock, steps: Callable[[], None],
                 work: float) -> tuple[float, list[StoreWrite]]:
     """first writes "begin" and works for ``work`` seconds; ``steps()`` breaks the lock and lets
     second acquire; second writes; first, still valid by its own clock, writes "end" after
@@ -229,6 +230,7 @@ def _both_write(lab: Any, name: str, first: Redlock, second: Redlock, steps: Any
         store.write(first.identifier, None, "end")
     writes = store.writes()
     store.reset()
+    store.client.close()
     return validity_left, writes
 
 
@@ -355,6 +357,7 @@ def pause_double_grant(lab: Any, ttl: float = 1.0, pause: float = 2.5) -> Double
     validity_left = validity_ends["client-1"] - second.time
     writes = store.writes()
     store.reset()
+    store.client.close()
     return DoubleGrant("pause past validity", history, _names(lab, first.detail["instances"]),
                        _names(lab, second.detail["instances"]), validity_left, holders, writes, periods, validity_ends)
 
@@ -369,6 +372,7 @@ def offer_to_a_fenced_store(lab: Any, writes: list[StoreWrite], history: History
         store.write(write.client, tokens.get(write.client), write.value)
     replayed = store.writes()
     store.reset()
+    store.client.close()
     return replayed
 
 
