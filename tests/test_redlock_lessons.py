@@ -74,7 +74,7 @@ def test_a_paused_holder_writes_late_and_no_store_can_fence_it(lab):
 
 
 def test_zookeeper_sessions_ignore_a_wall_clock_step_and_etcd_cannot_be_stepped(lab):
-    step = lesson.zookeeper_session_across_step(lab, step=30.0, session_timeout=0.8, watch=2.0)
+    step = lesson.zookeeper_session_across_step(lab, step=30.0, session_timeout=1.5, watch=2.0)
     assert 29 < step.new_node_ctime_ahead < 31
     assert step.node_alive_throughout and step.same_session
     lease = lesson.etcd_lease_countdown(lab, ttl=5, watch=1.2)

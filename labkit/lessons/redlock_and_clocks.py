@@ -410,8 +410,8 @@ class ZooKeeperStep:
     new_node_ctime_ahead: float     # a znode created after the step: its ctime minus our clock (s)
 
 
-def zookeeper_session_across_step(lab: Any, step: float = 30.0, session_timeout: float = 1.0,
-                                  watch: float = 3.0) -> ZooKeeperStep:
+def zookeeper_session_across_step(lab: Any, step: float = 30.0, session_timeout: float = 2.0,
+                                  watch: float = 4.0) -> ZooKeeperStep:
     """Step the ZooKeeper server's wall clock by ``step`` seconds while a client holds an
     ephemeral node with a ``session_timeout`` session; check for ``watch`` seconds that the
     node and the session stay. The clock is reset afterwards. What can fail:
