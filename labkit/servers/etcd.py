@@ -13,16 +13,17 @@ import time
 import urllib.request
 
 from labkit.errors import NoLeader
+from labkit.servers.network import not_enabled
 from labkit.servers.node import HOST, Node
 
 
 def etcd_argv(etcd: str, name: str, data_dir: str, client_port: int, peer_port: int,
-              initial_cluster: str, token: str) -> list[str]:
+              initial_cluster: str, token: str, advertised_peer_port: int | None = None) -> list[str]:
     return [etcd, "--name", name, "--data-dir", data_dir,
             "--listen-client-urls", f"http://{HOST}:{client_port}",
             "--advertise-client-urls", f"http://{HOST}:{client_port}",
             "--listen-peer-urls", f"http://{HOST}:{peer_port}",
-            "--initial-advertise-peer-urls", f"http://{HOST}:{peer_port}",
+            "--initial-advertise-peer-urls", f"http://{HOST}:{advertised_peer_port or peer_port}",
             "--initial-cluster", initial_cluster, "--initial-cluster-state", "new",
             "--initial-cluster-token", token,
             "--heartbeat-interval", "50", "--election-timeout", "500",
@@ -92,6 +93,7 @@ class EtcdNode(Node):
 
 class EtcdService:
     name = "etcd"
+    network = None  # the lab's Network when it was started with network=True
 
     def __init__(self, nodes: list[EtcdNode], etcdctl: str | None = None):
         self.nodes = nodes
@@ -120,10 +122,19 @@ class EtcdService:
                                "a majority of members must be running; restart stopped members")
             time.sleep(0.05)
 
-    def client(self, node: EtcdNode | None = None, **kwargs):
-        """An etcd3 client on one member (the first running one unless named)."""
+    def client(self, node: EtcdNode | None = None, via: str | None = None, **kwargs):
+        """An etcd3 client on one member (the first running one unless named).
+        ``via="client-1"`` (a lab with network=True): through a link of that client's own."""
         node = node or next(n for n in self.nodes if n.state == "running")
-        return etcd_client(node.host, node.port, **kwargs)
+        host, port = self.endpoint_for(node, via).rsplit(":", 1)
+        return etcd_client(host, int(port), **kwargs)
+
+    def endpoint_for(self, node: EtcdNode, via: str | None = None) -> str:
+        if via is None:
+            return node.endpoint
+        if self.network is None:
+            raise not_enabled()
+        return self.network.endpoint(via, node)
 
     def etcdctl(self, *args: str, timeout: float = 30.0, check: bool = True, **kwargs) -> subprocess.CompletedProcess:
         """Run etcdctl (API v3) against this cluster's endpoints."""

@@ -13,6 +13,7 @@ from labkit.errors import InvalidClusterSize, LabError, NoLabRunning, UnknownNod
 from labkit.servers import discovery, state as lab_state
 from labkit.servers.clock import build_shim, prepare_clock
 from labkit.servers.etcd import EtcdNode, EtcdService, etcd_argv
+from labkit.servers.network import Network, etcd_member_id, not_enabled
 from labkit.servers.process import LocalProcess, process_start_time
 from labkit.servers.redis import RedisNode, RedisService, RedlockNode, RedlockService, redis_argv
 from labkit.servers.sentinel import SentinelNode, SentinelService, sentinel_argv, sentinel_config
@@ -70,6 +71,7 @@ class Lab:
         self.redlock: RedlockService | None = None    # independent primaries r1..rN
         self.sentinel: SentinelService | None = None  # also reachable as lab.redis.sentinels
         self.started_in: float | None = None
+        self.network: Network | None = None  # labkit.up(network=True): every link through a proxy
         self.owner_pid = os.getpid()  # a forked child must never stop its parent's lab at exit
         self._down = False
 
@@ -101,6 +103,8 @@ class Lab:
         if self._down:
             return
         self._down = True
+        if self.network is not None:
+            self.network.stop()
         for node in self.nodes:
             try:
                 node.runner.kill()
@@ -130,7 +134,36 @@ class Lab:
             "owner_start_time": None if self.detached else process_start_time(os.getpid()),
             "created": time.time(),
             "nodes": [node.to_state() for node in self.nodes],
+            "network": self.network.to_state() if self.network else None,
         })
+
+    # -- network faults (labkit.up(network=True); see labkit.servers.network) -------
+    @property
+    def net(self) -> Network:
+        if self.network is None:
+            raise not_enabled()
+        return self.network
+
+    def partition(self, *sides, history=None) -> dict:
+        return self.net.partition(*sides, history=history)
+
+    def isolate(self, name: str, history=None) -> dict:
+        return self.net.isolate(name, history=history)
+
+    def cut(self, a: str, b: str, both_ways: bool = True, history=None) -> dict:
+        return self.net.cut(a, b, both_ways=both_ways, history=history)
+
+    def delay(self, ms: float, jitter: float = 0, links=None, history=None) -> dict:
+        return self.net.delay(ms, jitter=jitter, links=links, history=history)
+
+    def loss(self, fraction: float, links=None, history=None) -> dict:
+        return self.net.loss(fraction, links=links, history=history)
+
+    def heal(self, history=None) -> dict:
+        return self.net.heal(history=history)
+
+    def network_status(self) -> dict:
+        return self.net.status()
 
 
 _LIVE_LABS: set[Lab] = set()
@@ -182,7 +215,7 @@ def choose_backend(backend: str | None, say=print) -> str:
 def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = False,
        backend: str | None = None, base_port: int | None = None, quiet: bool = False,
        detached: bool = False, timeout: float | None = None, clocks: bool = False, redlock: int = 0,
-       sentinels: int = 0) -> Lab:
+       sentinels: int = 0, network: bool = False) -> Lab:
     """Start a lab of real servers and wait until every node answers.
 
     zookeeper / etcd: ensemble sizes (0, 1, 3 or 5). redis: a primary; replica: plus an
@@ -192,7 +225,10 @@ def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = Fa
     from there instead of free ones chosen by the kernel. Prints a line per node as it
     becomes ready unless ``quiet``. clocks: start ZooKeeper and Redis (Redlock's instances
     too) with labkit's clock shim, so that ``node.clock.step(30)`` can step their wall
-    clock while they run (labkit/servers/clock.py; etcd cannot be stepped).
+    clock while they run (labkit/servers/clock.py; etcd cannot be stepped). network: every
+    link between servers (and every client made with ``via=``) goes through the lab's fault
+    proxy, so that ``lab.partition``, ``lab.delay``... can break it (labkit/servers/network.py);
+    without it servers talk directly.
 
     Raises InvalidClusterSize, ServerNotFound, ClockUnavailable (before starting anything),
     PortBusy, NodeStartError (with the node's last log lines; everything already started is stopped).
@@ -220,9 +256,12 @@ def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = Fa
     run_dir.mkdir(parents=True)
     lab = Lab(lab_id, run_dir, backend, owned=True, detached=detached, clocks=clocks)
     try:
+        if network:
+            lab.network = Network.start(run_dir)
         _build_nodes(lab, binaries, ports, zookeeper, etcd, redis_count)
         extra_ports = ports[len(ports) - redlock - sentinels:]  # the last ones: _build_nodes takes the first
         _build_redlock_and_sentinels(lab, binaries, extra_ports, redlock, sentinels)
+        _join_network(lab)
         for node, port_use in _port_uses(lab):
             lab_state.check_port_free(port_use[0], f"{node.name} ({port_use[1]})")
         lab.save_state()
@@ -280,6 +319,12 @@ def _find_binaries(zookeeper: int, etcd: int, redis: bool, backend: str) -> dict
     return found
 
 
+def _peer_port(lab: Lab, src: str, dst: str, port: int, kind: str = "tcp", **extra) -> int:
+    """The port ``src`` dials to reach ``dst``'s ``port``: the proxy of link src->dst when
+    the lab has a network, else the port itself."""
+    return port if lab.network is None else lab.network.route(src, dst, port, kind, **extra)
+
+
 def _build_nodes(lab: Lab, binaries: dict, ports: list[int], zookeeper: int, etcd: int, redis_count: int) -> None:
     take = iter(ports)
     if zookeeper:
@@ -292,7 +337,11 @@ def _build_nodes(lab: Lab, binaries: dict, ports: list[int], zookeeper: int, etc
             data_dir.mkdir()
             (data_dir / "myid").write_text(f"{myid}\n")
             config = data_dir / "zoo.cfg"
-            config.write_text(zookeeper_config(str(data_dir), client_port, peers))
+            # each server dials peer j through its own proxy of the link to j
+            seen = [(j, q, e) if j == myid else
+                    (j, _peer_port(lab, name, f"zk{j}", q), _peer_port(lab, name, f"zk{j}", e, "zk-election"))
+                    for j, q, e in peers]
+            config.write_text(zookeeper_config(str(data_dir), client_port, seen))
             argv = zookeeper_argv(binaries["java"], binaries["zookeeper"], str(config))
             runner = _make_runner(lab, ZooKeeperNode, name, argv, str(data_dir))
             nodes.append(ZooKeeperNode(name, client_port, runner, str(data_dir),
@@ -300,12 +349,13 @@ def _build_nodes(lab: Lab, binaries: dict, ports: list[int], zookeeper: int, etc
         lab.zookeeper = ZooKeeperService(nodes)
     if etcd:
         pairs = [(f"etcd{i + 1}", next(take), next(take)) for i in range(etcd)]
-        initial_cluster = ",".join(f"{name}=http://127.0.0.1:{peer}" for name, _, peer in pairs)
+        advertised = _etcd_peer_proxies(lab, pairs)
+        initial_cluster = ",".join(f"{name}=http://127.0.0.1:{advertised[name]}" for name, _, _ in pairs)
         nodes = []
         for name, client_port, peer_port in pairs:
             data_dir = lab.run_dir / name
             argv = etcd_argv(binaries["etcd"], name, str(data_dir), client_port, peer_port,
-                             initial_cluster, f"labkit-{lab.id}")
+                             initial_cluster, f"labkit-{lab.id}", advertised[name])
             runner = _make_runner(lab, EtcdNode, name, argv, str(lab.run_dir))
             nodes.append(EtcdNode(name, client_port, runner, str(data_dir),
                                   {"client": client_port, "peer": peer_port}))
@@ -318,11 +368,35 @@ def _build_nodes(lab: Lab, binaries: dict, ports: list[int], zookeeper: int, etc
             port = next(take)
             data_dir = lab.run_dir / name
             data_dir.mkdir()
-            argv = redis_argv(binaries["redis"], port, str(data_dir), replica_of=primary_port)
+            replica_of = primary_port and _peer_port(lab, name, "redis1", primary_port)
+            argv = redis_argv(binaries["redis"], port, str(data_dir), replica_of=replica_of)
             primary_port = primary_port or port
             runner = _make_runner(lab, RedisNode, name, argv, str(data_dir))
             nodes.append(RedisNode(name, port, runner, str(data_dir)))
         lab.redis = RedisService(nodes)
+
+
+def _etcd_peer_proxies(lab: Lab, pairs: list[tuple[str, int, int]]) -> dict[str, int]:
+    """Peer URLs are cluster-wide, so each member gets one proxy in front of its peer port
+    and the proxy learns the sender of each connection from rafthttp's X-Server-From
+    header, whose ids it can compute: they hash the advertised URLs and the token."""
+    if lab.network is None:
+        return {name: peer for name, _, peer in pairs}
+    names = [name for name, _, _ in pairs]
+    ports = {name: lab.network.route("*", name, peer, "etcd-peer", peers=names) for name, _, peer in pairs}
+    members = {etcd_member_id([f"http://127.0.0.1:{ports[name]}"], f"labkit-{lab.id}"): name for name in names}
+    for name, _, peer in pairs:
+        lab.network.route("*", name, peer, "etcd-peer", peers=names, members=members)
+    return ports
+
+
+def _join_network(lab: Lab) -> None:
+    """Let every service reach the network (for ``client(via=...)``) and tell the network
+    the lab's node names."""
+    for service in lab.services:
+        service.network = lab.network
+    if lab.network is not None:
+        lab.network.nodes = [node.name for node in lab.nodes]
 
 
 def _build_redlock_and_sentinels(lab: Lab, binaries: dict, ports: list[int], redlock: int, sentinels: int) -> None:
@@ -409,6 +483,10 @@ def attach(lab_id: str | None = None) -> Lab:
         raise NoLabRunning(f"lab {lab_id} is not running (no state in {run_dir})", "run `labkit up`")
     lab = Lab(data["id"], run_dir, data["backend"], owned=False, detached=data.get("detached", False),
               clocks=data.get("clocks", False))
+    if data.get("network"):
+        network = data["network"]
+        runner = LocalProcess.from_state(network["runner"]) if network.get("runner") else None
+        lab.network = Network(run_dir, network["control"], runner)
     by_kind: dict[str, list] = {}
     for node_data in data["nodes"]:
         runner_data = node_data["runner"]
@@ -431,6 +509,7 @@ def attach(lab_id: str | None = None) -> Lab:
         lab.redlock = RedlockService(by_kind["redlock"])
     if "sentinel" in by_kind and lab.redis is not None:
         lab.sentinel = lab.redis.sentinels = SentinelService(by_kind["sentinel"])
+    _join_network(lab)
     return lab
 
 

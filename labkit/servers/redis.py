@@ -13,6 +13,7 @@ import socket
 from pathlib import Path
 
 from labkit.errors import LabError, UnknownNode
+from labkit.servers.network import not_enabled
 from labkit.servers.node import HOST, Node
 
 
@@ -69,6 +70,7 @@ class RedisNode(Node):
 
 class RedisService:
     name = "redis"
+    network = None  # the lab's Network when it was started with network=True
 
     def __init__(self, nodes: list[RedisNode], sentinels=None):
         self.nodes = nodes
@@ -94,9 +96,19 @@ class RedisService:
     def port(self) -> int:
         return self.primary.port
 
-    def client(self, node: RedisNode | None = None, **kwargs):
-        """A redis-py client on the primary (or the given node)."""
-        return (node or self.primary).client(**kwargs)
+    def client(self, node: RedisNode | None = None, via: str | None = None, **kwargs):
+        """A redis-py client on the primary (or the given node). ``via="client-1"`` (a lab
+        with network=True): through a link of that client's own."""
+        node = node or self.primary
+        if via is None:
+            return node.client(**kwargs)
+        if self.network is None:
+            raise not_enabled()
+        import redis
+
+        host, port = self.network.endpoint(via, node).rsplit(":", 1)
+        kwargs.setdefault("socket_timeout", 5.0)
+        return redis.Redis(host=host, port=int(port), **kwargs)
 
     def promote(self, node: RedisNode | None = None) -> RedisNode:
         """Manual failover: REPLICAOF NO ONE on the replica, which becomes the primary.

@@ -64,9 +64,12 @@ def owner_alive(state: dict) -> bool:
 def stop_recorded_nodes(state: dict, run_dir: Path) -> list[str]:
     """Stop every node the state file lists, trusting a pid only if it still has the start
     time recorded for it (pids get reused; some servers, like Redis, rewrite their command
-    line, so the start time is the identity that holds)."""
+    line, so the start time is the identity that holds). The lab's network proxy, if it
+    has one, goes the same way."""
     stopped = []
-    for node in state.get("nodes", []):
+    network = state.get("network") or {}
+    proxy = [{"name": "network proxy", "runner": network["runner"]}] if network.get("runner") else []
+    for node in state.get("nodes", []) + proxy:
         runner = node.get("runner", {})
         if runner.get("backend") == "local" and runner.get("pid"):
             pid = runner["pid"]

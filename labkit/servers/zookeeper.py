@@ -12,6 +12,7 @@ import time
 
 from labkit.errors import NoLeader
 from labkit.servers.discovery import ZooKeeperInstall
+from labkit.servers.network import not_enabled
 from labkit.servers.node import HOST, Node
 
 TICK_MS = 200
@@ -98,6 +99,7 @@ class ZooKeeperService:
     """The ensemble as a whole: its connection string, its leader, its four-letter words."""
 
     name = "zookeeper"
+    network = None  # the lab's Network when it was started with network=True
 
     def __init__(self, nodes: list[ZooKeeperNode]):
         self.nodes = nodes
@@ -106,6 +108,15 @@ class ZooKeeperService:
     def hosts(self) -> str:
         """The kazoo / zkCli connection string."""
         return ",".join(node.endpoint for node in self.nodes)
+
+    def hosts_for(self, via: str | None = None, nodes: list | None = None) -> str:
+        """The connection string for a client named ``via`` (its own proxied links)."""
+        nodes = nodes or self.nodes
+        if via is None:
+            return ",".join(node.endpoint for node in nodes)
+        if self.network is None:
+            raise not_enabled()
+        return ",".join(self.network.endpoint(via, node) for node in nodes)
 
     def leader(self) -> ZooKeeperNode:
         for node in self.nodes:
@@ -134,12 +145,15 @@ class ZooKeeperService:
         node = node or next(n for n in self.nodes if n.state == "running")
         return node.four_letter(word)
 
-    def client(self, timeout: float = 4.0, **kwargs):
-        """A started KazooClient on the whole ensemble; the caller stops it.
-        ``timeout`` is the session timeout in seconds the client asks for."""
+    def client(self, timeout: float = 4.0, via: str | None = None, nodes: list | None = None, **kwargs):
+        """A started KazooClient on the whole ensemble (or on ``nodes``); the caller stops it.
+        ``timeout`` is the session timeout in seconds the client asks for. ``via="client-1"``
+        (a lab with network=True): reach each server through links of that client's own,
+        so that ``lab.isolate("client-1")`` cuts this client and no other."""
         from kazoo.client import KazooClient
 
-        client = KazooClient(hosts=self.hosts, timeout=timeout, **kwargs)
+        hosts = self.hosts_for(via, nodes)
+        client = KazooClient(hosts=hosts, timeout=timeout, **kwargs)
         client.start(timeout=15)
         return client
 

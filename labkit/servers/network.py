@@ -1,0 +1,230 @@
+"""Network faults for a lab started with ``network=True``: partition, isolate, cut, delay,
+stall (loss) and heal any link between servers and clients.
+
+What can go wrong, first: a name that is neither a node nor a client seen by the network
+(UnknownNode), a partition naming a node twice, a negative delay or a loss outside [0, 1]
+(NetworkFaultError), a lab started without ``network=True`` (NetworkNotEnabled). A cut
+does not close connections: it stalls them (see ``labkit.servers.proxy`` for exactly what
+each fault does to TCP), so a server or client notices only through its own timeouts —
+which is the point. ``heal()`` always restores every link, whoever cut it.
+
+The rules live in the lab's proxy process, not here: any process attached to the lab
+(a notebook, ``labkit net ...``) sees and changes the same network.
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import socket
+import sys
+import time
+from pathlib import Path
+
+from labkit.errors import LabError, UnknownNode
+from labkit.servers.process import LocalProcess
+
+HOST = "127.0.0.1"
+
+
+class NetworkNotEnabled(LabError):
+    """A network fault on a lab whose links are direct (started without ``network=True``)."""
+
+
+class NetworkFaultError(LabError):
+    """A network fault asked for with impossible arguments."""
+
+
+def not_enabled() -> NetworkNotEnabled:
+    return NetworkNotEnabled("this lab connects its servers and clients directly: it has no network to break",
+                             "start it with labkit.up(..., network=True) (CLI: `labkit up --network`)")
+
+
+def etcd_member_id(peer_urls: list[str], cluster_token: str) -> str:
+    """The id etcd gives a member of a new cluster (sha1 of its sorted peer URLs and the
+    cluster token, first 8 bytes), in the hex form of rafthttp's X-Server-From header."""
+    digest = hashlib.sha1(("".join(sorted(peer_urls)) + cluster_token).encode()).digest()
+    return format(int.from_bytes(digest[:8], "big"), "x")
+
+
+class Network:
+    """The links of one lab. ``lab.network``; the Lab's ``partition``, ``heal``... call it."""
+
+    def __init__(self, run_dir: Path, control_port: int, runner: LocalProcess | None = None,
+                 nodes: list[str] = ()):
+        self.run_dir = Path(run_dir)
+        self.control_port = control_port
+        self.runner = runner
+        self.nodes = list(nodes)      # node names, in lab order
+        self._open: list[dict] = []   # faults started from this process, closed by heal()
+        self._ids = itertools.count(1)
+
+    @classmethod
+    def start(cls, run_dir: Path, timeout: float = 10.0) -> "Network":
+        """Start the lab's proxy process and wait until its control port answers."""
+        runner = LocalProcess([sys.executable, "-m", "labkit.servers.proxy", str(run_dir)],
+                              str(Path(run_dir) / "proxy.log"), str(run_dir))
+        runner.start()
+        deadline = time.monotonic() + timeout
+        port_file = Path(run_dir) / "proxy.port"
+        while not port_file.exists():
+            if runner.state() == "stopped" or time.monotonic() > deadline:
+                runner.kill()
+                log = Path(runner.log_path).read_text(errors="replace")[-2000:]
+                raise LabError(f"the lab's network proxy did not start:\n{log}",
+                               "run `python -m labkit.servers.proxy DIR` to see why")
+            time.sleep(0.01)
+        return cls(run_dir, int(port_file.read_text()), runner)
+
+    def stop(self) -> None:
+        if self.runner is not None:
+            self.runner.kill()
+
+    def to_state(self) -> dict:
+        return {"control": self.control_port, "runner": self.runner.to_state() if self.runner else None}
+
+    # -- the control channel ------------------------------------------------------
+    def request(self, **request) -> dict:
+        with socket.create_connection((HOST, self.control_port), timeout=10) as conn:
+            conn.sendall(json.dumps(request).encode() + b"\n")
+            reply = conn.makefile("rb").readline()
+        if not reply:
+            raise LabError("the lab's network proxy closed the control connection", "is the lab still running?")
+        answer = json.loads(reply)
+        if "error" in answer:
+            raise LabError(f"the network proxy refused {request.get('op')}: {answer['error']}")
+        return answer
+
+    def route(self, src: str, dst: str, target: int, kind: str = "tcp", **extra) -> int:
+        """The port on 127.0.0.1 that carries the link src -> dst to ``target`` (made on
+        first use, the same port afterwards)."""
+        return self.request(op="route", src=src, dst=dst, target=target, kind=kind, **extra)["port"]
+
+    def endpoint(self, via: str, node) -> str:
+        """``host:port`` through which the client ``via`` reaches ``node``."""
+        if via in self.nodes:
+            raise NetworkFaultError(f"via={via!r} is a server's name; a client needs a name of its own",
+                                    "use a name like via='client-1'")
+        return f"{HOST}:{self.route(via, node.name, node.port)}"
+
+    # -- names and links ------------------------------------------------------------
+    def ends(self) -> list[str]:
+        """Every node, then every client that has links of its own."""
+        routes = self.request(op="status")["routes"]
+        clients = sorted({r["src"] for r in routes} - set(self.nodes) - {"*"})
+        return self.nodes + clients
+
+    def _check(self, names, ends) -> None:
+        for name in names:
+            if name not in ends:
+                raise UnknownNode(f"the network knows no node or client named {name!r} (it knows: {', '.join(ends)})",
+                                  "use a node name, or a client name given as via= when the client was made")
+
+    def _links(self, links, ends) -> list[tuple[str, str]]:
+        """None: every directed link; ("a", "b"): both ways; "a->b": one way."""
+        if links is None:
+            return [(a, b) for a in ends for b in ends if a != b]
+        pairs = []
+        for link in links:
+            if isinstance(link, str):
+                a, _, b = link.partition("->")
+                pairs.append((a.strip(), b.strip()))
+            else:
+                a, b = link
+                pairs += [(a, b), (b, a)]
+        self._check({name for pair in pairs for name in pair}, ends)
+        return pairs
+
+    def _apply(self, what: str, target: str, pairs, rule: dict, history, **detail) -> dict:
+        answer = self.request(op="set", links={f"{a}>{b}": rule for a, b in pairs})
+        fault = {"id": next(self._ids), "what": what, "target": target, "history": history,
+                 "started": time.time()}
+        self._open.append(fault)
+        if history is not None:
+            history.record_fault(what, target, phase="start", fault=fault["id"],
+                                 links=[f"{a}->{b}" for a, b in pairs], **rule, **detail)
+        return answer["rules"]
+
+    # -- the faults -----------------------------------------------------------------
+    def partition(self, *sides, history=None) -> dict:
+        """Cut every link between two different sides, both ways. Names left out keep
+        their links."""
+        if len(sides) < 2:
+            raise NetworkFaultError(f"a partition needs at least two sides, got {len(sides)}",
+                                    "e.g. lab.partition(['zk1'], ['zk2', 'zk3'])")
+        sides = [[side] if isinstance(side, str) else list(side) for side in sides]
+        names = [name for side in sides for name in side]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise NetworkFaultError(f"{', '.join(twice)} named twice in the partition {sides}",
+                                    "each node or client belongs to one side only")
+        self._check(names, self.ends())
+        pairs = [(a, b) for i, side in enumerate(sides) for other in sides[i + 1:]
+                 for a in side for b in other]
+        pairs += [(b, a) for a, b in pairs]
+        target = " | ".join(",".join(side) for side in sides)
+        return self._apply("partition", target, pairs, {"cut": True}, history)
+
+    def isolate(self, name: str, history=None) -> dict:
+        """Cut ``name`` from every other node and client, both ways."""
+        ends = self.ends()
+        self._check([name], ends)
+        pairs = [(name, other) for other in ends if other != name]
+        pairs += [(b, a) for a, b in pairs]
+        return self._apply("isolate", name, pairs, {"cut": True}, history)
+
+    def cut(self, a: str, b: str, both_ways: bool = True, history=None) -> dict:
+        """Cut the link a -> b (and b -> a unless ``both_ways=False``)."""
+        self._check([a, b], self.ends())
+        if a == b:
+            raise NetworkFaultError(f"cannot cut {a!r} from itself", "name two different ends")
+        pairs = [(a, b), (b, a)] if both_ways else [(a, b)]
+        return self._apply("cut", f"{a}{'<->' if both_ways else '->'}{b}", pairs, {"cut": True}, history)
+
+    def delay(self, ms: float, jitter: float = 0, links=None, history=None) -> dict:
+        """Hold every chunk on the links for ``ms`` ± ``jitter`` milliseconds (each
+        direction: a request and its reply pay it twice)."""
+        if ms < 0 or jitter < 0:
+            raise NetworkFaultError(f"delay({ms}, jitter={jitter}): a delay cannot be negative",
+                                    "use 0 for no delay, or heal()")
+        if jitter > ms:
+            raise NetworkFaultError(f"jitter {jitter} ms above the delay {ms} ms would need negative delays",
+                                    "use a jitter no larger than the delay")
+        pairs = self._links(links, self.ends())
+        return self._apply("delay", _links_name(links), pairs, {"delay": ms, "jitter": jitter}, history)
+
+    def loss(self, fraction: float, links=None, history=None) -> dict:
+        """Each chunk is 'lost' with this probability, and so arrives one retransmission
+        timeout (200 ms, doubling) late: TCP turns loss into stalls."""
+        if not 0 <= fraction <= 1:
+            raise NetworkFaultError(f"loss({fraction}): a loss is a fraction between 0 and 1",
+                                    "e.g. lab.loss(0.1) stalls about one chunk in ten")
+        pairs = self._links(links, self.ends())
+        return self._apply("loss", _links_name(links), pairs, {"loss": fraction}, history)
+
+    def heal(self, history=None) -> dict:
+        """Restore every link (cuts, delays and losses), whoever made them."""
+        answer = self.request(op="heal")
+        now = time.time()
+        for fault in self._open:
+            record_to = fault["history"] if fault["history"] is not None else history
+            if record_to is not None:
+                record_to.record_fault(fault["what"], fault["target"], phase="end", fault=fault["id"],
+                                       started=fault["started"], seconds=now - fault["started"])
+        if not self._open and history is not None:
+            history.record_fault("heal", "network", phase="end")
+        self._open.clear()
+        return answer["rules"]
+
+    def status(self) -> dict:
+        """{"rules": {"a>b": {"cut": True, ...}}, "ends": [...], "connections": n, "links": n}."""
+        answer = self.request(op="status")
+        ends = self.nodes + sorted({r["src"] for r in answer["routes"]} - set(self.nodes) - {"*"})
+        return {"rules": answer["rules"], "ends": ends, "connections": answer["connections"],
+                "links": len(answer["routes"])}
+
+
+def _links_name(links) -> str:
+    if links is None:
+        return "every link"
+    return ", ".join(link if isinstance(link, str) else "<->".join(link) for link in links)
