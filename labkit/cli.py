@@ -1,4 +1,4 @@
-"""The `labkit` command: up, status, down, doctor, bench."""
+"""The `labkit` command: up, status, down, net, doctor, bench."""
 from __future__ import annotations
 
 import argparse
@@ -31,7 +31,8 @@ def cmd_up(args) -> int:
         return 0
     lab = lab_module.up(zookeeper=args.zookeeper, etcd=args.etcd, redis=args.redis or args.replica,
                         replica=args.replica, backend=args.backend, base_port=args.base_port, detached=True,
-                        clocks=args.clocks, redlock=args.redlock, sentinels=args.sentinels)
+                        clocks=args.clocks, redlock=args.redlock, sentinels=args.sentinels,
+                        network=args.network)
     state.current_file().write_text(lab.id + "\n")
     _print_status(lab.status())
     print(f"started in {lab.started_in:.1f} s; `labkit status` shows it, `labkit down` stops it")
@@ -63,6 +64,61 @@ def cmd_down(args) -> int:
     stopped = down_all()
     if not stopped:
         print("no lab was running")
+    return 0
+
+
+def _milliseconds(text: str) -> float:
+    """'50ms', '50', '0.05s' -> 50.0"""
+    text = text.strip().lower()
+    try:
+        if text.endswith("ms"):
+            return float(text[:-2])
+        if text.endswith("s"):
+            return float(text[:-1]) * 1000
+        return float(text)
+    except ValueError:
+        raise LabError(f"{text!r} is not a duration", "write it like 50ms, 0.05s or 50") from None
+
+
+def _print_network(status: dict) -> None:
+    print(f"network: {status['links']} links, {status['connections']} open connections; "
+          f"ends: {', '.join(status['ends'])}")
+    if not status["rules"]:
+        print("  every link is healthy")
+    for link, rule in sorted(status["rules"].items()):
+        print(f"  {link.replace('>', ' -> '):<24} " + ", ".join(f"{k}={v}" for k, v in sorted(rule.items())))
+
+
+def cmd_net(args) -> int:
+    from labkit.servers.lab import attach
+
+    lab = attach()
+    links = [tuple(link.split(",", 1)) if "," in link else link for link in args.link] if args.link else None
+    if args.action == "partition":
+        sides = [side.replace(",", " ").split() for side in " ".join(args.names).split("/")]
+        lab.partition(*sides)
+    elif args.action == "isolate":
+        for name in args.names:
+            lab.isolate(name)
+    elif args.action == "cut":
+        if len(args.names) != 2:
+            raise LabError(f"`labkit net cut` takes two names, got {len(args.names)}", "e.g. labkit net cut zk1 zk2")
+        lab.cut(*args.names, both_ways=not args.one_way)
+    elif args.action == "delay":
+        if len(args.names) != 1:
+            raise LabError("`labkit net delay` takes one delay", "e.g. labkit net delay 50ms --jitter 5ms")
+        lab.delay(_milliseconds(args.names[0]), jitter=_milliseconds(args.jitter), links=links)
+    elif args.action == "loss":
+        if len(args.names) != 1:
+            raise LabError("`labkit net loss` takes one fraction", "e.g. labkit net loss 0.1")
+        try:
+            fraction = float(args.names[0])
+        except ValueError:
+            raise LabError(f"{args.names[0]!r} is not a fraction", "e.g. labkit net loss 0.1") from None
+        lab.loss(fraction, links=links)
+    elif args.action == "heal":
+        lab.heal()
+    _print_network(lab.network_status())
     return 0
 
 
@@ -121,7 +177,19 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--base-port", type=int, default=None, help="use consecutive ports from here")
     up.add_argument("--clocks", action="store_true",
                     help="run ZooKeeper and Redis with a steppable wall clock (node.clock.step; needs a C compiler)")
+    up.add_argument("--network", action="store_true",
+                    help="every link through the lab's fault proxy, for `labkit net ...`")
     up.set_defaults(handler=cmd_up)
+
+    net = commands.add_parser("net", help="break or heal the network of a lab started with --network",
+                              description="labkit net partition zk1 / zk2,zk3 | isolate zk1 | cut a b [--one-way] | "
+                                          "delay 50ms [--jitter 5ms] [--link a,b] | loss 0.1 | heal | status")
+    net.add_argument("action", choices=["partition", "isolate", "cut", "delay", "loss", "heal", "status"])
+    net.add_argument("names", nargs="*", help="node and client names ('/' separates partition sides), or a value")
+    net.add_argument("--one-way", action="store_true", help="cut: only the direction from the first to the second")
+    net.add_argument("--jitter", default="0", help="delay: up to this much more or less (e.g. 5ms)")
+    net.add_argument("--link", action="append", help="delay/loss: only this link, 'a,b' (both ways) or 'a->b'")
+    net.set_defaults(handler=cmd_net)
 
     status = commands.add_parser("status", help="roles and states of the running lab, read live")
     status.add_argument("--json", action="store_true")

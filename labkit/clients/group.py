@@ -47,7 +47,7 @@ class LockClients:
     def __init__(self, lab: Any = None, recipe: str = "zookeeper", n: int = 5, name: str = "/locks/resource",
                  history: Any = None, hold: float = 0.2, loops: int = 1, store: Any = None,
                  session_timeout: float = 4.0, ttl: float = 5.0, connections: dict[str, str] | None = None,
-                 start_timeout: float = START_TIMEOUT):
+                 start_timeout: float = START_TIMEOUT, proxied: bool = False):
         if recipe not in RECIPES:
             raise ClientError(f"no recipe named {recipe!r}", hint=f"choose one of {', '.join(RECIPES)}")
         if n < 1:
@@ -69,7 +69,10 @@ class LockClients:
         try:
             for number in range(1, n + 1):
                 client_name = f"client-{number}"
-                self.clients.append(LockClient(self, client_name, dict(spec, client=client_name)))
+                client_spec = dict(spec, client=client_name)
+                if proxied:  # links of its own, so that lab.isolate(client_name) cuts this one
+                    client_spec["connections"] = connections_of(lab, via=client_name)
+                self.clients.append(LockClient(self, client_name, client_spec))
             deadline = time.monotonic() + start_timeout
             for client in self.clients:
                 client.wait_until_ready(max(0.1, deadline - time.monotonic()))
@@ -165,6 +168,8 @@ def spawn_clients(lab: Any = None, recipe: str = "zookeeper", n: int = 5, name: 
     each with its own session (ZooKeeper session timeout / etcd lease TTL / Redis lock TTL
     in seconds). Events go to ``history`` (a new History if None). ``store`` is a
     FencedStore the clients write to. Use as a context manager, or call ``close()``.
+    ``proxied=True`` (a lab started with network=True): each client-N reaches the servers
+    through links of its own, so ``lab.isolate("client-2")`` cuts that process only.
     Raises ClientError (with the child's stderr) if a client cannot start, for instance
     because the lab does not run the service the recipe needs."""
     return LockClients(lab, recipe, n, name, history, hold, loops, store, session_timeout, ttl, **options)

@@ -47,21 +47,23 @@ class RecipeHandle:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def connections_of(lab: Any) -> dict[str, str]:
+def connections_of(lab: Any, via: str | None = None) -> dict[str, str]:
     """Plain connection data (no live clients) for the services a lab runs. etcd: the
-    first running member (python-etcd3 talks to one endpoint)."""
+    first running member (python-etcd3 talks to one endpoint). ``via``: the client's own
+    links through the lab's network (a lab started with network=True)."""
     connections: dict[str, str] = {}
     zookeeper, etcd, redis = (getattr(lab, service, None) for service in ("zookeeper", "etcd", "redis"))
     if zookeeper is not None:
-        connections["zookeeper"] = zookeeper.hosts
+        connections["zookeeper"] = zookeeper.hosts_for(via)
     if etcd is not None:
-        running = [node.endpoint for node in etcd.nodes if node.state == "running"]
-        connections["etcd"] = running[0] if running else etcd.endpoints[0]
+        running = [node for node in etcd.nodes if node.state == "running"]
+        connections["etcd"] = etcd.endpoint_for(running[0] if running else etcd.nodes[0], via)
     if redis is not None:
-        connections["redis"] = f"{redis.host}:{redis.port}"
+        connections["redis"] = redis.endpoint_for(redis.primary, via)
     redlock = getattr(lab, "redlock", None)
     if redlock is not None:
-        connections["redlock"] = ",".join(redlock.endpoints)
+        endpoints = redlock.endpoints if via is None else [lab.net.endpoint(via, node) for node in redlock.nodes]
+        connections["redlock"] = ",".join(endpoints)
     return connections
 
 

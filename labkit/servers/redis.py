@@ -102,13 +102,18 @@ class RedisService:
         node = node or self.primary
         if via is None:
             return node.client(**kwargs)
-        if self.network is None:
-            raise not_enabled()
         import redis
 
-        host, port = self.network.endpoint(via, node).rsplit(":", 1)
+        host, port = self.endpoint_for(node, via).rsplit(":", 1)
         kwargs.setdefault("socket_timeout", 5.0)
         return redis.Redis(host=host, port=int(port), **kwargs)
+
+    def endpoint_for(self, node: RedisNode, via: str | None = None) -> str:
+        if via is None:
+            return node.endpoint
+        if self.network is None:
+            raise not_enabled()
+        return self.network.endpoint(via, node)
 
     def promote(self, node: RedisNode | None = None) -> RedisNode:
         """Manual failover: REPLICAOF NO ONE on the replica, which becomes the primary.

@@ -1,0 +1,247 @@
+"""Network faults on real servers: partitions, cut clients, slow links, and no proxy left behind."""
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import etcd3.exceptions
+import pytest
+from helpers import wait_until
+from kazoo.exceptions import KazooException
+from kazoo.protocol.states import KazooState
+
+import labkit
+from labkit.clients import spawn_clients
+from labkit.errors import UnknownNode
+from labkit.record.history import History
+from labkit.locks.etcd_mutex import EtcdMutex
+from labkit.locks.errors import LockError
+from labkit.locks.etcd_session import EtcdSession
+from labkit.locks.zookeeper import ZooKeeperLock
+from labkit.servers import state as lab_state
+from labkit.servers.network import NetworkFaultError, NetworkNotEnabled
+from labkit.servers.process import process_state
+
+
+@pytest.fixture(scope="module")
+def netlab():
+    with labkit.up(zookeeper=3, etcd=3, redis=True, replica=True, network=True, quiet=True) as lab:
+        yield lab
+
+
+@pytest.fixture
+def healed(netlab):
+    """The shared lab, healed and settled again after the test whatever it broke."""
+    yield netlab
+    netlab.heal()
+    netlab.zookeeper.wait_for_leader(30)
+    netlab.etcd.wait_for_leader(30)
+
+
+def listening(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
+def roles(service) -> dict:
+    return {node.name: node.role for node in service.nodes}
+
+
+def _try(action):
+    try:
+        return action()
+    except Exception as error:  # the test inspects which error it was
+        return error
+
+
+def test_zookeeper_isolated_leader_loses_its_clients_and_rejoins_as_follower(healed):
+    lab = healed
+    old = lab.zookeeper.leader()
+    rest = [node for node in lab.zookeeper.nodes if node is not old]
+    # keeps trying to reconnect (kazoo's default gives up), so that it learns its fate on heal
+    stranded = lab.zookeeper.client(timeout=2, via="client-1", nodes=[old],
+                                    connection_retry={"max_tries": -1, "max_delay": 0.5})
+    states = []
+    stranded.add_listener(states.append)
+    majority = lab.zookeeper.client(timeout=2, via="client-2", nodes=rest)
+    history = History()
+    try:
+        lab.partition([old.name, "client-1"], [n.name for n in rest] + ["client-2"], history=history)
+        wait_until(lambda: sorted(roles(lab.zookeeper)[n.name] for n in rest) == ["follower", "leader"],
+                   "the majority elects a new leader", timeout=40)
+        assert ZooKeeperLock(majority, "/net/zk-partition").acquire(timeout=15) is not None
+        wait_until(lambda: KazooState.SUSPENDED in states, "the client of the old leader is SUSPENDED")
+        outcome = []
+        attempt = threading.Thread(target=lambda: outcome.append(_try(
+            lambda: ZooKeeperLock(stranded, "/net/zk-partition").acquire(timeout=2))), daemon=True)
+        attempt.start()
+        attempt.join(3.0)   # kazoo queues the create until it reaches a serving server: none
+        assert not any(isinstance(result, int) for result in outcome), outcome
+        lab.heal(history=history)
+        wait_until(lambda: old.role == "follower", "the old leader rejoins as a follower", timeout=40)
+        attempt.join(20)
+        assert outcome and isinstance(outcome[0], (KazooException, LockError)), outcome
+    finally:
+        for client in (stranded, majority):
+            client.stop()
+            client.close()
+    phases = [(e.detail["what"], e.detail["phase"]) for e in history.events(kind="fault")]
+    assert phases == [("partition", "start"), ("partition", "end")]
+
+
+def test_etcd_isolated_leader_steps_down_and_a_cut_client_cannot_lock(healed):
+    lab = healed
+    old = lab.etcd.leader()
+    cut_off = lab.etcd.client(node=[n for n in lab.etcd.nodes if n is not old][0], via="client-3", timeout=1)
+    try:
+        lab.isolate(old.name)
+        wait_until(lambda: old.role != "leader", "the isolated leader steps down (check quorum)")
+        wait_until(lambda: [roles(lab.etcd)[n.name] for n in lab.etcd.nodes if n is not old].count("leader") == 1,
+                   "the other two elect a leader")
+        lab.isolate("client-3")
+        with pytest.raises(etcd3.exceptions.Etcd3Exception):
+            EtcdMutex(EtcdSession(cut_off, ttl=2), "/net/etcd").lock(timeout=2)
+        lab.heal()
+        wait_until(lambda: sorted(roles(lab.etcd).values()) == ["follower", "follower", "leader"],
+                   "the cluster is whole again")
+    finally:
+        cut_off.close()
+
+
+def test_a_cut_off_zookeeper_holder_loses_its_lock_while_its_process_runs(healed):
+    lab = healed
+    with spawn_clients(lab, "zookeeper", n=2, name="/net/holder", session_timeout=1, proxied=True) as clients:
+        holder, waiter = clients["client-1"], clients["client-2"]
+        holder.acquire(timeout=10)
+        lab.isolate("client-1")
+        began = time.monotonic()
+        waiter.acquire(timeout=20)          # the server expired the holder's session
+        waited = time.monotonic() - began
+        assert holder.pid and process_state(holder.pid) == "running"
+        assert holder.state == "holding"    # it does not know: it heard nothing since the cut
+        assert 0.3 < waited < 15, waited
+
+
+def test_a_cut_replication_link_keeps_writes_on_the_primary(healed):
+    lab = healed
+    primary, replica = lab.redis.primary.client(), lab.redis.replica.client()
+    try:
+        lab.cut("redis2", "redis1")
+        primary.set("net:cut", "written during the cut")
+        time.sleep(1.0)   # a replica on a healthy link has it within milliseconds
+        assert primary.get("net:cut") == b"written during the cut"
+        assert replica.get("net:cut") is None
+        lab.heal()
+        wait_until(lambda: replica.get("net:cut") == b"written during the cut", "the replica catches up")
+    finally:
+        primary.close()
+        replica.close()
+
+
+def _median_ms(operation, count: int = 7) -> float:
+    times = []
+    for _ in range(count):
+        began = time.perf_counter()
+        operation()
+        times.append((time.perf_counter() - began) * 1000)
+    return statistics.median(times)
+
+
+def test_a_delay_per_link_adds_a_round_trip_per_request(healed):
+    """20 ms each way on the client's own links: one request and its reply pay 40 ms."""
+    lab = healed
+    redis_client = lab.redis.client(via="client-d")
+    zookeeper = lab.zookeeper.client(via="client-d", nodes=[lab.zookeeper.nodes[0]])
+    etcd = lab.etcd.client(node=lab.etcd.nodes[0], via="client-d")
+    operations = {"redis GET": lambda: redis_client.get("net:delay"),
+                  "zookeeper exists": lambda: zookeeper.exists("/"),
+                  "etcd get": lambda: etcd.get("net/delay")}
+    try:
+        before = {name: _median_ms(op) for name, op in operations.items()}
+        lab.delay(20, links=[("client-d", node.name) for node in lab.nodes])
+        after = {name: _median_ms(op) for name, op in operations.items()}
+    finally:
+        redis_client.close()
+        zookeeper.stop()
+        zookeeper.close()
+        etcd.close()
+    for name in operations:
+        added = after[name] - before[name]
+        assert 35 <= added <= 40 + 60, f"{name}: {before[name]:.1f} -> {after[name]:.1f} ms"
+
+
+def test_bad_network_requests_each_say_what_is_wrong(healed, lab):
+    with pytest.raises(UnknownNode, match="zk9"):
+        healed.isolate("zk9")
+    with pytest.raises(NetworkFaultError, match="zk1 named twice"):
+        healed.partition(["zk1", "zk2"], ["zk1", "zk3"])
+    with pytest.raises(NetworkFaultError, match="negative"):
+        healed.delay(-5)
+    with pytest.raises(NetworkFaultError, match="between 0 and 1"):
+        healed.loss(1.5)
+    with pytest.raises(NetworkNotEnabled, match="network=True"):
+        lab.partition(["zk1"], ["etcd1"])
+    with pytest.raises(NetworkNotEnabled, match="network=True"):
+        lab.zookeeper.client(via="client-1")
+    assert healed.network_status()["rules"] == {}   # nothing was half applied
+
+
+def test_heal_restores_every_link(healed):
+    healed.cut("zk1", "zk2", both_ways=False)
+    healed.delay(5, jitter=2)
+    healed.loss(0.1, links=["etcd1->etcd2"])
+    assert healed.network_status()["rules"]
+    healed.heal()
+    assert healed.network_status()["rules"] == {}
+
+
+def proxy_ports(run_dir) -> list[int]:
+    return [route["port"] for route in labkit.attach(run_dir.name).network.request(op="status")["routes"]]
+
+
+def test_cli_net_commands_and_down_leave_no_proxy():
+    cli = [sys.executable, "-m", "labkit.cli"]
+    run = lambda *args: subprocess.run(cli + list(args), capture_output=True, text=True, timeout=120,  # noqa: E731
+                                       env=os.environ)
+    started = run("up", "--zookeeper", "0", "--etcd", "0", "--replica", "--network")
+    try:
+        assert started.returncode == 0, started.stdout + started.stderr
+        lab = labkit.attach()
+        pid, ports = lab.network.runner.pid, proxy_ports(lab.run_dir)
+        cut = run("net", "partition", "redis1", "/", "redis2")
+        assert cut.returncode == 0 and "redis1 -> redis2" in cut.stdout, cut.stdout + cut.stderr
+        assert "redis2 -> redis1" in run("net", "status").stdout
+        assert "every link is healthy" in run("net", "heal").stdout
+        assert run("net", "delay", "-3ms").returncode == 2
+    finally:
+        stopped = run("down")
+    assert stopped.returncode == 0
+    wait_until(lambda: process_state(pid) == "stopped", "the proxy process is gone", timeout=10)
+    assert ports and not any(listening(port) for port in ports)
+
+
+def test_a_killed_owners_proxy_is_reaped_with_its_lab():
+    script = textwrap.dedent("""
+        import json, os, signal, labkit
+        lab = labkit.up(zookeeper=0, etcd=0, redis=True, replica=True, network=True, quiet=True)
+        routes = lab.network.request(op="status")["routes"]
+        print(json.dumps({"pid": lab.network.runner.pid, "id": lab.id, "ports": [r["port"] for r in routes]}),
+              flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    owner = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=os.environ)
+    assert owner.returncode == -signal.SIGKILL, owner.stderr
+    orphan = json.loads(owner.stdout)
+    assert process_state(orphan["pid"]) == "running" and all(listening(p) for p in orphan["ports"])
+    assert orphan["id"] in lab_state.reap_orphans(log=None)
+    assert process_state(orphan["pid"]) == "stopped"
+    assert not any(listening(port) for port in orphan["ports"])
