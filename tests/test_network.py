@@ -72,7 +72,7 @@ def test_zookeeper_isolated_leader_loses_its_clients_and_rejoins_as_follower(hea
                                     connection_retry={"max_tries": -1, "max_delay": 0.5})
     states = []
     stranded.add_listener(states.append)
-    majority = lab.zookeeper.client(timeout=2, via="client-2", nodes=rest)
+    majority = lab.zookeeper.client(timeout=10, via="client-2", nodes=rest)  # outlives the election
     history = History()
     try:
         lab.partition([old.name, "client-1"], [n.name for n in rest] + ["client-2"], history=history)
@@ -103,6 +103,7 @@ def test_etcd_isolated_leader_steps_down_and_a_cut_client_cannot_lock(healed):
     old = lab.etcd.leader()
     cut_off = lab.etcd.client(node=[n for n in lab.etcd.nodes if n is not old][0], via="client-3", timeout=1)
     try:
+        cut_off.put("net/etcd", "reachable before the cut")
         lab.isolate(old.name)
         wait_until(lambda: old.role != "leader", "the isolated leader steps down (check quorum)")
         wait_until(lambda: [roles(lab.etcd)[n.name] for n in lab.etcd.nodes if n is not old].count("leader") == 1,
@@ -115,6 +116,18 @@ def test_etcd_isolated_leader_steps_down_and_a_cut_client_cannot_lock(healed):
                    "the cluster is whole again")
     finally:
         cut_off.close()
+
+
+def test_a_one_way_cut_between_etcd_members_hits_only_that_direction(healed):
+    """The proxy in front of a member's peer port tells senders apart by X-Server-From:
+    cutting leader -> f starves f of heartbeats, while g (same proxy, other sender) follows."""
+    lab = healed
+    leader = lab.etcd.leader()
+    follower = [n for n in lab.etcd.nodes if n is not leader][0]
+    lab.cut(leader.name, follower.name, both_ways=False)
+    assert list(lab.network_status()["rules"]) == [f"{leader.name}>{follower.name}"]
+    wait_until(lambda: follower.role != "follower" or leader.role != "leader",
+               f"{follower.name} stops hearing its leader")
 
 
 def test_a_cut_off_zookeeper_holder_loses_its_lock_while_its_process_runs(healed):
