@@ -32,6 +32,7 @@ import time
 import uuid
 from typing import Any, Callable, Iterator
 
+from labkit import bench_network
 from labkit.errors import LabError
 from labkit.servers.lab import attach, up
 
@@ -458,7 +459,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tiny", action="store_true", help="a smoke run for tests: N <= 5, a few iterations")
     parser.add_argument("--attach", action="store_true", help="use the lab `labkit up` started")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")
+    parser.add_argument("--network", action="store_true",
+                        help="only what the network fault proxy costs (labkit/bench_network.py)")
     options = parser.parse_args(argv)
+    if options.network:
+        return bench_network.main(iterations=20 if options.tiny else 50 if options.quick else 200)
     # kazoo warns about every connection the teardown closes on purpose
     logging.getLogger("kazoo.client").setLevel(logging.ERROR)
     if options.tiny:

@@ -138,18 +138,28 @@ class Network:
     async def pump(self, reader, writer, src, dst, peers, head: bytes = b"") -> None:
         """Carry one direction: read (unless cut), hold for the delay, write (unless cut)."""
         queue: asyncio.Queue = asyncio.Queue()
+        held = [0]   # chunks queued and not yet written
 
         async def read():
             if head:
+                held[0] += 1
                 queue.put_nowait((time.monotonic() + self.hold_time(self.rule(src, dst, peers)), head))
             while True:
                 await self.wait_open(src, dst, peers)
                 try:
                     data = await reader.read(CHUNK)
                 except OSError:
-                    queue.put_nowait((0.0, None))
-                    return
-                queue.put_nowait((time.monotonic() + self.hold_time(self.rule(src, dst, peers)), data))
+                    data = None
+                rule = self.rule(src, dst, peers)
+                hold = self.hold_time(rule)
+                if data and not hold and not held[0] and not rule.get("cut"):
+                    # the fast path of a healthy link: nothing queued, nothing to hold
+                    writer.write(data)
+                    if writer.transport.get_write_buffer_size() > CHUNK:
+                        await writer.drain()
+                    continue
+                held[0] += 1
+                queue.put_nowait((time.monotonic() + hold, data))
                 if not data:
                     return
 
@@ -170,6 +180,7 @@ class Network:
                     return
                 writer.write(data)
                 await writer.drain()
+                held[0] -= 1
 
         reading = asyncio.ensure_future(read())
         try:

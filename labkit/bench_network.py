@@ -1,0 +1,135 @@
+"""What the fault proxy costs when no fault is on: ``labkit bench --network``.
+
+Three numbers, printed as PASS or MISS against the targets and never asserted (timing
+depends on the machine):
+
+- startup of a 3 ZooKeeper + 3 etcd + 2 Redis lab with ``network=True`` (target <= 2 s);
+- the latency one proxied hop adds: Redis PING through a client's own link vs direct, on
+  the same lab (target: added p50 <= 0.1 ms);
+- a lock op (acquire + release) on a 3-node ensemble, every link proxied (peers and the
+  client) vs a lab without a network (target: p50 ratio <= 1.25), for ZooKeeper and etcd.
+
+Methods take turns in a shuffled order, so that a burst of load hits them alike. What can
+fail: a lab that cannot start (see ``labkit.up``), a server that stops answering.
+"""
+from __future__ import annotations
+
+import logging
+import random
+import time
+import uuid
+from typing import Any, Callable
+
+from labkit.locks.etcd_mutex import EtcdMutex
+from labkit.locks.etcd_session import EtcdSession
+from labkit.locks.zookeeper import ZooKeeperLock
+from labkit.servers.lab import up
+
+TARGETS = {"startup_s": 2.0, "added_per_hop_ms": 0.1, "lock_ratio": 1.25}
+
+
+def _p50_ms(samples: list[float]) -> float:
+    ordered = sorted(samples)
+    return ordered[len(ordered) // 2] * 1000
+
+
+def _take_turns(methods: dict[str, Callable[[], None]], iterations: int) -> dict[str, float]:
+    """p50 in ms of each method, one call of each per round in a shuffled order."""
+    samples: dict[str, list[float]] = {name: [] for name in methods}
+    names = list(methods)
+    for _ in range(iterations):
+        random.shuffle(names)
+        for name in names:
+            began = time.perf_counter()
+            methods[name]()
+            samples[name].append(time.perf_counter() - began)
+    return {name: round(_p50_ms(values), 3) for name, values in samples.items()}
+
+
+def _lock_ops(lab: Any, via: str | None, run_id: str) -> tuple[dict[str, Callable[[], None]], list]:
+    """A ZooKeeper and an etcd lock op through ``via``'s links (direct when None)."""
+    zookeeper = lab.zookeeper.client(via=via)
+    etcd = lab.etcd.client(via=via)
+    session = EtcdSession(etcd, ttl=10)
+    zookeeper_lock = ZooKeeperLock(zookeeper, f"/bench-network/{run_id}")
+    etcd_mutex = EtcdMutex(session, f"/bench-network/{run_id}")
+
+    def zookeeper_op() -> None:
+        zookeeper_lock.acquire()
+        zookeeper_lock.release()
+
+    def etcd_op() -> None:
+        etcd_mutex.lock()
+        etcd_mutex.unlock()
+
+    closers = [session.close, etcd.close, zookeeper.stop, zookeeper.close]
+    return {"zookeeper lock op": zookeeper_op, "etcd lock op": etcd_op}, closers
+
+
+def _close(closers: list) -> None:
+    for close in closers:
+        close()
+
+
+def run(iterations: int = 200) -> dict[str, Any]:
+    run_id = uuid.uuid4().hex[:8]
+    results: dict[str, Any] = {"iterations": iterations}
+    began = time.monotonic()
+    with up(zookeeper=3, etcd=3, redis=True, replica=True, network=True, quiet=True) as lab:
+        results["startup_s"] = round(time.monotonic() - began, 2)
+        direct, proxied = lab.redis.client(), lab.redis.client(via="bench-client")
+        try:
+            ping = _take_turns({"direct": direct.ping, "proxied": proxied.ping}, iterations * 5)
+        finally:
+            direct.close()
+            proxied.close()
+        results["ping_ms"] = ping
+        results["added_per_hop_ms"] = round(ping["proxied"] - ping["direct"], 3)
+        methods, closers = _lock_ops(lab, "bench-client", run_id)
+        try:
+            results["proxied_ms"] = _take_turns(methods, iterations)
+        finally:
+            _close(closers)
+    began = time.monotonic()
+    with up(zookeeper=3, etcd=3, redis=True, replica=True, quiet=True) as lab:
+        results["startup_direct_s"] = round(time.monotonic() - began, 2)
+        methods, closers = _lock_ops(lab, None, run_id)
+        try:
+            results["direct_ms"] = _take_turns(methods, iterations)
+        finally:
+            _close(closers)
+    results["lock_ratio"] = {name: round(results["proxied_ms"][name] / results["direct_ms"][name], 3)
+                             for name in results["direct_ms"]}
+    return results
+
+
+def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
+    found = [{"target": f"startup of a 3+3+2 lab with network=True <= {TARGETS['startup_s']} s",
+              "measured": results["startup_s"], "met": results["startup_s"] <= TARGETS["startup_s"]},
+             {"target": f"added p50 per proxied hop <= {TARGETS['added_per_hop_ms']} ms",
+              "measured": results["added_per_hop_ms"],
+              "met": results["added_per_hop_ms"] <= TARGETS["added_per_hop_ms"]}]
+    for name, ratio in results["lock_ratio"].items():
+        found.append({"target": f"{name}, 3 nodes, every link proxied / direct <= {TARGETS['lock_ratio']}",
+                      "measured": ratio, "met": ratio <= TARGETS["lock_ratio"]})
+    return found
+
+
+def report(results: dict[str, Any]) -> str:
+    lines = [f"network proxy ({results['iterations']} iterations)",
+             f"  startup, 3 ZooKeeper + 3 etcd + 2 Redis: {results['startup_s']:.2f} s with network=True, "
+             f"{results['startup_direct_s']:.2f} s without",
+             f"  Redis PING p50: direct {results['ping_ms']['direct']:.3f} ms, "
+             f"through one proxy {results['ping_ms']['proxied']:.3f} ms",
+             f"  {'lock op (acquire + release)':<30}{'direct ms':>10}{'proxied ms':>12}{'ratio':>8}"]
+    for name, ratio in results["lock_ratio"].items():
+        lines.append(f"  {name:<30}{results['direct_ms'][name]:>10.3f}{results['proxied_ms'][name]:>12.3f}{ratio:>8.3f}")
+    lines += ["", "targets"] + [f"  {'PASS' if t['met'] else 'MISS'}  {t['target']}  (measured {t['measured']})"
+                                for t in targets(results)]
+    return "\n".join(lines)
+
+
+def main(iterations: int = 200) -> int:
+    logging.getLogger("kazoo.client").setLevel(logging.ERROR)
+    print(report(run(iterations)))
+    return 0
