@@ -192,6 +192,18 @@ def test_a_delay_per_link_adds_a_round_trip_per_request(healed):
         assert 35 <= added <= 40 + 60, f"{name}: {before[name]:.1f} -> {after[name]:.1f} ms"
 
 
+def test_loss_shows_up_as_retransmission_stalls(healed):
+    """Half the chunks "lost": most requests wait at least one 200 ms retransmission timeout."""
+    lab = healed
+    redis_client = lab.redis.client(via="client-l")
+    try:
+        redis_client.ping()
+        lab.loss(0.5, links=[("client-l", "redis1")])
+        assert _median_ms(redis_client.ping, count=9) >= 150
+    finally:
+        redis_client.close()
+
+
 def test_bad_network_requests_each_say_what_is_wrong(healed, lab):
     with pytest.raises(UnknownNode, match="zk9"):
         healed.isolate("zk9")
