@@ -144,6 +144,19 @@ def test_a_cut_off_zookeeper_holder_loses_its_lock_while_its_process_runs(healed
         assert 0.3 < waited < 15, waited
 
 
+def test_a_cut_off_etcd_holder_loses_its_lock_when_its_lease_runs_out(healed):
+    lab = healed
+    with spawn_clients(lab, "etcd", n=2, name="/net/etcd-holder", ttl=2, proxied=True) as clients:
+        holder, waiter = clients["client-1"], clients["client-2"]
+        holder.acquire(timeout=10)
+        lab.isolate("client-1")              # its keep-alives stall in the proxy
+        began = time.monotonic()
+        waiter.acquire(timeout=20)
+        waited = time.monotonic() - began
+        assert holder.pid and process_state(holder.pid) == "running"
+        assert 1.0 < waited < 15, waited     # about the lease TTL, never at once
+
+
 def test_a_cut_replication_link_keeps_writes_on_the_primary(healed):
     lab = healed
     primary, replica = lab.redis.primary.client(), lab.redis.replica.client()
