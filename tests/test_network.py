@@ -173,17 +173,19 @@ def test_a_cut_replication_link_keeps_writes_on_the_primary(healed):
         replica.close()
 
 
-def _median_ms(operation, count: int = 7) -> float:
+def _times_ms(operation, count: int = 7) -> list[float]:
     times = []
     for _ in range(count):
         began = time.perf_counter()
         operation()
         times.append((time.perf_counter() - began) * 1000)
-    return statistics.median(times)
+    return times
 
 
 def test_a_delay_per_link_adds_a_round_trip_per_request(healed):
-    """20 ms each way on the client's own links: one request and its reply pay 40 ms."""
+    """20 ms each way on the client's own links: one request and its reply pay 40 ms.
+    The bound below is exact (no request can beat the delay); the one above is generous,
+    since a loaded machine adds its own noise."""
     lab = healed
     redis_client = lab.redis.client(via="client-d")
     zookeeper = lab.zookeeper.client(via="client-d", nodes=[lab.zookeeper.nodes[0]])
@@ -192,17 +194,18 @@ def test_a_delay_per_link_adds_a_round_trip_per_request(healed):
                   "zookeeper exists": lambda: zookeeper.exists("/"),
                   "etcd get": lambda: etcd.get("net/delay")}
     try:
-        before = {name: _median_ms(op) for name, op in operations.items()}
+        before = {name: _times_ms(op) for name, op in operations.items()}
         lab.delay(20, links=[("client-d", node.name) for node in lab.nodes])
-        after = {name: _median_ms(op) for name, op in operations.items()}
+        after = {name: _times_ms(op) for name, op in operations.items()}
     finally:
         redis_client.close()
         zookeeper.stop()
         zookeeper.close()
         etcd.close()
     for name in operations:
-        added = after[name] - before[name]
-        assert 35 <= added <= 40 + 60, f"{name}: {before[name]:.1f} -> {after[name]:.1f} ms"
+        usual, delayed = statistics.median(before[name]), statistics.median(after[name])
+        assert min(after[name]) >= 40, f"{name}: {after[name]}"
+        assert delayed <= usual + 40 + 80, f"{name}: p50 {usual:.1f} -> {delayed:.1f} ms"
 
 
 def test_loss_shows_up_as_retransmission_stalls(healed):
