@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import os
 import socket
 import sys
 import time
@@ -62,8 +63,11 @@ class Network:
     @classmethod
     def start(cls, run_dir: Path, timeout: float = 10.0) -> "Network":
         """Start the lab's proxy process and wait until its control port answers."""
+        # the same labkit as ours, even when it is imported from a source tree, not installed
+        package_parent = str(Path(__file__).resolve().parents[2])
+        path = os.pathsep.join(filter(None, [package_parent, os.environ.get("PYTHONPATH", "")]))
         runner = LocalProcess([sys.executable, "-m", "labkit.servers.proxy", str(run_dir)],
-                              str(Path(run_dir) / "proxy.log"), str(run_dir))
+                              str(Path(run_dir) / "proxy.log"), str(run_dir), env={"PYTHONPATH": path})
         runner.start()
         deadline = time.monotonic() + timeout
         port_file = Path(run_dir) / "proxy.port"
