@@ -12,7 +12,7 @@ import pytest
 from labkit.faults import expire_session
 from labkit.locks.errors import LockTimeout, SessionExpired
 from labkit.locks.kazoo_reference import KazooReferenceLock
-from labkit.locks.zookeeper import ZooKeeperLock, sorted_contenders
+from labkit.locks.zookeeper import ZooKeeperLock, sequence_of, sorted_contenders
 
 from helpers import DEADLINE, Recorder, wait_until
 
@@ -283,11 +283,13 @@ def test_ours_kazoo_and_curator_never_overlap(clients, curator, unique_name):
     def contend(lock):
         start.wait(DEADLINE)
         for _ in range(3):
-            token = lock.acquire(timeout=2 * DEADLINE)
+            lock.acquire(timeout=2 * DEADLINE)
             try:
                 # the server's view: whoever believes it holds must own the lowest node
-                judged_by_server.append(lowest_node(observer, unique_name) == lock.node.rsplit("/", 1)[-1])
-                detector.hold(token, 0.01)
+                node = lock.node.rsplit("/", 1)[-1]
+                judged_by_server.append(lowest_node(observer, unique_name) == node)
+                # the queue order every recipe shares is the sequence (ours fences with czxid)
+                detector.hold(sequence_of(node), 0.01)
             finally:
                 lock.release()
 
@@ -367,3 +369,24 @@ def test_a_frozen_server_suspends_the_holder_until_it_answers_again():
         finally:
             client.stop()
             client.close()
+
+
+def test_the_token_is_the_czxid_and_the_sequence_only_orders_the_queue(clients, unique_name):
+    first, second = ZooKeeperLock(clients(), unique_name), ZooKeeperLock(clients(), unique_name)
+    token = first.acquire(timeout=DEADLINE)
+    assert token == first.czxid and first.sequence == 0
+    first.release()
+    assert second.acquire(timeout=DEADLINE) == second.czxid > token
+    assert second.sequence == 1   # the parent counts creations: the delete left no gap
+    second.release()
+
+
+def test_closing_the_client_on_purpose_is_a_release_not_a_loss(clients, unique_name):
+    recorder, client = Recorder(), clients()
+    lock = ZooKeeperLock(client, unique_name, on_event=recorder.sink("holder"))
+    token = lock.acquire(timeout=DEADLINE)
+    client.stop()
+    wait_until(lambda: recorder.of("released"), "the close is reported")
+    assert recorder.of("lost") == [] and not lock.is_held
+    assert recorder.of("released")[0][1]["token"] == token
+    assert "closed its session" in recorder.of("released")[0][1]["reason"]

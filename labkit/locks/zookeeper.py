@@ -6,9 +6,17 @@ What can go wrong, first:
   lock with it) or it may be expiring right now: you cannot know. ``lock.is_suspended``
   becomes True and a "suspended" event is emitted: stop writing to the protected resource
   until "reconnected".
+- The client-side deadline: kazoo says LOST only once it reconnects and hears that the
+  session expired. A holder cut off from every server would stay SUSPENDED while the server
+  expires its session and gives the lock to the next waiter. So the holder counts for
+  itself, from the last request the server answered (``zookeeper_contact.py``): once the
+  negotiated session timeout minus a margin has passed in SUSPENDED, ``is_held`` becomes
+  False and a "lost" event says "client-side deadline" -- before the server can have
+  expired the session. (Curator does the same; Chubby calls it "jeopardy".)
 - LOST: the session expired, so the server deleted my ephemeral node and someone else may
   hold the lock already. ``is_held`` becomes False and a "lost" event is emitted; a waiter's
-  ``acquire`` raises ``SessionExpired``. Start again with a new session.
+  ``acquire`` raises ``SessionExpired``. Start again with a new session. Closing the client
+  on purpose (``client.stop()``) ends the session too: that is a "released" event.
 - ``acquire(timeout)`` raises ``LockTimeout`` (and deletes my node, so I leave the queue).
 - ``release()`` raises ``LockError`` if the delete cannot reach the server: my node, and so
   the lock, stays until a later ``release()`` succeeds or the session ends.
@@ -32,10 +40,11 @@ from typing import NamedTuple
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionLoss, KazooException, NoNodeError, SessionExpiredError
-from kazoo.protocol.states import EventType, KazooState
+from kazoo.protocol.states import EventType, KazooState, KeeperState
 
 from labkit.record.events import EventSink, ignore_events
 from labkit.locks.errors import LockError, LockTimeout, SessionExpired
+from labkit.locks.zookeeper_contact import server_contact
 
 # Any child ending in "lock-" or kazoo's "__lock__" plus 10 digits is a contender, whoever
 # made it: Curator's "_c_<uuid>-lock-N", kazoo's "<uuid>__lock__N" and ours "<uuid>-lock-N".
@@ -69,19 +78,24 @@ def sorted_contenders(children: list[str]) -> list[str]:
 class ZooKeeperLock:
     """An exclusive lock on ``path`` for one ``KazooClient`` (one session).
 
-    ``token`` is my node's sequence number. Both it and ``czxid`` (the zxid of my create,
-    also exposed) only grow for one lock path, so either can fence. We pick the sequence:
-    it is the very number the queue is sorted by (kazoo and Curator sort by it too), and a
-    learner can read it in the node's name. Its one trap: it is a counter of the parent
-    node, so deleting and re-creating the parent restarts it at 0 — then use ``czxid``,
-    which is global and ordered through the leader's log.
+    ``token`` (the fencing token) is ``czxid``, the zxid of my node's create: ZooKeeper's
+    one global counter, ordered through the leader's log, so it grows for as long as the
+    ensemble lives. ``sequence``, the number in my node's name, orders the queue (kazoo and
+    Curator sort by it too) but is no token: it is a counter of the parent node, and a
+    parent deleted and re-created (Curator makes lock parents *container* nodes, which the
+    server deletes when empty) starts again at 0 -- a new holder would carry a lower number.
+
+    ``deadline_margin``: the client-side deadline fires this fraction of the session timeout
+    early, to cover a late timer thread and the time the last answered request took to reach
+    the server.
 
     Not re-entrant, and one hold at a time per object. Each thread or process needs its own
     lock object; give each its own client if they must queue against each other.
     """
 
     def __init__(self, client: KazooClient, path: str, identifier: str = "",
-                 watch: str = "predecessor", on_event: EventSink = ignore_events):
+                 watch: str = "predecessor", on_event: EventSink = ignore_events,
+                 deadline_margin: float = 0.2):
         if watch not in WATCH_KINDS:
             raise ValueError(f"watch={watch!r} is not one of {WATCH_KINDS}: "
                              "use 'predecessor' (wakes one waiter) or 'parent' (wakes them all)")
@@ -89,10 +103,16 @@ class ZooKeeperLock:
         self.path = path.rstrip("/")
         self.identifier = identifier
         self.watch = watch
+        if not 0 <= deadline_margin < 1:
+            raise ValueError(f"deadline_margin={deadline_margin!r} is a fraction of the session timeout, in [0, 1)")
+        self.deadline_margin = deadline_margin
+        self.contact = server_contact(client)    # before my first request: its answer must count
         self.node: str | None = None      # my child's name, without the path
         self.sequence: int | None = None  # its number: my place in the queue
-        self.token: int | None = None     # the sequence, once I hold the lock
+        self.token: int | None = None     # my node's czxid, once I hold the lock
         self.czxid: int | None = None
+        self._deadline_timer: threading.Timer | None = None
+        self._gave_up = False             # the client-side deadline passed while I held the lock
         self.is_suspended = False
         self._emit = on_event
         self._held = False
@@ -106,7 +126,8 @@ class ZooKeeperLock:
 
     @property
     def is_held(self) -> bool:
-        """True from acquire until release, or until the session is LOST."""
+        """True from acquire until release, until the client-side deadline passes in
+        SUSPENDED, or until the session is LOST, whichever comes first."""
         return self._held
 
     def acquire(self, timeout: float | None = None) -> int:
@@ -121,6 +142,7 @@ class ZooKeeperLock:
         started = time.monotonic()
         deadline = None if timeout is None else started + timeout
         self._session_lost = False
+        self._gave_up = False
         self.client.add_listener(self._on_connection_state)
         self._emit("requested", path=self.path)
         try:
@@ -134,8 +156,10 @@ class ZooKeeperLock:
             self._emit("timeout", waited=waited)
             raise LockTimeout(self.path, waited)
         self._held = True
-        self.token = self.sequence
-        self._emit("acquired", token=self.token, node=f"{self.path}/{self.node}")
+        self.token = self.czxid
+        self._emit("acquired", token=self.token, node=f"{self.path}/{self.node}", sequence=self.sequence)
+        if self.is_suspended:                     # the connection dropped as the answer came in
+            self._start_deadline()
         return self.token
 
     def _create_my_node(self, deadline: float | None) -> bool:
@@ -268,26 +292,65 @@ class ZooKeeperLock:
         return self._connected.wait(remaining)
 
     def _on_connection_state(self, state: str) -> bool:
-        # Runs on kazoo's connection thread: only flags and events here, no ZooKeeper calls.
+        # Runs on kazoo's connection thread: only flags, events and async calls here.
         if state == KazooState.SUSPENDED:
             self.is_suspended = True
             self._connected.clear()
             self._emit("suspended", path=self.path)
+            self._start_deadline()
         elif state == KazooState.CONNECTED:
+            self._stop_deadline()
             if self.is_suspended:
                 self.is_suspended = False
                 self._emit("reconnected", path=self.path)
+            if self._gave_up and self.node is not None:
+                # The session survived, and my node with it, but I told my caller the lock
+                # was lost: let the next waiter in rather than hold a lock nobody uses.
+                self.client.delete_async(f"{self.path}/{self.node}")
             self._connected.set()
         elif state == KazooState.LOST:
+            self._stop_deadline()
             self._session_lost = True
             self.is_suspended = False
             if self._held:
                 self._held, token, self.token = False, self.token, None
-                self._emit("lost", reason="session ended (expired or closed): the server deleted my node", token=token)
+                if self.client.client_state == KeeperState.CLOSED:
+                    self._emit("released", token=token, reason="the client closed its session (client.stop()): "
+                               "the server deletes my node when the close reaches it, or at the session timeout")
+                else:
+                    self._emit("lost", reason="session expired: the server deleted my node", token=token)
             self._connected.set()                 # unblock waits; they will see the loss
             self._wake.set()
             return True                           # kazoo removes this listener
         return False
+
+    def _start_deadline(self) -> None:
+        """In SUSPENDED, holding: give up when the server may be about to expire the session."""
+        if not self._held or self._deadline_timer is not None:
+            return
+        contact = self.contact
+        give_up_at = contact.expires_by() - self.deadline_margin * contact.session_timeout
+        timer = threading.Timer(max(0.0, give_up_at - time.monotonic()), self._deadline_passed)
+        timer.daemon = True
+        self._deadline_timer = timer
+        timer.start()
+
+    def _stop_deadline(self) -> None:
+        timer, self._deadline_timer = self._deadline_timer, None
+        if timer is not None:
+            timer.cancel()
+
+    def _deadline_passed(self) -> None:
+        with self._guard:
+            if not (self.is_suspended and self._held):
+                return                            # reconnected or released meanwhile
+            self._held, token, self.token = False, self.token, None
+            self._gave_up = True
+        contact = self.contact
+        self._emit("lost", token=token, silent_for=round(contact.silent_for(), 3),
+                   reason=f"client-side deadline: no answer from ZooKeeper to anything sent in the last "
+                          f"{contact.silent_for():.2f} s; the server may expire the session "
+                          f"({contact.session_timeout:.2f} s timeout) at any moment, so I stop holding")
 
     def release(self) -> None:
         """Delete my node (idempotent). Raises LockError if the server cannot be reached:
@@ -317,6 +380,7 @@ class ZooKeeperLock:
         self._forget_node()
 
     def _forget_node(self) -> None:
+        self._stop_deadline()
         self.client.remove_listener(self._on_connection_state)
         self.node = self.sequence = self.token = self.czxid = None
         self._held = False

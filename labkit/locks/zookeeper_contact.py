@@ -1,0 +1,101 @@
+"""When did the ZooKeeper server last hear from this client? The clock a lock holder needs in
+order to give up *before* the server expires its session.
+
+What can go wrong, first: a client cut off from every server learns nothing. kazoo says
+SUSPENDED when a ping goes unanswered, and LOST only after it reconnects and the server
+tells it the session is gone. Meanwhile the server expires the session one timeout after it
+last heard from the client, deletes the ephemeral lock node and lets the next waiter in.
+So the holder must count for itself (Chubby calls this "jeopardy"; Curator's
+ConnectionStateManager does the same): from the last moment the server is known to have
+heard from it, the session lives at most one negotiated timeout.
+
+"Known to have heard from it" means: a request (or ping) that the server answered. The
+server restarts the session's timer when the request *arrives*, which is after we *sent*
+it, so we count from the send time of the newest answered request, never from the time its
+answer came back (that could be late by a whole network delay).
+
+Why a private hook: kazoo 2.11 has no public callback for "a reply arrived" (its state
+listener reports only CONNECTED / SUSPENDED / LOST, and SUSPENDED comes about two thirds of a
+timeout after the last reply), and it does not keep the negotiated session timeout. Both are
+visible only inside its connection handler (``client._connection``), so ``_follow`` wraps
+three of its methods, for one client, once. Nothing else in labkit touches kazoo's insides.
+"""
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+
+from kazoo.client import KazooClient
+
+
+class ServerContact:
+    """``heard_at``: ``time.monotonic()`` when the newest request the server answered was
+    sent (None until one is answered). ``session_timeout``: seconds, the timeout the server
+    granted at the last (re)connect seen; until then, the one the client asked for (the
+    server may raise a too-small request to its minimum, which only makes us more careful,
+    or lower a too-large one to its maximum: the lab allows 0.4 s to 60 s)."""
+
+    def __init__(self, session_timeout: float):
+        self.session_timeout = session_timeout
+        self.heard_at: float | None = None
+        self._sent: dict[int | None, float] = {}   # xid -> send time, for requests not yet answered
+
+    def expires_by(self) -> float:
+        """The monotonic time by which the server may have expired the session, if it has
+        heard nothing from us since ``heard_at``. Now, if nothing was ever answered."""
+        if self.heard_at is None:
+            return time.monotonic()
+        return self.heard_at + self.session_timeout
+
+    def silent_for(self) -> float:
+        """Seconds since the newest answered request was sent."""
+        return 0.0 if self.heard_at is None else time.monotonic() - self.heard_at
+
+    def _answered(self, sent_at: float) -> None:
+        # Replies to pipelined requests may come back in any mix with pings: keep the newest.
+        if self.heard_at is None or sent_at > self.heard_at:
+            self.heard_at = sent_at
+
+
+_contacts: "weakref.WeakKeyDictionary[KazooClient, ServerContact]" = weakref.WeakKeyDictionary()
+_installing = threading.Lock()
+
+
+def server_contact(client: KazooClient) -> ServerContact:
+    """The one ServerContact of ``client`` (started following it on the first call).
+    Replies that arrived before the first call are not counted: call it before the
+    requests whose answers should count (ZooKeeperLock calls it when it is created)."""
+    with _installing:
+        contact = _contacts.get(client)
+        if contact is None:
+            contact = _contacts[client] = ServerContact(client._session_timeout / 1000.0)
+            _follow(client._connection, contact)
+        return contact
+
+
+def _follow(connection, contact: ServerContact) -> None:
+    # The private hook (see the module docstring). All three methods run on kazoo's one
+    # connection thread, so ``contact._sent`` needs no lock.
+    submit, read_header, connect = connection._submit, connection._read_header, connection._connect
+
+    def sending(request, timeout, xid=None):
+        contact._sent[xid] = time.monotonic()     # before the bytes leave: the server hears it later
+        return submit(request, timeout, xid)
+
+    def reading(timeout):
+        header, buffer, offset = read_header(timeout)
+        sent_at = contact._sent.pop(header.xid, None)   # a watch event (xid -1) answers nothing
+        if sent_at is not None:
+            contact._answered(sent_at)
+        return header, buffer, offset
+
+    def connecting(host, hostip, port):
+        started = time.monotonic()
+        read_timeout_ms, connect_timeout_ms = connect(host, hostip, port)
+        contact._sent.clear()                     # request numbers (xids) restart on each connection
+        contact.session_timeout = read_timeout_ms * 1.5 / 1000.0   # kazoo reads for 2/3 of the granted timeout
+        contact._answered(started)                # the server answered our handshake
+        return read_timeout_ms, connect_timeout_ms
+
+    connection._submit, connection._read_header, connection._connect = sending, reading, connecting
