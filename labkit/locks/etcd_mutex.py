@@ -4,8 +4,9 @@ and key.go), on python-etcd3.
 What can go wrong, first: the lock lives exactly as long as the session's lease. If the
 keep-alive stops (a paused process, a cut network, ``session.stop_keepalive()``), etcd
 deletes the key after the TTL and the next waiter acquires while this holder may still
-believe it holds. ``is_held`` turns False and a ``lost`` event is emitted when this client
-notices; a paused client notices late. So guard every write: put ``is_owner()`` in the
+believe it holds. ``is_held`` turns False and a ``lost`` event is emitted at the session's
+client-side deadline, a little before the server can free the key (see etcd_session.py);
+a paused client notices late. So guard every write: put ``is_owner()`` in the
 same transaction, or hand ``token`` (my key's create revision) to a fenced store.
 A waiter whose lease is lost raises ``SessionExpired``; ``lock(timeout)`` raises
 ``LockTimeout``; both leave no key of ours in the queue.
@@ -280,7 +281,9 @@ class EtcdMutex:
 
     @property
     def is_held(self) -> bool:
-        return self._held and not self.session.done.is_set()
+        """False from the session's client-side deadline on, even before the keep-alive
+        thread has noticed: the server may free my key any moment after it."""
+        return self._held and not self.session.is_expired
 
     def contenders(self) -> list[str]:
         """The keys queued under the prefix, holder first (create-revision order)."""

@@ -9,6 +9,17 @@ client finds out; from then on, stop writing to whatever the lock protects and s
 new session to try again. A paused process finds out only when it resumes, possibly long
 after the server gave its lock to someone else: that is why locks need fencing tokens.
 
+How the client finds out without the server: it keeps its own, conservative deadline.
+The server restarts the lease's TTL when a keep-alive *arrives*, which is after this
+client *sent* it. So the lease surely lives until (send time of the last keep-alive the
+server acknowledged) + (the TTL in its answer), and the client counts from the send time,
+minus a drift margin for clocks that run at slightly different rates and a timer that
+wakes late. Counting from when the answer came back would be late by the answer's whole
+trip; asking the server "is my lease alive?" cannot work when the server is unreachable,
+which is exactly when it matters. When that deadline passes with no newer acknowledged
+keep-alive, ``done`` is set ("client-side deadline") before the server can have expired
+the lease.
+
 A mutex only borrows the lease; the session owns it. Closing the session revokes it.
 """
 from __future__ import annotations
@@ -56,21 +67,30 @@ class EtcdSession:
 
     ``lease_id`` and ``ttl`` (the TTL the server granted: etcd may round a small request
     up to its minimum) describe the lease. ``done`` is a ``threading.Event`` set once the
-    lease is lost (expired, revoked, not found, or unrefreshed for a whole TTL) or the
-    session is closed; ``lost_reason`` says which.
+    lease is lost (revoked, not found, or its client-side deadline passed) or the session
+    is closed; ``lost_reason`` says which. ``remaining_ttl()`` and ``is_expired`` read the
+    client-side deadline; ``server_ttl()`` asks the server.
+
+    ``drift_margin``: the client gives up this fraction of the TTL early (at least 50 ms).
 
     Raises whatever python-etcd3 raises if the lease cannot be granted (for instance
     ``etcd3.exceptions.ConnectionFailedError`` when no server answers at the endpoint).
     """
 
-    def __init__(self, client: etcd3.Etcd3Client, ttl: int = 5, on_event: EventSink = ignore_events):
+    def __init__(self, client: etcd3.Etcd3Client, ttl: int = 5, on_event: EventSink = ignore_events,
+                 drift_margin: float = 0.1):
         if ttl <= 0:
             raise ValueError(f"ttl must be a positive number of seconds, not {ttl!r}")
+        if not 0 <= drift_margin < 1:
+            raise ValueError(f"drift_margin={drift_margin!r} is a fraction of the TTL, in [0, 1)")
         self.client = client
         self.on_event = on_event
+        sent = time.monotonic()   # the grant starts the TTL on the server after this
         lease = client.lease(ttl)
         self.lease_id: int = lease.id
         self.ttl: int = lease.ttl
+        self.margin = max(drift_margin * self.ttl, 0.05)
+        self._deadline = self._deadline_after(sent, self.ttl)
         self.done = threading.Event()
         self.lost_reason: str | None = None
         self._refreshing = True
@@ -84,39 +104,41 @@ class EtcdSession:
 
     # -- the keep-alive -------------------------------------------------------------
     def _keep_alive(self) -> None:
-        # Like Go's client: refresh every TTL/3, and keep a local deadline. If no refresh
-        # succeeds before the deadline, the server has expired the lease by now.
+        # Like Go's client: refresh every TTL/3. Unlike it, the deadline counts from when an
+        # acknowledged keep-alive was sent (see the module docstring), and when it passes
+        # this client gives up on its own, whatever the server might still answer later.
         interval = max(self.ttl / 3.0, 0.1)
-        deadline = time.monotonic() + self.ttl
+        next_refresh = time.monotonic() + interval
         while True:
-            wait = interval if self._refreshing else max(deadline - time.monotonic(), 0.05)
+            now = time.monotonic()
+            if now >= self._deadline:
+                self._mark_lost(self._deadline_reason())
+                return
+            wait = max(min(self._deadline, next_refresh) - now, 0.0) if self._refreshing else self._deadline - now
             if self._closing.wait(wait):
                 return
-            if not self._refreshing:
-                # stop_keepalive() was called: no refresh, only watch the lease run out.
-                if time.monotonic() < deadline:
-                    continue
-                remaining = self._server_ttl(timeout=interval)
-                if remaining is not None and remaining > 0:
-                    deadline = time.monotonic() + remaining
-                    continue
-                self._lease_gone = remaining is not None
-                self._mark_lost("the lease expired on the server: no keep-alive reached it for its TTL "
-                                f"({self.ttl} s)")
-                return
+            if not self._refreshing or time.monotonic() < next_refresh:
+                continue                        # stop_keepalive(): only watch the deadline come
+            next_refresh = time.monotonic() + interval
+            sent = time.monotonic()
             try:
-                remaining = self._refresh(timeout=max(min(interval, deadline - time.monotonic()), 0.05))
-            except Exception as error:  # any failure is "no refresh": this thread must not die
-                if time.monotonic() >= deadline:
-                    self._mark_lost(f"no keep-alive succeeded for a whole TTL ({self.ttl} s); the server has "
-                                    f"expired the lease by now (last error: {error.__class__.__name__})")
-                    return
+                # bounded by the deadline: a frozen server must not hold this thread past it
+                remaining = self._refresh(timeout=max(self._deadline - sent, 0.05))
+            except Exception:  # any failure is "no refresh": this thread must not die
+                next_refresh = time.monotonic() + min(interval, 0.2)  # try again soon
                 continue
             if remaining <= 0:
                 self._lease_gone = True
                 self._mark_lost("keep-alive answered that the lease is not found: it expired or was revoked")
                 return
-            deadline = time.monotonic() + remaining
+            self._deadline = max(self._deadline, self._deadline_after(sent, remaining))
+
+    def _deadline_after(self, sent: float, ttl: float) -> float:
+        return sent + ttl - self.margin
+
+    def _deadline_reason(self) -> str:
+        return (f"client-side deadline: no keep-alive sent in the last {self.ttl} s (the TTL) was acknowledged, "
+                f"less a {self.margin:.2f} s margin; the server may expire the lease at any moment")
 
     def _refresh(self, timeout: float) -> int:
         # The lease stub is called directly (not client.refresh_lease) to give the call
@@ -126,12 +148,6 @@ class EtcdSession:
                                                         credentials=self.client.call_credentials,
                                                         metadata=self.client.metadata)
         return max((response.TTL for response in responses), default=0)
-
-    def _server_ttl(self, timeout: float | None) -> int | None:
-        try:
-            return self.remaining_ttl(timeout)
-        except Exception:  # unknown for now: the keep-alive thread asks again later
-            return None
 
     def _mark_lost(self, reason: str, announce: bool = True) -> None:
         with self._state_lock:
@@ -155,16 +171,32 @@ class EtcdSession:
                 return
         callback()
 
-    def remaining_ttl(self, timeout: float | None = None) -> int:
-        """Seconds the server still gives the lease; -1 once it is gone. Raises
-        python-etcd3's connection errors if the server cannot be reached."""
+    def remaining_ttl(self) -> float:
+        """Seconds until the client-side deadline: the lease surely lives that long on the
+        server (it may live a little longer). -1 once the session is done. Asks no server."""
+        if self.done.is_set():
+            return -1
+        return max(self._deadline - time.monotonic(), 0.0)
+
+    @property
+    def is_expired(self) -> bool:
+        """True once the client-side deadline has passed or the session is done: from then
+        on the server may have expired the lease, so nothing held through it counts. True a
+        little *before* the server expires it, never after."""
+        return self.done.is_set() or time.monotonic() >= self._deadline
+
+    def server_ttl(self, timeout: float | None = None) -> int:
+        """Seconds the server still gives the lease, asked now; -1 once it is gone. Raises
+        python-etcd3's connection errors if the server cannot be reached (when a holder
+        needs the answer most: use ``remaining_ttl()`` to decide, this to observe)."""
         request = etcdrpc.LeaseTimeToLiveRequest(ID=self.lease_id)
         return rpc(self.client, self.client.leasestub.LeaseTimeToLive, request, timeout).TTL
 
     def stop_keepalive(self) -> None:
-        """A fault for lessons: stop refreshing the lease, as a paused or cut-off client
-        would. The lease expires on the server after ``ttl`` seconds, its keys are deleted,
-        and ``done`` is set when this client sees the lease gone."""
+        """A fault for lessons: stop refreshing the lease, as a cut-off client would. The
+        lease expires on the server about ``ttl`` seconds after the last acknowledged
+        keep-alive, its keys are deleted, and ``done`` is set a little before that, at the
+        client-side deadline."""
         self._refreshing = False
 
     def revoke(self) -> None:
