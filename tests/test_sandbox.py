@@ -49,13 +49,15 @@ def test_served_in_creation_order(strategy):
     assert sim.order() == sim.creation_order() == [f"c{n}" for n in range(1, 13)]
 
 
-def test_sequence_numbers_count_deletes_like_zookeeper():
+def test_sequence_numbers_count_creations_only_like_zookeeper():
+    # the same schedule as tests/test_zookeeper_sequence.py runs on the real server
     sim = Sandbox()
     sim.add_clients(2)
     sim.release("c1")
     sim.add_clients(1)
     assert [sim.clients[name].node for name in ("c1", "c2", "c3")] == [
-        "lock-0000000000", "lock-0000000001", "lock-0000000003"]
+        "lock-0000000000", "lock-0000000001", "lock-0000000002"]
+    assert sim.coordinator.cversion == 4   # 3 creates + 1 delete: the Stat's cversion is no suffix
 
 
 def test_middle_waiter_dies_successor_rechecks_and_keeps_waiting():

@@ -107,7 +107,8 @@ class Coordinator:
     def __init__(self, parent: str = PARENT):
         self.parent = parent
         self.owner_of: dict[str, str] = {}           # child name -> owning session
-        self.change_counter = 0                      # ZooKeeper's cversion: it names the next child
+        self.cversion = 0                            # the parent's child version: creates and deletes
+        self.creations = 0                           # children ever created: it names the next child
         self.node_watchers: dict[str, list[str]] = {}
         self.parent_watchers: list[str] = []
         self.pending: deque[Notification] = deque()
@@ -117,9 +118,12 @@ class Coordinator:
         return sorted(self.owner_of, key=lambda name: int(name[-10:]))
 
     def create_sequential(self, session: str, prefix: str = "lock-") -> str:
-        # Like ZooKeeper, the suffix counts every change under the parent, deletes too,
-        # so sequence numbers have gaps once anyone has left.
-        name = f"{prefix}{self.change_counter:010d}"
+        # Like ZooKeeper 3.8 (checked on the real server: tests/test_zookeeper_sequence.py),
+        # the suffix counts the children ever created under the parent, and deletes do not
+        # count: create 2, delete 1, and the next is ...0000000002, no gap. (The parent's
+        # cversion, which a client reads in its Stat, counts deletes too: it is not the suffix.)
+        name = f"{prefix}{self.creations:010d}"
+        self.creations += 1
         self.owner_of[name] = session
         self._changed(name, "created", None)
         return name
@@ -150,7 +154,7 @@ class Coordinator:
             self.delete(name, release)
 
     def _changed(self, name: str, change: str, release: Release | None) -> None:
-        self.change_counter += 1
+        self.cversion += 1
         watchers, self.parent_watchers = self.parent_watchers, []
         for session in watchers:
             self.pending.append(Notification(session, "parent", name, change, release))
