@@ -164,14 +164,16 @@ class EtcdMutex:
     def _wait_delete(self, key: str, revision: int, deadline: float | None) -> None:
         events: queue.Queue = queue.Queue()
         self.on_event("watch", target=key, what="predecessor")
-        watch_id = self.client.add_watch_callback(key, events.put, start_revision=revision)
         self._waiting = events
+        # Arming the watch is a call to the server like any other: if it fails (a server
+        # restarting right now), there is no watch yet, and the re-check below arms one.
+        watch_id = self._watch(key, events, revision)
         try:
             # Go leaves "stop early when my session ends" as a TODO; a lesson needs it,
             # or a waiter whose lease is gone would wait on its predecessor forever.
             if self.session.done.is_set():
                 return
-            recheck_every = self.session.ttl
+            recheck_every = self.session.ttl if watch_id is not None else 0.2
             while True:
                 remaining = None if deadline is None else max(deadline - time.monotonic(), 0)
                 try:
@@ -180,15 +182,18 @@ class EtcdMutex:
                 except queue.Empty:
                     if deadline is not None and time.monotonic() >= deadline:
                         raise LockTimeout(self.prefix, 0.0) from None
-                    watch_id = self._rewatch_unless_gone(key, events, watch_id)
-                    if watch_id is None:
+                    gone, watch_id = self._rewatch_unless_gone(key, events, watch_id)
+                    if gone:
                         return
+                    recheck_every = self.session.ttl if watch_id is not None else 0.2
                     continue
                 if response is _SESSION_DONE:
                     return
-                if isinstance(response, Exception):
-                    # The watch stream broke (a server restart, a lost connection): the
-                    # key may still be there, so look again soon and re-arm the watch.
+                if response is None or isinstance(response, Exception):
+                    # The watch stream ended (a server restart, a lost connection). python-etcd3
+                    # then calls back with the gRPC error, or with None when the server closed
+                    # the stream without one: no events either way. The key may still be
+                    # there, so look again soon and re-arm the watch.
                     recheck_every = 0.2
                     continue
                 recheck_every = self.session.ttl
@@ -197,25 +202,36 @@ class EtcdMutex:
                     return
         finally:
             self._waiting = None
-            if watch_id is not None:
+            self._cancel(watch_id)
+
+    def _watch(self, key: str, events: queue.Queue, start_revision: int) -> int | None:
+        """A watch on ``key`` from ``start_revision`` that puts what it sees in ``events``;
+        None if the server could not be reached."""
+        try:
+            return self.client.add_watch_callback(key, events.put, start_revision=start_revision)
+        except UNREACHABLE:
+            return None
+
+    def _cancel(self, watch_id: int | None) -> None:
+        if watch_id is not None:
+            with contextlib.suppress(Exception):  # a watch whose stream broke may be unknown already
                 self.client.cancel_watch(watch_id)
 
-    def _rewatch_unless_gone(self, key: str, events: queue.Queue, watch_id: int) -> int | None:
+    def _rewatch_unless_gone(self, key: str, events: queue.Queue, watch_id: int | None) -> tuple[bool, int | None]:
         # python-etcd3 may drop a watch when its stream breaks (a server restart), with an
-        # error or without a word. So, after an error and once per TTL, look at the key,
-        # and if it is still there re-arm the watch from that revision.
+        # error or without a word. So, after an error and once per TTL, look at the key:
+        # (True, None) if it is gone; else re-arm the watch from the revision I looked at,
+        # and return (False, the new watch id, or None if the server is away right now:
+        # then the caller looks again soon, and the session says if the lease is lost).
+        self._cancel(watch_id)
         try:
             current = self._range(etcdrpc.RangeRequest(key=key.encode()))
-            try:
-                self.client.cancel_watch(watch_id)
-            except Exception:  # noqa: BLE001 — a watch whose stream broke may be unknown already
-                pass
-            if not current.kvs:
-                self.on_event("woke", reason="deleted (seen by a re-check, the watch was silent)", target=key)
-                return None
-            return self.client.add_watch_callback(key, events.put, start_revision=current.header.revision + 1)
         except UNREACHABLE:
-            return watch_id  # the server is away; the session tells us if the lease is lost meanwhile
+            return False, None
+        if not current.kvs:
+            self.on_event("woke", reason="deleted (seen by a re-check, the watch was silent)", target=key)
+            return True, None
+        return False, self._watch(key, events, current.header.revision + 1)
 
     # -- hold and release --------------------------------------------------------------
     def _acquired(self, header_revision: int) -> int:
