@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from labkit.record.fencing import FencedStore
+from labkit.lessons.fencing_edges import late_write_schedule
+from labkit.record.fencing import FencedStore, StaleToken
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 
@@ -87,4 +88,44 @@ def test_writers_in_several_processes_never_make_the_token_go_backwards(lab, red
     finally:
         for writer in writers:
             writer.kill()
+        store.reset()
+
+
+# -- where fencing stops protecting: a read before the new holder's first write -------------
+def test_a_late_write_between_the_new_holders_read_and_write_is_a_lost_update(redis_client, store_name):
+    store = FencedStore(redis_client, store_name)
+    try:
+        outcome = late_write_schedule(store, protect="none")
+        assert outcome.old_write_accepted            # the store had not seen token 6 yet
+        assert outcome.new_holder_read == 0 and outcome.final_value == 10
+        assert outcome.accepted_increments == [1, 10] and outcome.lost_update
+    finally:
+        store.reset()
+
+
+@pytest.mark.parametrize("protect", ["claim", "fenced read"])
+def test_showing_the_token_before_reading_makes_the_same_schedule_safe(redis_client, store_name, protect):
+    store = FencedStore(redis_client, store_name)
+    try:
+        outcome = late_write_schedule(store, protect=protect)
+        assert not outcome.old_write_accepted and not outcome.lost_update
+        assert outcome.final_value == 10 and outcome.accepted_increments == [10]
+        rejected = [w for w in outcome.writes if not w.accepted]
+        assert [(w.client, w.reason) for w in rejected] == [("old holder", "token 5 < highest seen 6")]
+    finally:
+        store.reset()
+
+
+def test_claim_and_fenced_read_refuse_a_token_older_than_one_seen(redis_client, store_name):
+    store = FencedStore(redis_client, store_name)
+    try:
+        assert store.claim(7) and store.highest_token() == 7
+        assert store.writes() == []                     # a claim is no write
+        assert not store.claim(6) and store.highest_token() == 7
+        assert store.write("b", 7, "x") and store.read(8) == "x" and store.highest_token() == 8
+        with pytest.raises(StaleToken, match="has seen token 8"):
+            store.read(7)
+        with pytest.raises(ValueError, match="fencing token"):
+            store.claim(None)
+    finally:
         store.reset()
