@@ -16,6 +16,10 @@ from labkit.servers.network import not_enabled
 from labkit.servers.node import HOST, Node
 
 TICK_MS = 200
+# How often the server looks for empty container nodes (Curator's lock parents) to delete.
+# ZooKeeper's default is a minute; half a second lets a lesson watch a parent vanish and
+# come back (its sequence numbers restart at 0). A JVM system property, not a zoo.cfg key.
+CONTAINER_CHECK_MS = 500
 
 
 def four_letter(host: str, port: int, word: str, timeout: float = 2.0) -> str:
@@ -65,6 +69,7 @@ def zookeeper_argv(java: str, install: ZooKeeperInstall, config_path: str) -> li
             "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
             "-Dorg.slf4j.simpleLogger.log.org.apache.zookeeper.server.quorum=info",
             "-Dzookeeper.root.logger=INFO,CONSOLE", "-Dzookeeper.jmx.log4j.disable=true",
+            f"-Dznode.container.checkIntervalMs={CONTAINER_CHECK_MS}",
             "-cp", classpath, "org.apache.zookeeper.server.quorum.QuorumPeerMain", config_path]
 
 
