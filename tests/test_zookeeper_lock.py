@@ -278,18 +278,19 @@ def test_ours_kazoo_and_curator_never_overlap(clients, curator, unique_name):
     locks = [make_lock(kind, clients(), unique_name, f"{kind}-{number}", recorder)
              for kind in ("predecessor", "kazoo") for number in range(2)] + [curator]
     start = threading.Barrier(len(locks))
-    judged_by_server = []
+    judged_by_server, sequences = [], []
 
     def contend(lock):
         start.wait(DEADLINE)
         for _ in range(3):
-            lock.acquire(timeout=2 * DEADLINE)
+            token = lock.acquire(timeout=2 * DEADLINE)
             try:
                 # the server's view: whoever believes it holds must own the lowest node
                 node = lock.node.rsplit("/", 1)[-1]
                 judged_by_server.append(lowest_node(observer, unique_name) == node)
-                # the queue order every recipe shares is the sequence (ours fences with czxid)
-                detector.hold(sequence_of(node), 0.01)
+                # every recipe's token is its node's czxid: one store can fence them all
+                detector.hold(token, 0.01)
+                sequences.append(sequence_of(node))
             finally:
                 lock.release()
 
@@ -299,6 +300,7 @@ def test_ours_kazoo_and_curator_never_overlap(clients, curator, unique_name):
     assert detector.most_at_once == 1
     assert judged_by_server == [True] * 3 * len(locks)
     assert detector.tokens == sorted(detector.tokens)
+    assert sequences == sorted(sequences)   # czxid order is queue order
 
 
 def test_kazoo_default_node_names_mislead_curator(clients, curator, unique_name):

@@ -85,7 +85,8 @@ def compiled_peer_directory() -> Path:
 class CuratorPeer:
     """Curator's InterProcessMutex on ``path``, in its own JVM with its own session.
 
-    ``token`` is the sequence number of Curator's node (``_c_<uuid>-lock-<seq>``).
+    ``token`` is the czxid of Curator's node, as for ZooKeeperLock, so that both can fence
+    one store; ``sequence`` is its place in the queue (``_c_<uuid>-lock-<seq>``).
     Always ``close()`` it (or use ``with``): that ends the JVM and its session.
     """
 
@@ -99,6 +100,7 @@ class CuratorPeer:
         self.identifier = identifier
         self.node: str | None = None
         self.token: int | None = None
+        self.sequence: int | None = None
         self.is_suspended = False
         self._held = False
         self._emit = on_event
@@ -171,7 +173,7 @@ class CuratorPeer:
         return self._answer(timeout, command)
 
     def acquire(self, timeout: float | None = None) -> int:
-        """Block until Curator holds the lock; return its node's sequence. Raises LockTimeout."""
+        """Block until Curator holds the lock; return its node's czxid. Raises LockTimeout."""
         if self._held:
             # InterProcessMutex is re-entrant: a second acquire would need a second release
             raise LockError(f"this Curator peer already holds {self.path!r}; release() it first")
@@ -181,8 +183,8 @@ class CuratorPeer:
         if answer == "TIMEOUT":
             self._emit("timeout", waited=seconds)
             raise LockTimeout(self.path, seconds)
-        self.node = answer.split(" ", 1)[1]
-        self.token = sequence_of(self.node)
+        _, self.node, czxid = answer.split(" ")
+        self.token, self.sequence = int(czxid), sequence_of(self.node)
         self._held = True
         self._emit("acquired", token=self.token, node=self.node)
         return self.token
@@ -192,7 +194,7 @@ class CuratorPeer:
         if not self._held:
             return
         self._send("release", ANSWER_MARGIN)
-        self._held, token, self.token, self.node = False, self.token, None, None
+        self._held, token, self.token, self.node, self.sequence = False, self.token, None, None, None
         self._emit("released", token=token)
 
     def close(self) -> None:

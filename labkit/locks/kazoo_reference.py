@@ -24,8 +24,8 @@ from kazoo.exceptions import LockTimeout as KazooLockTimeout
 from kazoo.protocol.states import EventType, KazooState
 from kazoo.recipe.lock import Lock
 
+from labkit.locks.errors import LockError, LockTimeout, SessionExpired
 from labkit.record.events import EventSink, ignore_events
-from labkit.locks.errors import LockError, LockTimeout
 from labkit.locks.zookeeper import NODE_MARKER, sequence_of
 
 
@@ -61,7 +61,8 @@ class _CuratorSpelledLock(_ListenedLock):
 class KazooReferenceLock:
     """kazoo's ``Lock`` on ``path`` with the labkit recipe contract (see docs/RECIPES.md).
 
-    ``token`` is its node's sequence number, as for ZooKeeperLock.
+    ``token`` is its node's czxid, as for ZooKeeperLock (kazoo's Lock itself gives none), so
+    that both can fence one store; ``sequence`` is its place in the queue.
     """
 
     def __init__(self, client: KazooClient, path: str, identifier: str = "",
@@ -72,6 +73,7 @@ class KazooReferenceLock:
         self.identifier = identifier
         self.kazoo_lock = kind(client, self.path, identifier, on_event)
         self.token: int | None = None
+        self.sequence: int | None = None
         self.is_suspended = False
         self._emit = on_event
         self._held = False
@@ -107,9 +109,19 @@ class KazooReferenceLock:
             self.client.remove_listener(self._on_connection_state)
             self._emit("timeout", waited=waited)
             raise LockTimeout(self.path, waited)
+        node = f"{self.path}/{self.kazoo_lock.node}"
+        try:
+            stat = self.client.exists(node)       # kazoo's Lock keeps no Stat: one more round trip
+        except BaseException:
+            self.release()
+            raise
+        if stat is None:
+            self.release()
+            raise SessionExpired(f"kazoo's node {node} vanished as it acquired (the session ended): "
+                                 "start a new session (KazooClient) to queue again")
         self._held = True
-        self.token = sequence_of(self.kazoo_lock.node)
-        self._emit("acquired", token=self.token, node=f"{self.path}/{self.kazoo_lock.node}")
+        self.token, self.sequence = stat.czxid, sequence_of(node)
+        self._emit("acquired", token=self.token, node=node, sequence=self.sequence)
         return self.token
 
     def _on_connection_state(self, state: str) -> bool:
@@ -133,7 +145,7 @@ class KazooReferenceLock:
         was_held, token = self._held, self.token
         self.kazoo_lock.release()
         self.client.remove_listener(self._on_connection_state)
-        self._held, self.token = False, None
+        self._held, self.token, self.sequence = False, None, None
         if was_held:
             self._emit("released", token=token)
 

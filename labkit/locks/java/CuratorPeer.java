@@ -3,7 +3,7 @@
 //
 // Usage: java -cp <jars>:<dir> CuratorPeer <connect string> <lock path> [session ms] [identifier]
 // Reads commands on stdin, one per line:
-//   acquire <seconds>   -> "ACQUIRED <node path>" or "TIMEOUT"
+//   acquire <seconds>   -> "ACQUIRED <node path> <its czxid>" or "TIMEOUT"
 //   release             -> "RELEASED"
 //   quit                -> "BYE", then exits (closing the client ends the session)
 // At start it prints "READY <session id in hex>" once connected. At any time it may print
@@ -67,7 +67,7 @@ public class CuratorPeer {
             }
             long session = client.getZookeeperClient().getZooKeeper().getSessionId();
             say("READY " + Long.toHexString(session));
-            serve(new VisibleMutex(client, args[1], args.length > 3 ? args[3] : "curator"));
+            serve(client, new VisibleMutex(client, args[1], args.length > 3 ? args[3] : "curator"));
         } finally {
             client.close();
         }
@@ -75,7 +75,7 @@ public class CuratorPeer {
 
     // InterProcessMutex belongs to the thread that acquired it: every command runs here,
     // on the main thread, one at a time.
-    static void serve(VisibleMutex mutex) throws Exception {
+    static void serve(CuratorFramework client, VisibleMutex mutex) throws Exception {
         BufferedReader input = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         String line;
         while ((line = input.readLine()) != null) {
@@ -85,7 +85,9 @@ public class CuratorPeer {
                     case "acquire":
                         long millis = (long) (Double.parseDouble(words[1]) * 1000);
                         if (mutex.acquire(millis, TimeUnit.MILLISECONDS)) {
-                            say("ACQUIRED " + mutex.ownNode());
+                            // the czxid of my node is the fencing token, as for labkit's recipe
+                            String node = mutex.ownNode();
+                            say("ACQUIRED " + node + " " + client.checkExists().forPath(node).getCzxid());
                         } else {
                             say("TIMEOUT");
                         }
