@@ -258,6 +258,32 @@ def test_session_close_revokes_the_lease(etcd, stack):
     assert recorder.events == []  # closing on purpose is not a loss
 
 
+def test_a_waiter_whose_watch_cannot_be_armed_rechecks_instead_of_failing(etcd, stack):
+    # What made the restart test below flaky: the server went away between the waiter's
+    # "watch" event and the watch being armed, and arming raised out of lock().
+    import etcd3
+
+    recorder, prefix = Recorder(), unique("unarmed")
+    holder = EtcdMutex(new_session(stack, etcd), prefix)
+    waiter = EtcdMutex(new_session(stack, etcd), prefix, on_event=recorder.sink("waiter"))
+    holder.lock(timeout=DEADLINE)
+    arm, refused = waiter.client.add_watch_callback, []
+
+    def refuse_once(*args, **kwargs):
+        if not refused:
+            refused.append(True)
+            raise etcd3.exceptions.ConnectionFailedError()
+        return arm(*args, **kwargs)
+
+    waiter.client.add_watch_callback = refuse_once
+    with ThreadPoolExecutor(1) as pool:
+        future = pool.submit(waiter.lock, DEADLINE)
+        wait_until(lambda: refused, "arming the waiter's watch fails once")
+        holder.unlock()
+        assert future.result(timeout=DEADLINE) == waiter.token
+    waiter.unlock()
+
+
 def answers(ask) -> int:
     """ask(), or -2 while the server cannot be reached."""
     try:
