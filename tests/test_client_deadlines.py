@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from labkit.client_deadlines import cut_off_holder
+from labkit.lessons.client_deadlines import cut_off_holder
 
 # python3-etcd3 0.13's watch thread ends with NameError when a client that watched is closed.
 pytestmark = pytest.mark.filterwarnings(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from labkit.curator import CuratorUnavailable, class_path
-from labkit.fencing_edges import sequence_restart
+from labkit.locks.curator import CuratorUnavailable, class_path
+from labkit.lessons.fencing_edges import sequence_restart
 
 
 def curator_installed() -> bool:

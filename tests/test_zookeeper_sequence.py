@@ -3,7 +3,7 @@ and the sandbox's model of it agrees: the suffix counts the children ever create
 the parent (deletes leave no gap), while the parent's cversion counts creates and deletes."""
 from __future__ import annotations
 
-from labkit.sandbox import Sandbox
+from labkit.practice.sandbox import Sandbox
 
 
 def suffix(path: str) -> int:

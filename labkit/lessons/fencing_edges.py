@@ -21,10 +21,10 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from labkit.curator import CuratorPeer
-from labkit.fencing import FencedStore, StoreWrite
+from labkit.locks.curator import CuratorPeer
 from labkit.locks.zookeeper import ZooKeeperLock, sequence_of
-from labkit.scenarios import wait_until
+from labkit.record.fencing import FencedStore, StoreWrite
+from labkit.timing import wait_until
 
 PROTECTIONS = ("none", "claim", "fenced read")
 

@@ -24,10 +24,10 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
+from labkit.faults.relay import TcpLink
 from labkit.locks.etcd_mutex import EtcdMutex
 from labkit.locks.etcd_session import EtcdSession
 from labkit.locks.zookeeper import ZooKeeperLock
-from labkit.scenarios import TcpLink
 from labkit.servers.etcd import etcd_client
 
 RECIPES = ("zookeeper", "etcd")
