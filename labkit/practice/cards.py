@@ -101,7 +101,9 @@ class Card:
     answer: str
     proves: tuple[tuple[str, str], ...]
     claims: tuple[str, ...] = ()
-    source: str = "course"          # "seed-qa", "seed-pitfall" or "course"
+    source: str = "course"          # "seed-qa", "seed-pitfall", "course" or "senior"
+    trade_off: str = ""             # what the answer costs: a senior interviewer asks for it
+    when_not: str = ""              # when this answer is the wrong tool
 
     def __post_init__(self):
         if not self.proves:
@@ -118,6 +120,10 @@ class Card:
     def as_text(self, reveal: bool = True) -> str:
         lines = [f"[{self.id}] {self.question}"]
         lines.append(f"Answer: {self.answer}" if reveal else "Answer: (think first, then reveal)")
+        if reveal and self.trade_off:
+            lines.append(f"Trade-off: {self.trade_off}")
+        if reveal and self.when_not:
+            lines.append(f"When not to: {self.when_not}")
         lines += [f"  proved in {notebook} › {heading}" for notebook, heading in self.proves]
         if self.claims:
             lines.append(f"  claims: {', '.join(self.claims)}")
@@ -355,4 +361,247 @@ CARDS: tuple[Card, ...] = (
           "and instant restarts can be ruled out by operations; pauses hurt every expiring lock. Redlock is "
           "fine for efficiency locks that must survive an instance crash, not where two holders corrupt data.",
           (REDLOCK, "The debate: efficiency or correctness")),
+)
+
+
+# --- senior cards: each also says what the answer costs and when it is the wrong tool ------
+def _senior(id: str, claims: str, question: str, answer: str, trade_off: str, when_not: str,
+            *proves: tuple[str, str]) -> Card:
+    return Card(id, question, answer, tuple(proves), tuple(claims.split()), "senior", trade_off, when_not)
+
+
+CARDS += (
+    _senior("senior-lock-lease-election", "C11 C17",
+            "Lock, lease, leader election: what is the difference, and what do etcd's election API and "
+            "a Kubernetes Lease object give you?",
+            "A lock serialises one critical section and is released after it. A lease is a lock with a "
+            "time limit the holder must keep renewing, so a dead holder frees it without help. Leader "
+            "election is a long-lived lease on a role, plus a way for others to learn who holds it. "
+            "etcd's election API (Campaign, Proclaim, Leader, Observe, Resign) is the mutex recipe with "
+            "a value: the leader key is bound to a lease, and its create revision is a fencing token. "
+            "A Kubernetes Lease (holderIdentity, leaseDurationSeconds, renewTime) is updated with "
+            "optimistic concurrency on resourceVersion; client-go's leaderelection says plainly it "
+            "does not guarantee a single acting leader: it has no fencing.",
+            "A lease bounds how long a crashed holder blocks everyone, but a live holder that pauses "
+            "past it keeps acting: availability bought with a window of two holders, closed only by "
+            "fencing at the resource.",
+            "Do not run an election when the work can be partitioned (shard by key, each shard owned "
+            "by a consistent hash) or made idempotent; do not trust a Kubernetes Lease where a second "
+            "leader corrupts data unless the writes carry a token.",
+            (ETCD, "The mutex key is bound to the lease"), (ETCD, "Leases and keep-alive")),
+    _senior("senior-redlock-debate", "C24 C10",
+            "Is Redlock safe? Summarise the Kleppmann / antirez debate and say where you stand.",
+            "Kleppmann ('How to do distributed locking', 2016): Redlock's safety rests on timing "
+            "assumptions (bounded network delay, bounded pauses, clocks that do not jump), and it hands "
+            "out no fencing token, so a paused holder writes late and nothing stops it; for efficiency "
+            "one Redis is enough, for correctness use consensus plus fencing. antirez ('Is Redlock safe?'): "
+            "the clock assumption is about rate, not sync, and is reasonable if you avoid clock steps; "
+            "the random value can serve for check-and-set at the resource. Both agree a pause past the "
+            "validity time is unsolved by the lock alone. Position: fine for efficiency, not for "
+            "correctness.",
+            "Five independent primaries survive a minority crash with sub-millisecond latency and no "
+            "consensus, but you pay five round trips and a safety argument that depends on clocks, "
+            "fsync policy and restart delays.",
+            "Not where two holders corrupt data (payments, inventory, leader-only writes): there, a "
+            "consensus lock with a fencing token. Not for pure efficiency either if one Redis already "
+            "does: Redlock costs more than it buys.",
+            (REDIS, "Failover grants the same lock twice"), (PAUSES, "Fencing tokens: the store rejects the stale write")),
+    _senior("senior-chubby", "C10 C20",
+            "What are Chubby's sequencers, lock-delay and jeopardy, and which problem does each solve?",
+            "A sequencer is an opaque string (lock name, mode, generation number) the holder passes to "
+            "the servers it calls; they check it with Chubby or against the newest they saw: a fencing "
+            "token. Lock-delay: when a holder's session ends without a release, Chubby keeps the lock "
+            "from anyone for a while (up to a minute), a cheap guard for servers that cannot check "
+            "sequencers. Jeopardy: when the client's local lease runs out without a reply from the "
+            "master, it stops trusting its cache and handles, then waits a grace period; if the master "
+            "answers it carries on, else the session is expired. It is the client-side deadline.",
+            "Sequencers need every resource to check them; lock-delay trades availability (the lock "
+            "stays unusable after every crash) for safety against late writes; jeopardy makes the "
+            "client stop early, sometimes when its session was still alive.",
+            "Lock-delay only narrows the window: never rely on it where a sequencer check is possible. "
+            "Jeopardy is not needed for work that is idempotent or fenced end to end.",
+            (PAUSES, "Fencing tokens: the store rejects the stale write"), (PAUSES, "A pause longer than the session timeout")),
+    _senior("senior-efficiency-vs-correctness", "C5 C8 C10",
+            "Efficiency lock or correctness lock: how do you tell which one you need, and what changes?",
+            "Ask what two holders cost. If it is duplicated work (a report computed twice, a cache "
+            "warmed twice), it is an efficiency lock: a single Redis SET NX with a TTL is plenty, and "
+            "an occasional double grant is acceptable. If two holders corrupt or lose data, it is a "
+            "correctness lock: a consensus coordinator (ZooKeeper, etcd), a session or lease bound to "
+            "the holder, and a fencing token that the resource itself checks.",
+            "The correctness lock costs milliseconds per acquire through a quorum, three or five "
+            "servers to run, and changes at the resource (it must store and compare tokens); the "
+            "efficiency lock is sub-millisecond and simple, and fails open.",
+            "Do not build a correctness lock where the operation can be made idempotent or a "
+            "conditional write does the job; do not call a lock 'for efficiency' when a double run "
+            "charges a customer twice.",
+            (REDIS, "The one-liner to remember"), (REDIS, "The comparison table, measured"),
+            (PAUSES, "Fencing tokens: the store rejects the stale write")),
+    _senior("senior-dies-halfway", "C3 C10",
+            "The lock holder dies halfway through a three-step update. The next holder gets the lock. "
+            "What state does it find, and how do you design for this?",
+            "Whatever the first holder left: a lock is not a transaction, nothing is rolled back. "
+            "Design the critical section so a successor can finish or undo it: record a write-ahead "
+            "intent (what you are about to do, with your fencing token) in the resource before "
+            "acting; make each step idempotent (an idempotency key, an upsert, 'set to X' not "
+            "'add 1'); have the next holder read the intent and complete or compensate; and fence "
+            "every write so the dead holder, if it was only paused, cannot come back mid-repair.",
+            "Intents and idempotency keys cost an extra write per step and recovery code that is "
+            "rarely exercised and must be tested by killing holders on purpose.",
+            "If the whole update fits in one store's transaction, use that transaction instead and "
+            "drop the lock; do not write recovery logic for work that is safe to redo from scratch.",
+            (ZK, "Session timeout is the failure detector"), (PAUSES, "A pause longer than the session timeout"),
+            (PAUSES, "Fencing tokens: the store rejects the stale write")),
+    _senior("senior-database-locks", "C12",
+            "Your data lives in PostgreSQL (or DynamoDB). Why not lock there instead of in ZooKeeper?",
+            "Often you should. Postgres advisory locks (pg_advisory_lock, or pg_advisory_xact_lock "
+            "freed at commit) are bound to the connection: the server frees them when it dies. "
+            "SELECT ... FOR UPDATE locks the rows you will change until commit (SKIP LOCKED turns a "
+            "table into a work queue). A conditional write (UPDATE ... WHERE version = 7, DynamoDB's "
+            "ConditionExpression, an HTTP If-Match) is compare-and-swap: no lock at all. The lock and "
+            "the data commit together, so there is no window between losing the lock and writing.",
+            "You add load and lock waits to the primary database and tie lock liveness to a "
+            "connection; session-level advisory locks break behind a transaction-mode pooler "
+            "(PgBouncer), and long row locks block vacuum and other writers.",
+            "Not when the protected resource is outside that database (a file, an external API, a "
+            "fleet of workers), nor for long holds, nor across several databases: there a "
+            "coordinator plus fencing.",
+            (ETCD, "Compare-and-swap with a transaction instead of a lock")),
+    _senior("senior-split-brain-stonith", "C8 C19 C22",
+            "What is split brain, and how do STONITH and quorum prevent it?",
+            "Two nodes each believe they are the primary (or the lock holder), usually after a "
+            "partition or a failover that the old primary did not see, and both accept writes. "
+            "Quorum stops the minority side from electing or granting: only a majority acts. STONITH "
+            "('shoot the other node in the head', Pacemaker's fencing) makes sure the old primary is "
+            "really dead, by powering it off through IPMI or a PDU, before the new one takes over. "
+            "Storage fencing (SCSI persistent reservations, detaching a cloud volume) and fencing "
+            "tokens do the same at the resource.",
+            "STONITH needs an out-of-band path (power, cloud API) that must itself be reliable, and a "
+            "slow or failing fence blocks the failover: safety is bought with availability.",
+            "Not for stateless services, where two active copies are harmless; and Redis Sentinel "
+            "without fencing is not split-brain proof: min-replicas-to-write only narrows the window.",
+            (REDIS, "Failover grants the same lock twice"), (CRASH, "Lose a majority: writes stop"),
+            (CRASH, "Redis failover loses the lock")),
+    _senior("senior-etcd-revoke-when", "C11 C26 C19",
+            "Your etcd lease has a TTL of 10 s and its holder crashed. When exactly does etcd delete "
+            "the lock key?",
+            "When the leader's lessor sees the TTL run out and a revoke is committed through Raft, so "
+            "it needs a quorum: a leader without a majority cannot revoke, and nobody else can. On a "
+            "leader change the new leader renews every lease to a full TTL (plus an election timeout) "
+            "from the moment it takes over, because it cannot know how much time passed. So the key "
+            "goes at least a TTL after the last keep-alive, and after a failover up to an election "
+            "plus a whole TTL later.",
+            "Extending leases on failover keeps live holders from losing locks in an election they "
+            "could not see, at the price of slower takeover after a crash; quorum-bound revocation "
+            "keeps a minority from freeing locks.",
+            "Do not use the server's revocation time as a holder's deadline: the holder must count its "
+            "own, shorter deadline from when it sent its last acknowledged keep-alive.",
+            (CRASH, "Kill the etcd leader while the lock is held"), (CRASH, "Lose a majority: writes stop"),
+            (ETCD, "Leases and keep-alive")),
+    _senior("senior-detect-expiry", "C11 C15 C20 C21",
+            "How does a lock holder find out that its session or lease has expired, and when should it "
+            "stop writing?",
+            "Usually too late, from the server: kazoo reports LOST only after it reconnects, and an "
+            "etcd keep-alive stream just stops answering. So count a deadline on the client: note the "
+            "time you sent each heartbeat or keep-alive that was acknowledged; the session is surely "
+            "alive until that time plus the timeout (or TTL), minus a margin for clock rate. Stop "
+            "writing at that deadline (SUSPENDED in kazoo means 'stop now, you may not hold it'); "
+            "resume only when the server confirms the session. This is Chubby's jeopardy.",
+            "A conservative deadline makes the holder stop on short network blips when it still held "
+            "the lock: fewer two-holder windows, more spurious give-ups and re-acquires.",
+            "A deadline cannot stop a write already in flight or a pause between the check and the "
+            "write: for correctness it complements fencing, it does not replace it.",
+            (ETCD, "When keep-alive fails: stop writing"), (ZK, "Hand-rolled locks vs kazoo and Curator")),
+    _senior("senior-read-write-lock", "C2 C13",
+            "How do you build a distributed read/write lock on ZooKeeper without a herd?",
+            "Same queue, two kinds of sequential ephemeral nodes: read-N and write-N. A reader holds "
+            "when no write node is below it, and otherwise watches the nearest write node below it. A "
+            "writer holds when it is lowest of all, and otherwise watches the node directly below it. "
+            "Readers run together, writers alone, and arrival order (the sequence) keeps writers from "
+            "starving. Each release still wakes only the waiters that can make progress; Curator "
+            "ships it as InterProcessReadWriteLock.",
+            "More throughput for read-heavy work, paid for with a recipe that is harder to get right "
+            "and one more node kind to fence: readers get no token a store can compare.",
+            "Not when readers can use versioned, consistent reads of the data itself (etcd revisions, "
+            "MVCC snapshots); not when the critical section is short enough that a plain mutex never "
+            "queues.",
+            (ZK, "Sequential nodes: the lowest holds"), (ZK, "Herd or predecessor: counting wakeups")),
+    _senior("senior-reentrancy", "C15",
+            "Is a distributed lock reentrant? What goes wrong if you assume it is, or is not?",
+            "It depends on the library. Curator's InterProcessMutex counts re-entries per thread in "
+            "the JVM: the same thread may acquire again and must release as often. Go's etcd "
+            "concurrency.Mutex names its key prefix + lease id, so two goroutines sharing one Session "
+            "get the same key and both 'hold' the lock: reentrant by accident, across threads. "
+            "A non-reentrant lock acquired twice by one holder waits on itself for ever.",
+            "Reentrancy makes layered code easy to write and hides who really owns the lock; "
+            "without it you must pass the lock (or its token) down explicitly.",
+            "Do not share a session between workers that each need the lock; do not lean on "
+            "reentrancy in code where a nested acquire means a design error.",
+            (ZK, "Hand-rolled locks vs kazoo and Curator"), (ETCD, "The mutex key is bound to the lease")),
+    _senior("senior-lock-ordering", "C13 C16",
+            "A job takes lock A then lock B; another takes B then A. What happens, and how do you prevent it?",
+            "A distributed deadlock: both hold one lock and wait for ever for the other, and no "
+            "session expires because both holders are alive and heartbeating. Prevent it by taking "
+            "locks in one global order (sort the names), by taking one coarser lock, or by acquiring "
+            "with a timeout and releasing everything to back off with jitter. Detect it by alerting "
+            "on hold time and on queue depth that does not drain.",
+            "A global order is cheap but must be known up front; try-lock with back-off handles "
+            "dynamic sets at the cost of retries and livelock risk; a coarse lock serialises more "
+            "work than needed.",
+            "Do not take several distributed locks at all if a transaction over one store covers "
+            "the change: multi-key etcd txns and database transactions are atomic without locks.",
+            (HEALTH, "What to alert on"), (HEALTH, "The lock health dashboard")),
+    _senior("senior-semaphore-v2", "C1 C2",
+            "What is Curator's InterProcessSemaphoreV2, and how does it work?",
+            "A counting semaphore across processes: at most maxLeases holders at once. Each acquire "
+            "creates an ephemeral sequential lease node under path/leases, guarded by an "
+            "InterProcessMutex on path/locks; the client keeps its lease once at most maxLeases lease "
+            "nodes exist, and otherwise waits on a children watch (a small herd, bounded by the "
+            "mutex that serialises the checks). acquire() returns a Lease you "
+            "must close; a dead client's lease node dies with its session.",
+            "It limits concurrency (connections to a database, licences) without one lock per slot, "
+            "but maxLeases is a convention: every client must pass the same number (or share a "
+            "SharedCount), and a mismatch is not detected.",
+            "Not for mutual exclusion on data (use the mutex and a token), and not for rate limits "
+            "per second: a semaphore counts holders, not requests.",
+            (ZK, "Hand-rolled locks vs kazoo and Curator"), (ZK, "Ephemeral nodes die with the session")),
+    _senior("senior-fencing-edges", "C25 C10",
+            "You added fencing tokens. Can a stale holder still corrupt the data?",
+            "Yes, in two ways. The resource checks a token only when a write arrives: a stale holder "
+            "that read before the new holder wrote can still do a read-modify-write on old data, "
+            "unless the new holder first claims the resource with its token (or reads are fenced "
+            "too). And the token must only grow: a ZooKeeper sequence restarts if the lock's parent "
+            "node is deleted and re-created, while the czxid keeps growing; use a number that is "
+            "monotonic over the lock's whole life.",
+            "A claim-first protocol costs one more round trip to the resource per acquire; fenced "
+            "reads cost a check on every read.",
+            "Where the resource cannot store a token at all (an e-mail, a third-party API), fencing "
+            "is impossible: make the action idempotent with a key the third party dedups on.",
+            (PAUSES, "Fencing tokens: the store rejects the stale write")),
+    _senior("senior-minority-partition", "C19 C4",
+            "A network partition leaves the coordinator's leader and one client on the small side. "
+            "What can that client do?",
+            "Nothing that needs a grant: the minority cannot commit, so it can neither create a lock "
+            "node nor put a key, and an old leader steps down (etcd) or stops serving (ZooKeeper) "
+            "once it loses the majority. The majority side elects a new leader and keeps granting. "
+            "A client that already held the lock on the small side keeps running, so it must stop on "
+            "its own deadline, before its session can expire on the majority side.",
+            "Consistency over availability: the minority side is down for locking until the "
+            "partition heals. Redis has no majority to lose, so both sides can keep granting.",
+            "Do not put a quorum coordinator across two datacenters with an even split, or with the "
+            "majority in the datacenter most likely to be cut off: the wrong side stops.",
+            (CRASH, "Lose a majority: writes stop"), (CRASH, "Kill the ZooKeeper leader while the lock is held")),
+    _senior("senior-kubernetes-lease", "C11 C20",
+            "Kubernetes controllers elect a leader through a Lease object. What does that guarantee, "
+            "and what does it rely on?",
+            "A candidate writes its identity and renewTime into the Lease with a compare on "
+            "resourceVersion (so two cannot both win one update). Others treat the lease as expired "
+            "when they have seen no change to it for leaseDurationSeconds on their own clock; the "
+            "leader gives up if it cannot renew within renewDeadline, which is shorter. It relies on "
+            "clocks that run at about the same rate and on the leader noticing in time; client-go "
+            "says it does not fence, so a paused leader can act after a new one is elected.",
+            "Cheap and built into every cluster (the API server and etcd already exist), at the cost "
+            "of a window where two leaders may act.",
+            "Not as the only guard for writes outside Kubernetes that must not happen twice; pass "
+            "leaseTransitions or the resourceVersion as a token to a resource that checks it.",
+            (ETCD, "Leases and keep-alive"), (PAUSES, "A pause longer than the session timeout")),
 )

@@ -173,7 +173,8 @@ class CardPanel:
     def reveal(self) -> None:
         links = "".join(f'<li><a href="{html.escape(notebook)}#{html.escape(anchor(heading))}">'
                         f"{html.escape(notebook)} › {html.escape(heading)}</a></li>" for notebook, heading in self.card.proves)
-        self.answer.value = f"<p>{html.escape(self.card.answer)}</p><p>Proved in:</p><ul>{links}</ul>"
+        self.answer.value = (f"<p>{html.escape(self.card.answer)}</p>{senior_parts_html(self.card)}"
+                             f"<p>Proved in:</p><ul>{links}</ul>")
         self.revealed = True
         self.got_it_button.disabled = self.missed_button.disabled = False
 
@@ -194,6 +195,12 @@ class CardPanel:
 
     def _repr_mimebundle_(self, **kwargs):
         return self.box._repr_mimebundle_(**kwargs)
+
+
+def senior_parts_html(card: Card) -> str:
+    """The trade-off and the "when not to" of a card, as HTML paragraphs (empty when it has none)."""
+    parts = [("Trade-off", card.trade_off), ("When not to", card.when_not)]
+    return "".join(f"<p><b>{title}:</b> {html.escape(text)}</p>" for title, text in parts if text)
 
 
 def render(card: Card, widgets: bool = True):

@@ -17,7 +17,7 @@ import html
 import threading
 
 from labkit.practice.cards import anchor
-from labkit.practice.deck import MockInterview, widgets_available
+from labkit.practice.deck import MockInterview, senior_parts_html, widgets_available
 
 
 class MockInterviewPanel:
@@ -63,7 +63,8 @@ class MockInterviewPanel:
         links = "".join(f'<li><a href="{html.escape(notebook)}#{html.escape(anchor(heading))}">'
                         f"{html.escape(notebook)} › {html.escape(heading)}</a></li>"
                         for notebook, heading in card.proves)
-        self.answer.value = f"<p>{html.escape(card.answer)}</p><p>Proved in:</p><ul>{links}</ul>"
+        self.answer.value = (f"<p>{html.escape(card.answer)}</p>{senior_parts_html(card)}"
+                             f"<p>Proved in:</p><ul>{links}</ul>")
         self.got_it_button.disabled = self.missed_button.disabled = False
 
     def grade(self, correct: bool) -> None:
