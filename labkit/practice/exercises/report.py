@@ -35,12 +35,13 @@ class Report:
     scenarios: list[str] = field(default_factory=list)
     wakeups: list[int] = field(default_factory=list)
     seconds: float = 0.0
+    properties: tuple[str, ...] = PROPERTIES     # what this exercise judges, in the order explained
 
     def judge(self, name: str, held: bool, words: str, cause: str | None = None) -> None:
         """Record a verdict; a failed one adds ``cause`` (once). A property judged twice
         fails if either judgement failed, and keeps the words of every failure."""
-        if name not in PROPERTIES:
-            raise ValueError(f"unknown property {name!r}; use one of {PROPERTIES}")
+        if name not in self.properties:
+            raise ValueError(f"unknown property {name!r}; use one of {self.properties}")
         earlier = self.verdicts.get(name)
         if earlier is None or (earlier.held and not held):
             self.verdicts[name] = PropertyVerdict(name, held, words, [cause] if cause and not held else [])
@@ -61,7 +62,7 @@ class Report:
     def explain(self) -> str:
         head = f"{self.exercise}: {'PASSED' if self.passed else 'FAILED'} ({self.seconds:.1f} s on real servers)"
         lines = [head, "what was run: " + "; ".join(self.scenarios)]
-        for name in PROPERTIES:
+        for name in self.properties:
             verdict = self.verdicts.get(name)
             if verdict is not None:
                 lines.append(f"  {'ok  ' if verdict.held else 'FAIL'} {name}: {verdict.words}")
