@@ -1,0 +1,155 @@
+"""Predict, then run: record the learner's guess before an experiment, compare it after.
+
+    p = predict("How many waiters wake on one release?", choices=[1, 5, 10], default=10)
+    ...run the experiment...
+    p.reveal(wakeups)           # "You predicted 10; the servers said 1: not this time."
+
+With a widget front-end the learner picks an answer (or types a number) and presses
+"Lock in"; without one (plain Python, a script) pass ``guess=``. In every case nothing
+waits for input: under nbval the default guess is taken and the cell runs through, so
+a notebook never blocks on a prediction. Only guesses the learner locked in are written
+to the practice journal (``labkit.practice.journal``); defaults are not.
+
+What can fail: ``ValueError`` for a default or guess that is not among the choices, or a
+numeric prediction without a number; ``reveal`` twice raises ``LabError``.
+"""
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from IPython.display import display
+
+from labkit.errors import LabError
+from labkit.practice.deck import widgets_available
+from labkit.practice.journal import Journal
+
+
+def _same(guess: Any, actual: Any) -> bool:
+    return guess == actual or str(guess) == str(actual)
+
+
+@dataclass
+class Prediction:
+    """One question. ``choices`` for a pick-one guess, or None for a number judged
+    right when within ``within`` (relative) of the result."""
+
+    question: str
+    choices: tuple | None
+    guess: Any
+    within: float = 0.25
+    locked: bool = False            # the learner chose it (widget "Lock in" or guess=), not the default
+    actual: Any = None
+    correct: bool | None = None
+    journal: Journal | None = field(default=None, repr=False)
+    panel: Any = field(default=None, repr=False)
+
+    def lock(self, guess: Any) -> None:
+        """Record the learner's guess (what the "Lock in" button does)."""
+        if self.correct is not None:
+            raise LabError("the result is out already", hint="a guess counts only before reveal()")
+        self.guess = _checked(guess, self.choices)
+        self.locked = True
+
+    def reveal(self, actual: Any) -> "Prediction":
+        """Compare the guess with what the experiment gave; show it; journal a locked guess."""
+        if self.correct is not None:
+            raise LabError(f"this prediction was revealed already (the result was {self.actual!r})")
+        if self.panel is not None and not self.locked:
+            self.guess = self.panel.current_guess()    # what the widget shows, even if not locked in
+        self.actual = actual
+        if self.choices is None:
+            self.correct = abs(float(self.guess) - float(actual)) <= self.within * max(abs(float(actual)), 1e-9)
+        else:
+            self.correct = _same(self.guess, actual)
+        if self.locked and self.journal is not None:
+            self.journal.add("prediction", question=self.question, guess=self.guess, actual=actual,
+                             correct=self.correct)
+        if self.panel is not None:
+            self.panel.show_result(self)
+        else:
+            print(self.verdict())
+        return self
+
+    def verdict(self) -> str:
+        if self.correct is None:
+            return f"Predict: {self.question} (your guess so far: {self.guess!r})"
+        whose = "You predicted" if self.locked else "Default guess"
+        outcome = "right" if self.correct else "not this time: look at why below"
+        return f"{whose} {self.guess!r}; the run gave {self.actual!r}: {outcome}."
+
+    def __repr__(self) -> str:
+        return self.verdict()
+
+
+def _checked(guess: Any, choices: tuple | None) -> Any:
+    if choices is None:
+        try:
+            return float(guess)
+        except (TypeError, ValueError):
+            raise ValueError(f"this prediction is a number, not {guess!r}") from None
+    for choice in choices:
+        if _same(guess, choice):
+            return choice
+    raise ValueError(f"{guess!r} is not one of the choices {list(choices)}")
+
+
+def predict(question: str, choices: Sequence[Any] | None = None, default: Any = None, guess: Any = None,
+            within: float = 0.25, widgets: bool | None = None, journal: Journal | None = None) -> Prediction:
+    """Ask ``question`` before the experiment; never waits. ``default`` is the first choice
+    (or 0) unless given; ``guess=`` locks a guess in without a widget."""
+    options = None if choices is None else tuple(choices)
+    start = default if default is not None else (options[0] if options else 0.0)
+    prediction = Prediction(question, options, _checked(start, options), within,
+                            journal=journal if journal is not None else Journal())
+    if guess is not None:
+        prediction.lock(guess)
+    if widgets is None:
+        widgets = widgets_available()
+    if widgets:
+        prediction.panel = PredictionPanel(prediction)
+        display(prediction.panel)
+    else:
+        shown = " / ".join(map(str, options)) if options else "a number"
+        print(f"Predict: {question} [{shown}] — guess: {prediction.guess!r}"
+              + ("" if prediction.locked else " (the default; pass guess=... to record your own)"))
+    return prediction
+
+
+class PredictionPanel:
+    """The question, the choices (or a number box), "Lock in", and the result after reveal."""
+
+    def __init__(self, prediction: Prediction):
+        import ipywidgets as widgets
+
+        self.prediction = prediction
+        self.question = widgets.HTML(f"<b>Predict:</b> {html.escape(prediction.question)}")
+        if prediction.choices is None:
+            self.input = widgets.FloatText(value=float(prediction.guess), description="your guess")
+        else:
+            labels = [str(choice) for choice in prediction.choices]
+            self.input = widgets.RadioButtons(options=labels, value=str(prediction.guess))
+        self.lock_button = widgets.Button(description="Lock in", button_style="primary", icon="lock")
+        self.result = widgets.HTML("Lock in your guess, then run the next cell." if not prediction.locked
+                                   else f"Locked in: {html.escape(str(prediction.guess))}")
+        self.lock_button.on_click(lambda _: self.lock())
+        self.box = widgets.VBox([self.question, self.input, self.lock_button, self.result])
+
+    def current_guess(self) -> Any:
+        return _checked(self.input.value, self.prediction.choices)
+
+    def lock(self) -> None:
+        if self.prediction.correct is not None:
+            return
+        self.prediction.lock(self.input.value)
+        self.input.disabled = self.lock_button.disabled = True
+        self.result.value = f"Locked in: {html.escape(str(self.prediction.guess))}"
+
+    def show_result(self, prediction: Prediction) -> None:
+        self.input.disabled = self.lock_button.disabled = True
+        colour = "green" if prediction.correct else "#b35900"
+        self.result.value = f'<span style="color:{colour}">{html.escape(prediction.verdict())}</span>'
+
+    def _repr_mimebundle_(self, **kwargs):
+        return self.box._repr_mimebundle_(**kwargs)
