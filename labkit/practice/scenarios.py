@@ -1,0 +1,265 @@
+"""Scenario interviews: one open design question for about 45 minutes, with follow-ups
+on a clock and a rubric the learner sees only at the end, then scores against.
+
+    show_scenario("daily-job-once")          # ipywidgets panel; plain text without one
+    interview = ScenarioInterview(scenario("redis-checkout-post-mortem"))
+    interview.start(); interview.next_follow_up(); interview.finish(); interview.score([0, 2, 5])
+
+The texts live in ``scenarios.json`` next to this module (an instructor can add one
+without touching code). Scores go to the practice journal (``labkit.practice.journal``:
+a JSON file next to the notebook, not the notebook's metadata, which the kernel cannot
+write safely), so a learner sees progress across attempts.
+
+What can fail: ``UnknownScenario`` for an id not in the file; ``LabError`` when the
+rubric is asked for before the interview is finished, or a rubric point is out of range.
+Nothing blocks: the clock is a daemon thread that runs only between Start and End.
+"""
+from __future__ import annotations
+
+import html
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+from labkit.errors import LabError
+from labkit.practice.deck import widgets_available
+from labkit.practice.journal import Journal
+
+DATA = Path(__file__).with_name("scenarios.json")
+
+
+class UnknownScenario(LabError):
+    """A scenario id that is not in scenarios.json."""
+
+
+@dataclass(frozen=True)
+class FollowUp:
+    minute: int
+    prompt: str
+
+
+@dataclass(frozen=True)
+class RubricPoint:
+    point: str
+    points: int
+
+
+@dataclass(frozen=True)
+class Scenario:
+    id: str
+    title: str
+    minutes: int
+    prompt: str
+    follow_ups: tuple[FollowUp, ...]
+    rubric: tuple[RubricPoint, ...]
+
+    @property
+    def max_points(self) -> int:
+        return sum(item.points for item in self.rubric)
+
+    def rubric_text(self) -> str:
+        lines = [f"Rubric ({self.max_points} points):"]
+        lines += [f"  [{number}] {item.points} pt  {item.point}" for number, item in enumerate(self.rubric)]
+        return "\n".join(lines)
+
+
+def load(path: Path = DATA) -> tuple[Scenario, ...]:
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    return tuple(Scenario(item["id"], item["title"], int(item["minutes"]), item["prompt"],
+                          tuple(FollowUp(int(f["minute"]), f["prompt"]) for f in item["follow_ups"]),
+                          tuple(RubricPoint(r["point"], int(r["points"])) for r in item["rubric"]))
+                 for item in raw)
+
+
+SCENARIOS = load()
+
+
+def scenario(scenario_id: str) -> Scenario:
+    for item in SCENARIOS:
+        if item.id == scenario_id:
+            return item
+    raise UnknownScenario(f"no scenario {scenario_id!r}", hint="one of: " + ", ".join(s.id for s in SCENARIOS))
+
+
+@dataclass
+class ScenarioInterview:
+    """One attempt: ``start()``, ``next_follow_up()`` when the clock says so (``due()``),
+    ``finish()`` reveals the rubric, ``score(points_met)`` keeps the result."""
+
+    scenario: Scenario
+    clock: Callable[[], float] = time.monotonic
+    journal: Journal = field(default_factory=Journal)
+    minutes: float | None = None                  # defaults to the scenario's own
+    started_at: float | None = None
+    finished_at: float | None = None
+    asked: list[FollowUp] = field(default_factory=list)
+    result: dict | None = None
+
+    def __post_init__(self):
+        if self.minutes is None:
+            self.minutes = self.scenario.minutes
+
+    def start(self) -> str:
+        if self.started_at is None:
+            self.started_at = self.clock()
+        return self.scenario.prompt
+
+    def elapsed_minutes(self) -> float:
+        if self.started_at is None:
+            return 0.0
+        return ((self.finished_at or self.clock()) - self.started_at) / 60
+
+    def time_left_minutes(self) -> float:
+        return max(0.0, self.minutes - self.elapsed_minutes())
+
+    def due(self) -> list[FollowUp]:
+        """Follow-ups whose minute has come (scaled to ``minutes``) and not yet asked."""
+        scale = self.minutes / self.scenario.minutes
+        return [f for f in self.scenario.follow_ups[len(self.asked):] if f.minute * scale <= self.elapsed_minutes()]
+
+    def next_follow_up(self) -> FollowUp | None:
+        """The next follow-up now, due or not (an interviewer may move on early); None at the end."""
+        if self.started_at is None:
+            raise LabError("the interview has not started", hint="interview.start() first")
+        remaining = self.scenario.follow_ups[len(self.asked):]
+        if not remaining:
+            return None
+        self.asked.append(remaining[0])
+        return remaining[0]
+
+    @property
+    def finished(self) -> bool:
+        return self.finished_at is not None
+
+    def finish(self) -> str:
+        """Stop the clock and reveal the rubric."""
+        if self.started_at is None:
+            self.start()
+        if self.finished_at is None:
+            self.finished_at = self.clock()
+        return self.scenario.rubric_text()
+
+    def rubric(self) -> tuple[RubricPoint, ...]:
+        if not self.finished:
+            raise LabError("the rubric is shown at the end", hint="answer first, then interview.finish()")
+        return self.scenario.rubric
+
+    def score(self, points_met: Iterable[int]) -> dict:
+        """Score against the rubric (the numbers of the points you covered) and journal it."""
+        rubric = self.rubric()
+        met = sorted(set(points_met))
+        if any(not 0 <= number < len(rubric) for number in met):
+            raise LabError(f"rubric points are numbered 0 to {len(rubric) - 1}; got {met}")
+        scored = sum(rubric[number].points for number in met)
+        self.result = self.journal.add("scenario", scenario=self.scenario.id, points=scored,
+                                       max_points=self.scenario.max_points, met=met,
+                                       minutes=round(self.elapsed_minutes(), 1),
+                                       follow_ups_asked=len(self.asked))
+        return self.result
+
+    def history(self) -> list[dict]:
+        """Earlier scores for this scenario, oldest first."""
+        return [entry for entry in self.journal.entries("scenario") if entry.get("scenario") == self.scenario.id]
+
+    def summary(self) -> str:
+        if self.result is None:
+            return f"{self.scenario.title}: not scored yet"
+        tries = ", ".join(f"{e['points']}/{e['max_points']}" for e in self.history())
+        return (f"{self.scenario.title}: {self.result['points']}/{self.result['max_points']} points in "
+                f"{self.result['minutes']:.0f} min (all attempts: {tries})")
+
+
+def show_scenario(scenario_id: str, minutes: float | None = None, widgets: bool | None = None,
+                  journal: Journal | None = None):
+    """The panel for one scenario; without a widget front-end, the text and how to go on."""
+    interview = ScenarioInterview(scenario(scenario_id), journal=journal or Journal(), minutes=minutes)
+    if widgets is None:
+        widgets = widgets_available()
+    if widgets:
+        return ScenarioPanel(interview)
+    item = interview.scenario
+    print(f"{item.title} ({interview.minutes:g} minutes)\n\n{item.prompt}\n")
+    print(f"Follow-ups come at minutes {', '.join(str(f.minute) for f in item.follow_ups)} of {item.minutes}.")
+    print("In code: interview.start(); interview.next_follow_up(); print(interview.finish()); "
+          "interview.score([numbers of the rubric points you covered])")
+    return interview
+
+
+class ScenarioPanel:
+    """Start (the clock runs), Next follow-up, End: show the rubric, then tick and save."""
+
+    def __init__(self, interview: ScenarioInterview):
+        import ipywidgets as widgets
+
+        self.interview = interview
+        item = interview.scenario
+        self.prompt = widgets.HTML(f"<h4>{html.escape(item.title)}</h4><p><i>{interview.minutes:g} minutes. "
+                                   "Press Start, answer aloud or on paper; follow-ups come on the clock.</i></p>")
+        self.clock_label = widgets.Label()
+        self.follow_ups = widgets.HTML()
+        self.start_button = widgets.Button(description="Start", button_style="primary", icon="play")
+        self.next_button = widgets.Button(description="Next follow-up", disabled=True)
+        self.end_button = widgets.Button(description="End: show the rubric", button_style="warning", disabled=True)
+        self.rubric_box = widgets.VBox()
+        self.checks: list = []
+        self.save_button = widgets.Button(description="Save my score", button_style="success", disabled=True)
+        self.result = widgets.HTML()
+        self.start_button.on_click(lambda _: self.start())
+        self.next_button.on_click(lambda _: self.ask_next())
+        self.end_button.on_click(lambda _: self.end())
+        self.save_button.on_click(lambda _: self.save())
+        buttons = widgets.HBox([self.start_button, self.next_button, self.end_button])
+        self.box = widgets.VBox([self.prompt, buttons, self.clock_label, self.follow_ups, self.rubric_box,
+                                 self.save_button, self.result])
+        self._stop = threading.Event()
+        self._widgets = widgets
+
+    def start(self) -> None:
+        prompt = self.interview.start()
+        self.prompt.value += f"<p>{html.escape(prompt)}</p>"
+        self.start_button.disabled = True
+        self.next_button.disabled = self.end_button.disabled = False
+        threading.Thread(target=self._tick, name="scenario-clock", daemon=True).start()
+
+    def _tick(self) -> None:
+        while not self._stop.wait(1.0):
+            self.refresh()
+
+    def refresh(self) -> None:
+        left = self.interview.time_left_minutes()
+        due = self.interview.due()
+        self.clock_label.value = (f"{self.interview.elapsed_minutes():.1f} min gone, {left:.1f} left"
+                                  + (" — a follow-up is due" if due else "") + (" — time is up" if left == 0 else ""))
+
+    def ask_next(self) -> None:
+        follow_up = self.interview.next_follow_up()
+        if follow_up is None:
+            self.next_button.disabled = True
+            return
+        self.follow_ups.value += f"<p><b>Follow-up {len(self.interview.asked)}:</b> {html.escape(follow_up.prompt)}</p>"
+        self.refresh()
+
+    def end(self) -> None:
+        self.interview.finish()
+        self._stop.set()
+        self.next_button.disabled = self.end_button.disabled = True
+        self.checks = [self._widgets.Checkbox(description=f"{item.points} pt: {item.point}", indent=False,
+                                              layout=self._widgets.Layout(width="100%"))
+                       for item in self.interview.rubric()]
+        self.rubric_box.children = [self._widgets.HTML("<b>Rubric</b>: tick what your answer covered.")] + self.checks
+        self.save_button.disabled = False
+        self.refresh()
+
+    def save(self) -> None:
+        self.interview.score([number for number, check in enumerate(self.checks) if check.value])
+        self.save_button.disabled = True
+        self.result.value = html.escape(self.interview.summary())
+
+    def close(self) -> None:
+        self._stop.set()
+
+    def _repr_mimebundle_(self, **kwargs):
+        return self.box._repr_mimebundle_(**kwargs)
