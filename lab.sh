@@ -6,6 +6,7 @@
 #                     then the suite again with the servers in Docker containers (where it can)
 #   ./lab.sh setup    only install (idempotent: fast when everything is there)
 #   ./lab.sh stop     stop every lab server labkit started
+#   ./lab.sh book [NOTEBOOK...]  execute the notebooks on real servers, render book/_build (HTML)
 #   ./lab.sh lock [--upgrade]   rewrite requirements/lock.txt from pyproject.toml (maintainers)
 #   ./lab.sh test --latest      the suite against the newest releases, in .venv-latest (maintainers)
 #
@@ -182,6 +183,16 @@ run_tests() {
     [ "$status" -eq 5 ] && { say "pytest collected no test"; status=1; }
     "$VENV/bin/labkit" down >/dev/null 2>&1 || true
     docker_leg "$@" || status=1
+    return "$status"
+}
+
+book() {
+    # the course as static HTML: every notebook executed on real servers (labkit/book.py)
+    setup
+    export LABKIT_HOME="${LABKIT_HOME:-$HOME/.local/state/labkit-book}"  # apart from a learner's lab
+    local status=0
+    LABKIT_BACKEND=local "$PY" -m labkit.book "$@" || status=$?
+    "$VENV/bin/labkit" down >/dev/null 2>&1 || true  # a notebook that failed midway left its lab up
     return "$status"
 }
 
@@ -378,6 +389,7 @@ case "${1:-}" in
     test) shift; run_tests "$@" ;;
     setup) setup ;;
     stop) "$VENV/bin/labkit" down ;;
+    book) shift; book "$@" ;;
     lock) shift; lock "$@" ;;
-    *) sed -n '2,10p' "$0"; exit 2 ;;
+    *) sed -n '2,11p' "$0"; exit 2 ;;
 esac
