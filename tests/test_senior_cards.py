@@ -7,7 +7,7 @@ from labkit.practice.deck import CardPanel, Deck
 SENIOR = [card for card in CARDS if card.source == "senior"]
 
 # One card per topic of issue #14, found by a phrase of its question or answer.
-TOPICS = ["leader election", "kleppmann", "jeopardy", "efficiency lock", "dies halfway", "for update",
+TOPICS = ["leader election", "antirez", "jeopardy", "efficiency lock", "dies halfway", "for update",
           "stonith", "delete the lock key", "session or lease has expired", "read/write", "reentrant",
           "lock a then lock b", "interprocesssemaphorev2"]
 

@@ -390,22 +390,26 @@ CARDS += (
             "leader corrupts data unless the writes carry a token.",
             (ETCD, "The mutex key is bound to the lease"), (ETCD, "Leases and keep-alive")),
     _senior("senior-redlock-debate", "C24 C10",
-            "Is Redlock safe? Summarise the Kleppmann / antirez debate and say where you stand.",
+            "A colleague proposes Redlock to guard payment captures, citing antirez's reply to Kleppmann. "
+            "Make the call, using both sides of the debate.",
             "Kleppmann ('How to do distributed locking', 2016): Redlock's safety rests on timing "
             "assumptions (bounded network delay, bounded pauses, clocks that do not jump), and it hands "
             "out no fencing token, so a paused holder writes late and nothing stops it; for efficiency "
             "one Redis is enough, for correctness use consensus plus fencing. antirez ('Is Redlock safe?'): "
             "the clock assumption is about rate, not sync, and is reasonable if you avoid clock steps; "
             "the random value can serve for check-and-set at the resource. Both agree a pause past the "
-            "validity time is unsolved by the lock alone. Position: fine for efficiency, not for "
-            "correctness.",
+            "validity time is unsolved by the lock alone. The call: no for payments (two captures "
+            "charge a customer twice); use a consensus lock with a token the payment store checks, or "
+            "better an idempotency key on the capture itself.",
             "Five independent primaries survive a minority crash with sub-millisecond latency and no "
             "consensus, but you pay five round trips and a safety argument that depends on clocks, "
             "fsync policy and restart delays.",
             "Not where two holders corrupt data (payments, inventory, leader-only writes): there, a "
             "consensus lock with a fencing token. Not for pure efficiency either if one Redis already "
             "does: Redlock costs more than it buys.",
-            (REDIS, "Failover grants the same lock twice"), (PAUSES, "Fencing tokens: the store rejects the stale write")),
+            (REDLOCK, "The debate: efficiency or correctness"),
+            (REDLOCK, "Double grant 3: a pause, and no token to fence with"),
+            (PAUSES, "Fencing tokens: the store rejects the stale write")),
     _senior("senior-chubby", "C10 C20",
             "What are Chubby's sequencers, lock-delay and jeopardy, and which problem does each solve?",
             "A sequencer is an opaque string (lock name, mode, generation number) the holder passes to "
@@ -434,7 +438,7 @@ CARDS += (
             "Do not build a correctness lock where the operation can be made idempotent or a "
             "conditional write does the job; do not call a lock 'for efficiency' when a double run "
             "charges a customer twice.",
-            (REDIS, "The one-liner to remember"), (REDIS, "The comparison table, measured"),
+            (REDIS, "The one-liner to remember"), (REDLOCK, "The debate: efficiency or correctness"),
             (PAUSES, "Fencing tokens: the store rejects the stale write")),
     _senior("senior-dies-halfway", "C3 C10",
             "The lock holder dies halfway through a three-step update. The next holder gets the lock. "
