@@ -2,8 +2,11 @@
 
 It is NOT a quorum lock. Know what that costs before you rely on it:
 
-* One primary decides. If it crashes without persistence the lock simply vanishes; if
-  it restarts from an old snapshot an expired lock can come back.
+* One primary decides. If it crashes without persistence the lock simply vanishes. If
+  it restarts from an old snapshot, a lock that was *released* after the snapshot comes
+  back, with the rest of its TTL, and keeps everyone out though nobody holds it
+  (notebook 01 shows it). An *expired* key does not come back: Redis skips keys whose
+  absolute expiry time has passed when it loads a snapshot.
 * Replication is asynchronous: if the primary dies before the replica has the key and
   the replica is promoted, a second client can be granted the same lock (two holders).
 * Redis knows nothing about client liveness. A dead holder's lock stays until its TTL
