@@ -1,0 +1,278 @@
+"""The many-client experiments of the etcd lesson (notebook 03): threads, barriers and plots,
+so that a notebook cell shows the experiment and not its harness. (``etcd_leases`` holds the
+contender factories and the wakeup count they build on.)
+
+* ``sample_leases`` / ``lease_countdown_plot``: leases' remaining TTL as etcd reports it.
+* ``guarded_put`` / ``careless_holder``: a holder that goes on writing after its lease ended,
+  with plain puts and with puts guarded by ``is_owner()`` in the same transaction.
+* ``plain_increment`` / ``cas_increment`` / ``count_with``: a read-modify-write race, made to
+  happen on every round by a barrier, with and without compare-and-swap.
+* ``take_turns_through_members``: one client per member takes the same lock several times.
+* ``write_in_real_time_order``: writes through different members, one after the other.
+* ``without_quorum``: what a member answers to a serializable and a linearizable read when
+  the two other members are frozen.
+
+What can fail: ``TimeoutError`` naming what was awaited; python-etcd3's errors when etcd does
+not answer (a linearizable read without quorum is *expected* to fail, and is reported, not
+raised, by ``without_quorum``).
+"""
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+from labkit.locks.etcd_mutex import EtcdMutex
+from labkit.timing import wait_until
+
+if TYPE_CHECKING:
+    from labkit.servers.lab import Lab
+
+
+# ---- leases -------------------------------------------------------------------------------
+def sample_leases(etcd: Any, lease_ids: dict[str, int], key: str, ttl: float,
+                  every: float = 0.1) -> list[tuple[float, dict[str, int], bool]]:
+    """Every ``every`` seconds: (seconds since the call, {name: the lease's remaining TTL as
+    the server reports it, -1 once it is gone}, does ``key`` exist). Stops one second after
+    ``key`` is gone, or ``ttl + 8`` seconds after the call."""
+    started, samples = time.monotonic(), []
+    while time.monotonic() - started < ttl + 8:
+        exists = etcd.get(key)[0] is not None
+        ttls = {name: etcd.get_lease_info(lease_id).TTL for name, lease_id in lease_ids.items()}
+        samples.append((time.monotonic() - started, ttls, exists))
+        if not exists and samples[-1][0] > ttl + 1:
+            break
+        time.sleep(every)
+    return samples
+
+
+def lease_countdown_plot(samples: list[tuple[float, dict[str, int], bool]], ax: Any, title: str,
+                         gone_label: str = "key on the lone lease deleted") -> Any:
+    """One step curve per lease, and a dashed line (``gone_label``) where the key went."""
+    seconds = [moment for moment, _, _ in samples]
+    for name in samples[0][1]:
+        ax.step(seconds, [ttls[name] for _, ttls, _ in samples], where="post", label=name)
+    gone_at = next((moment for moment, _, exists in samples if not exists), None)
+    if gone_at is not None:
+        ax.axvline(gone_at, color="tab:red", linestyle="--", label=gone_label)
+    ax.set(title=title, xlabel="seconds since the grant", ylabel="remaining TTL (s, whole seconds; -1 = gone)")
+    ax.legend()
+    return ax
+
+
+# ---- a holder that goes on writing ----------------------------------------------------------
+def guarded_put(mutex: EtcdMutex, key: str, value: str) -> bool:
+    """Write only while ``mutex`` is held: the comparison and the put are one step on the server."""
+    client = mutex.client
+    succeeded, _ = client.transaction(compare=[mutex.is_owner()],
+                                      success=[client.transactions.put(key, value)], failure=[])
+    return succeeded
+
+
+@dataclass
+class CarelessRun:
+    """Times in seconds after the holder's keep-alive stopped. ``writes``: (started, ended,
+    "plain put" or "guarded txn", accepted); ``noticed``: when the holder's session gave up
+    (None if it never did); ``successor_results``: the successor's two guarded writes."""
+
+    writes: list[tuple[float, float, str, bool]] = field(default_factory=list)
+    successor_acquired: float = 0.0
+    successor_wrote_at: float = 0.0
+    successor_results: list[bool] = field(default_factory=list)
+    noticed: float | None = None
+
+
+def careless_holder(careless: EtcdMutex, successor: EtcdMutex, plain_key: str, guarded_key: str,
+                    writes_after_successor: int = 3, pace: float = 0.1, timeout: float = 30.0) -> CarelessRun:
+    """``careless`` holds the lock and ``successor`` queues behind it. The careless holder's
+    keep-alive is stopped; from then on it writes every ``pace`` seconds, a plain put to
+    ``plain_key`` and a guarded put to ``guarded_key``, whatever its session says, until it
+    has written ``writes_after_successor`` times after the successor took the lock and wrote
+    "B" to both keys (guarded). Raises TimeoutError if the successor never gets the lock."""
+    run, successor_wrote = CarelessRun(), threading.Event()
+    session = careless.session
+    with ThreadPoolExecutor(2) as pool:
+        successor_turn = pool.submit(successor.lock, timeout)
+        wait_until(lambda: len(careless.contenders()) == 2, "the successor to queue behind the holder", timeout=10)
+        stopped = time.monotonic()
+        session.add_done_callback(lambda: setattr(run, "noticed", time.monotonic() - stopped))
+
+        def write_carelessly() -> None:
+            after_successor, deadline = 0, time.monotonic() + timeout
+            while after_successor < writes_after_successor and time.monotonic() < deadline:
+                late = successor_wrote.is_set()
+                number = len(run.writes) // 2
+                started = time.monotonic() - stopped
+                careless.client.put(plain_key, f"A #{number}")
+                run.writes.append((started, time.monotonic() - stopped, "plain put", True))
+                started = time.monotonic() - stopped
+                accepted = guarded_put(careless, guarded_key, f"A #{number}")
+                run.writes.append((started, time.monotonic() - stopped, "guarded txn", accepted))
+                after_successor += late
+                time.sleep(pace)
+
+        session.stop_keepalive()
+        writer = pool.submit(write_carelessly)
+        successor_turn.result(timeout=timeout)
+        run.successor_acquired = time.monotonic() - stopped
+        run.successor_results = [guarded_put(successor, plain_key, "B"), guarded_put(successor, guarded_key, "B")]
+        run.successor_wrote_at = time.monotonic() - stopped
+        successor_wrote.set()
+        writer.result(timeout=timeout)
+    session.done.wait(timeout=timeout)
+    return run
+
+
+def careless_writes_plot(run: CarelessRun, ax: Any) -> Any:
+    """A's writes on two rows (accepted green, rejected red) and the moments of the run."""
+    for row, kind in enumerate(("plain put", "guarded txn")):
+        for accepted, color, label in ((True, "tab:green", "A's write accepted"), (False, "tab:red", "A's write rejected")):
+            times = [ended for _, ended, what, ok in run.writes if what == kind and ok == accepted]
+            already_in_legend = label in ax.get_legend_handles_labels()[1]
+            ax.scatter(times, [row] * len(times), color=color, marker="o" if accepted else "x",
+                       label=None if already_in_legend or not times else label)
+    ax.axvline(run.successor_acquired, color="tab:purple", linestyle="--", label="A's key deleted, B acquires")
+    ax.axvline(run.successor_wrote_at, color="tab:blue", linestyle=":", label="B writes 'B'")
+    if run.noticed is not None:
+        ax.axvline(run.noticed, color="tab:orange", linestyle="-.", label="A's session.done is set")
+    ax.set(yticks=[0, 1], yticklabels=["plain put", "guarded txn"], ylim=(-0.6, 1.6),
+           title="A keeps writing after its lease ended", xlabel="seconds since A's keep-alive stopped")
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
+    return ax
+
+
+# ---- read-modify-write -------------------------------------------------------------------
+def plain_increment(client: Any, counter: str, barrier: threading.Barrier) -> int:
+    """get, wait until every worker has read, put value + 1. Returns 1 (one attempt)."""
+    value, _ = client.get(counter)
+    barrier.wait(timeout=10)                  # every worker has read before anyone writes
+    client.put(counter, str(int(value) + 1))
+    return 1
+
+
+def cas_increment(client: Any, counter: str, barrier: threading.Barrier) -> int:
+    """get, wait until every worker has read, then put value + 1 only if the key's mod
+    revision is still the one read; on a conflict read again and retry. Returns the attempts."""
+    value, meta = client.get(counter)
+    barrier.wait(timeout=10)                  # the same race
+    for attempt in range(1, 100):             # bounded: a real program would back off and give up too
+        succeeded, _ = client.transaction(
+            compare=[client.transactions.mod(counter) == meta.mod_revision],   # nobody wrote since my read
+            success=[client.transactions.put(counter, str(int(value) + 1))], failure=[])
+        if succeeded:
+            return attempt
+        value, meta = client.get(counter)     # someone did: read again, try again
+    raise RuntimeError("100 conflicting attempts in a row: is something else hammering the counter?")
+
+
+def count_with(increment: Callable[[Any, str, threading.Barrier], int], workers: list[Any], counter: str,
+               rounds: int) -> tuple[int, list[list[int]]]:
+    """The counter starts at 0; in each round every worker (a client) increments it once, all
+    reading before any writes. Returns (the counter at the end, attempts per round per worker)."""
+    workers[0].put(counter, "0")
+    attempts = []
+    with ThreadPoolExecutor(len(workers)) as pool:
+        for _ in range(rounds):
+            barrier = threading.Barrier(len(workers))
+            attempts.append(list(pool.map(lambda client: increment(client, counter, barrier), workers)))
+    return int(workers[0].get(counter)[0]), attempts
+
+
+# ---- order across members -----------------------------------------------------------------
+def take_turns_through_members(lab: "Lab", new_session: Callable[..., Any], prefix: str,
+                               turns: int) -> list[tuple[str, int, int]]:
+    """One EtcdMutex per member (its session's client talks to that member only), all at
+    once, each taking the lock ``turns`` times. Returns (member, token, response header
+    revision) per acquisition, in acquisition order."""
+    acquisitions: list[tuple[str, int, int]] = []
+
+    def take_turns(node: Any) -> None:
+        mutex = EtcdMutex(new_session(node=node), prefix, identifier=f"via {node.name}")
+        for _ in range(turns):
+            mutex.lock(timeout=20)
+            try:                              # appended while holding: the list is in acquisition order
+                acquisitions.append((node.name, mutex.token, mutex.header_revision))
+            finally:
+                mutex.unlock()
+
+    with ThreadPoolExecutor(len(lab.etcd.nodes)) as pool:
+        for turn in [pool.submit(take_turns, node) for node in lab.etcd.nodes]:
+            turn.result(timeout=60)
+    return acquisitions
+
+
+def write_in_real_time_order(clients: dict[str, Any], key_prefix: str) -> list[dict[str, Any]]:
+    """For every ordered pair of members (first, second): write a key through ``first``; once
+    that write has returned, write another through ``second``; then read both back through
+    the third member (linearizable reads, python-etcd3's default). ``clients``: member name ->
+    client on that member. Returns one row per pair with both mod revisions."""
+    rows = []
+    names = list(clients)
+    for first in names:
+        for second in names:
+            if first == second:
+                continue
+            third = next(name for name in names if name not in (first, second))
+            earlier, later = f"{key_prefix}/{first}-then-{second}/1", f"{key_prefix}/{first}-then-{second}/2"
+            clients[first].put(earlier, first)          # returns once the write is committed
+            clients[second].put(later, second)          # starts after the first write completed
+            _, earlier_meta = clients[third].get(earlier)
+            _, later_meta = clients[third].get(later)
+            rows.append({"first write via": first, "second write via": second, "both read via": third,
+                         "first's revision": earlier_meta.mod_revision, "second's revision": later_meta.mod_revision})
+    return rows
+
+
+@dataclass(frozen=True)
+class WithoutQuorum:
+    """What member ``member`` answered while the two others were frozen: the serializable
+    read's value and mod revision, and the linearizable read's error (its class name), or
+    None if it answered; ``caught_up_after``: seconds after the others resumed until a
+    linearizable read through ``member`` answered again."""
+
+    member: str
+    serializable_value: str | None
+    serializable_revision: int | None
+    linearizable_error: str | None
+    caught_up_after: float
+
+
+def without_quorum(lab: "Lab", key: str, read_timeout: float = 1.5) -> WithoutQuorum:
+    """Freeze (SIGSTOP) two of three etcd members, the leader among them, and read ``key``
+    through the third: once serializable, once linearizable (with a ``read_timeout`` s
+    deadline). Then thaw them and time until a linearizable read answers again."""
+    leader = lab.etcd.leader()
+    member = next(node for node in lab.etcd.nodes if node is not leader)
+    frozen = [node for node in lab.etcd.nodes if node is not member]
+    reader = lab.etcd.client(node=member, timeout=read_timeout)
+    try:
+        for node in frozen:
+            node.pause()
+        try:
+            value, meta = reader.get(key, serializable=True)   # answered from the member's own copy
+            linearizable_error = None
+            try:
+                reader.get(key)                                 # must confirm with a quorum first
+            except Exception as error:  # the expected outcome: no quorum, no confirmation
+                linearizable_error = error.__class__.__name__
+        finally:
+            for node in frozen:
+                node.resume()
+        resumed = time.monotonic()
+        wait_until(lambda: _answers(reader, key), f"a linearizable read through {member.name} to answer again",
+                   timeout=30, poll=0.05)
+        caught_up_after = time.monotonic() - resumed
+    finally:
+        reader.close()
+    return WithoutQuorum(member.name, value.decode() if value is not None else None,
+                         meta.mod_revision if meta is not None else None, linearizable_error, caught_up_after)
+
+
+def _answers(client: Any, key: str) -> bool:
+    try:
+        client.get(key)
+        return True
+    except Exception:  # not yet: the cluster is electing a leader
+        return False
