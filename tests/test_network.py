@@ -130,9 +130,11 @@ def test_a_one_way_cut_between_etcd_members_hits_only_that_direction(healed):
                f"{follower.name} stops hearing its leader")
 
 
-def test_a_cut_off_zookeeper_holder_loses_its_lock_while_its_process_runs(healed):
+def test_a_cut_off_kazoo_holder_loses_its_lock_while_its_process_runs_and_believes_it_holds(healed):
+    """kazoo's own Lock has no client-side deadline: cut off, it stays SUSPENDED and still
+    believes it holds while the server expires its session and grants the lock to another."""
     lab = healed
-    with spawn_clients(lab, "zookeeper", n=2, name="/net/holder", session_timeout=1, proxied=True) as clients:
+    with spawn_clients(lab, "kazoo", n=2, name="/net/kazoo-holder", session_timeout=1, proxied=True) as clients:
         holder, waiter = clients["client-1"], clients["client-2"]
         holder.acquire(timeout=10)
         lab.isolate("client-1")
@@ -142,6 +144,22 @@ def test_a_cut_off_zookeeper_holder_loses_its_lock_while_its_process_runs(healed
         assert holder.pid and process_state(holder.pid) == "running"
         assert holder.state == "holding"    # it does not know: it heard nothing since the cut
         assert 0.3 < waited < 15, waited
+
+
+def test_a_cut_off_zookeeper_holder_gives_up_before_the_server_grants_the_lock_to_another(healed):
+    """labkit's ZooKeeperLock counts a client-side deadline from the last reply it heard, so
+    the cut-off holder reports the lock lost before the waiter can have it."""
+    lab = healed
+    with spawn_clients(lab, "zookeeper", n=2, name="/net/holder", session_timeout=1, proxied=True) as clients:
+        holder, waiter = clients["client-1"], clients["client-2"]
+        holder.acquire(timeout=10)
+        lab.isolate("client-1")
+        waiter.acquire(timeout=20)          # the server expired the holder's session
+        assert holder.pid and process_state(holder.pid) == "running"
+        [lost] = clients.history.events(client="client-1", kind="lost")
+        [granted] = clients.history.events(client="client-2", kind="acquired")
+        assert "client-side deadline" in lost.detail["reason"], lost.detail
+        assert lost.time < granted.time, (lost.time, granted.time)
 
 
 def test_a_cut_off_etcd_holder_loses_its_lock_when_its_lease_runs_out(healed):
