@@ -17,14 +17,10 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from labkit.record.events import Event
 from labkit.record.history import FAULT_CLIENT, History
+from labkit.vocabulary import ACCEPTED_COLOUR, FAULT_COLOUR, STATE_COLOURS, WAIT_ENDS
 
-WAITING_COLOR = "#a6cee3"
-HOLDING_COLOR = "#1f78b4"
-LOST_COLOR = "#e31a1c"
-PAUSE_COLOR = "#ff7f00"
-FAULT_COLOR = "#6a3d9a"
-ACCEPTED_COLOR = "#33a02c"
-WAIT_ENDS = ("acquired", "timeout", "error", "lost")
+WAITING_COLOUR, HOLDING_COLOUR = STATE_COLOURS["waiting"], STATE_COLOURS["holding"]
+LOST_COLOUR, PAUSE_COLOUR = STATE_COLOURS["lost"], STATE_COLOURS["paused"]
 
 
 def _axes(ax: Axes | None, width: float = 9.0, height: float = 4.0) -> Axes:
@@ -67,38 +63,38 @@ def hold_timeline(history: History, ax: Axes | None = None, title: str = "Who wa
                 started = None
         if started is not None:
             waiting.append((started - origin, end - started))
-        ax.broken_barh(waiting, (row - 0.3, 0.6), facecolors=WAITING_COLOR)
+        ax.broken_barh(waiting, (row - 0.3, 0.6), facecolors=WAITING_COLOUR)
         holding = [(hold.start - origin, (hold.end if hold.end is not None else end) - hold.start)
                    for hold in history.holds() if hold.client == client]
-        ax.broken_barh(holding, (row - 0.3, 0.6), facecolors=HOLDING_COLOR)
+        ax.broken_barh(holding, (row - 0.3, 0.6), facecolors=HOLDING_COLOUR)
         woke = [event.time - origin for event in mine if event.kind == "woke"]
         ax.plot(woke, [row] * len(woke), linestyle="none", marker="|", markersize=12, color="black")
         lost = [event.time - origin for event in mine if event.kind == "lost"]
-        ax.plot(lost, [row] * len(lost), linestyle="none", marker="X", markersize=11, color=LOST_COLOR)
+        ax.plot(lost, [row] * len(lost), linestyle="none", marker="X", markersize=11, color=LOST_COLOUR)
     for fault in faults:
         what, target = fault.detail.get("what", "fault"), str(fault.detail.get("target", ""))
         at = fault.time - origin
         if what == "pause" and target in rows and fault.detail.get("seconds"):
             ax.broken_barh([(at, float(fault.detail["seconds"]))], (rows[target] - 0.42, 0.84),
-                           facecolors="none", edgecolors=PAUSE_COLOR, hatch="///")
+                           facecolors="none", edgecolors=PAUSE_COLOUR, hatch="///")
         elif what == "resume" and target in rows:
             continue  # the end of the hatched pause already shows it
         else:
-            ax.axvline(at, color=FAULT_COLOR, linestyle="--", linewidth=1)
+            ax.axvline(at, color=FAULT_COLOUR, linestyle="--", linewidth=1)
             ax.annotate(f"{what} {target}".strip(), (at, 1.0), xycoords=("data", "axes fraction"),
                         xytext=(2, -2), textcoords="offset points", rotation=90, va="top", fontsize=8,
-                        color=FAULT_COLOR)
+                        color=FAULT_COLOUR)
     ax.set_yticks(range(len(clients)), clients)
     ax.set_ylim(len(clients) - 0.5, -0.5)  # first client on top
     ax.set_xlim(0, max(end - origin, 1e-3) * 1.02)
     ax.set_xlabel("time since the first event (s)")
     ax.set_ylabel("client")
     ax.set_title(title)
-    ax.legend(handles=[Patch(color=WAITING_COLOR, label="waiting"), Patch(color=HOLDING_COLOR, label="holding"),
+    ax.legend(handles=[Patch(color=WAITING_COLOUR, label="waiting"), Patch(color=HOLDING_COLOUR, label="holding"),
                        Line2D([], [], linestyle="none", marker="|", color="black", label="woke"),
-                       Line2D([], [], linestyle="none", marker="X", color=LOST_COLOR, label="lost"),
-                       Patch(facecolor="none", edgecolor=PAUSE_COLOR, hatch="///", label="paused"),
-                       Line2D([], [], color=FAULT_COLOR, linestyle="--", label="fault")],
+                       Line2D([], [], linestyle="none", marker="X", color=LOST_COLOUR, label="lost"),
+                       Patch(facecolor="none", edgecolor=PAUSE_COLOUR, hatch="///", label="paused"),
+                       Line2D([], [], color=FAULT_COLOUR, linestyle="--", label="fault")],
               loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     return ax
 
@@ -176,8 +172,8 @@ def store_writes_plot(writes: Iterable[Any], ax: Axes | None = None,
             categories["accepted"].append(row)
         if row["accepted"] and token is not None:
             highest = token if highest is None else max(highest, token)
-    styles = {"accepted": (ACCEPTED_COLOR, "o"), "accepted with a stale token": (PAUSE_COLOR, "D"),
-              "rejected by fencing": (LOST_COLOR, "x")}
+    styles = {"accepted": (ACCEPTED_COLOUR, "o"), "accepted with a stale token": (PAUSE_COLOUR, "D"),
+              "rejected by fencing": (LOST_COLOUR, "x")}
     for label, chosen in categories.items():
         color, marker = styles[label]
         ax.plot([row["time"] - origin for row in chosen], [clients.index(row["client"]) for row in chosen],

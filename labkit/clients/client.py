@@ -24,6 +24,7 @@ from labkit import faults
 from labkit.errors import LabError
 from labkit.locks.errors import Locked, LockTimeout, SessionExpired
 from labkit.record.events import Event
+from labkit.vocabulary import STATE_AFTER
 
 if TYPE_CHECKING:
     from labkit.clients.group import LockClients
@@ -31,10 +32,6 @@ if TYPE_CHECKING:
 REPLY_TIMEOUT = 30.0
 START_TIMEOUT = 60.0  # a child imports kazoo/grpc/redis, and ten of them share two cores
 STOP_GRACE = 3.0
-# the state a client is in after each of its lock events ("suspended" changes nothing:
-# a holder that lost its connection may still hold the lock)
-LOCK_STATES = {"requested": "waiting", "created": "waiting", "watch": "waiting", "woke": "waiting",
-               "acquired": "holding", "released": "idle", "timeout": "idle", "lost": "lost"}
 
 
 class ClientError(LabError):
@@ -88,7 +85,7 @@ class LockClient:
             if kind == "event":
                 event = Event.from_dict(message["event"])
                 with self._condition:
-                    self._lock_state = LOCK_STATES.get(event.kind, self._lock_state)
+                    self._lock_state = STATE_AFTER.get(event.kind, self._lock_state)
                 self.group.history.append(event)
             elif kind == "session":
                 with self._condition:

@@ -19,9 +19,7 @@ from matplotlib.ticker import MaxNLocator
 from labkit.health.alerts import Alert, Thresholds, alerts, percentile
 from labkit.health.signals import LEASE_LOST, SESSION_EXPIRED, HealthSignals, collect_signals
 from labkit.record.history import History
-
-FAULT_COLOR = "#6a3d9a"
-COLORS = {"ZooKeeper": "#1f78b4", "etcd": "#33a02c"}
+from labkit.vocabulary import FAULT_COLOUR, SERVICE_COLOURS
 
 
 class Dashboard:
@@ -84,10 +82,10 @@ def _holds(ax, signals: HealthSignals, limits: Thresholds) -> None:
             if values:
                 label = (f"{source}: n={len(values)}, p50 {percentile(values, 0.5):,.0f} ms, "
                          f"p99 {percentile(values, 0.99):,.0f} ms")
-                ax.hist(values, bins=bins, histtype="step", linewidth=2, color=COLORS.get(source), label=label)
+                ax.hist(values, bins=bins, histtype="step", linewidth=2, color=SERVICE_COLOURS.get(source), label=label)
         ax.set_xscale("log")
     for source, timeout in signals.timeouts.items():
-        ax.axvline(1000 * limits.hold_fraction_of_timeout * timeout, color=COLORS.get(source), linestyle=":",
+        ax.axvline(1000 * limits.hold_fraction_of_timeout * timeout, color=SERVICE_COLOURS.get(source), linestyle=":",
                    label=f"{source}: {100 * limits.hold_fraction_of_timeout:.0f}% of its {timeout:g} s timeout")
     opened = ", ".join(f"{source} {count}" for source, count in signals.open_holds.items() if count)
     ax.set_title("Hold durations" + (f" (still open: {opened})" if opened else ""))
@@ -99,7 +97,7 @@ def _holds(ax, signals: HealthSignals, limits: Thresholds) -> None:
 def _queue(ax, signals: HealthSignals) -> None:
     for source, series in signals.queue.items():
         ax.step([at - signals.start for at, _ in series], [waiting for _, waiting in series], where="post",
-                color=COLORS.get(source), label=f"{source}: waiting clients")
+                color=SERVICE_COLOURS.get(source), label=f"{source}: waiting clients")
     ax.set_title("Wait-queue depth (lock children / keys under the prefix, minus the holder)")
     ax.set_ylabel("clients waiting")
     ax.legend(fontsize=8, loc="upper left")
@@ -140,12 +138,12 @@ def _leadership(ax, signals: HealthSignals) -> None:
     for width, source in zip((5, 3, 1.5), signals.server):  # both lines sit at 1: the wide one shows below
         series = signals.server[source].get("has_leader", [])
         ax.step([at - signals.start for at, _ in series], [value for _, value in series], where="post",
-                color=COLORS.get(source), linewidth=width, alpha=0.8,
+                color=SERVICE_COLOURS.get(source), linewidth=width, alpha=0.8,
                 label=f"{source}: every member has a leader (1 = yes)")
         changes = signals.server[source].get("leader_changes", [])
         if changes:
             ax.step([at - signals.start for at, _ in changes], _risen([value for _, value in changes]),
-                    where="post", color=COLORS.get(source), linestyle="--", label=f"{source}: leader changes seen")
+                    where="post", color=SERVICE_COLOURS.get(source), linestyle="--", label=f"{source}: leader changes seen")
     for source, failures in signals.unreachable.items():
         ax.plot([at - signals.start for at, _ in failures], [0] * len(failures), "x", color="red",
                 label=f"{source}: no answer (a read failed)")
@@ -163,8 +161,8 @@ def _risen(values: list[float]) -> list[float]:
 def _mark_faults(ax, signals: HealthSignals, named: bool) -> None:
     for fault in signals.faults:
         at = fault.time - signals.start
-        ax.axvline(at, color=FAULT_COLOR, linestyle="--", linewidth=1)
+        ax.axvline(at, color=FAULT_COLOUR, linestyle="--", linewidth=1)
         if named:
             ax.annotate(f"{fault.source}: {fault.what} {fault.target}", (at, 1.0), xycoords=("data", "axes fraction"),
                         xytext=(2, -2), textcoords="offset points", rotation=90, va="top", fontsize=7,
-                        color=FAULT_COLOR)
+                        color=FAULT_COLOUR)

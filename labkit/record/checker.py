@@ -22,8 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 from labkit.record.history import FAULT_CLIENT, History
-
-WAITING_ENDS = ("timeout", "lost", "error", "released")
+from labkit.vocabulary import WAIT_ENDS
 
 
 @dataclass(frozen=True)
@@ -249,7 +248,7 @@ def _stopped_waiting(events: list[Any], times: list[float], entry: Any) -> float
     """When ``entry``'s client acquired or gave up on it (infinity: never in this history).
     A fault aimed at the client (kill, expire_session, ...) counts as giving up."""
     for event in events[bisect.bisect_right(times, entry.time):]:
-        if event.client == entry.client and event.kind in ("acquired", "created", *WAITING_ENDS):
+        if event.client == entry.client and event.kind in ("created", *WAIT_ENDS):
             return event.time
         if event.client == FAULT_CLIENT and event.detail.get("target") == entry.client:
             return event.time

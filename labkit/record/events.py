@@ -3,7 +3,8 @@
 A recipe never prints: it calls an ``on_event(kind, **detail)`` callable, and whoever
 created it decides where the event goes (a History in the notebook, a pipe from a
 client process, or nowhere). Keeping the vocabulary in one place is what lets
-``wakeups_per_release`` count the same thing for every recipe.
+``wakeups_per_release`` count the same thing for every recipe. The kinds and what
+each means are in ``labkit.vocabulary.KINDS``.
 """
 from __future__ import annotations
 
@@ -11,22 +12,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
-# What each kind means. Recipes put the listed detail keys into the event.
-KINDS = {
-    "requested": "the client asked for the lock",
-    "created": "its queue entry exists on the server (detail: node/key, sequence or revision)",
-    "watch": "it waits on something (detail: target, what='predecessor'|'parent'|'key')",
-    "woke": "a watch fired and it re-checks (detail: reason, target)",
-    "acquired": "it now holds the lock (detail: token)",
-    "released": "it let go on purpose (detail: token)",
-    "lost": "it no longer holds the lock and did not let go (detail: reason)",
-    "suspended": "connection trouble: it may not hold the lock any more, stop writing",
-    "reconnected": "the connection came back with the session intact",
-    "write": "it wrote to the protected resource (detail: token, accepted)",
-    "fault": "a fault was injected (detail: what, target)",
-    "timeout": "it gave up waiting (detail: waited)",
-    "error": "something failed (detail: message)",
-}
+from labkit.vocabulary import KINDS
+
 
 
 @dataclass(frozen=True)

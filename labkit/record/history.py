@@ -22,9 +22,9 @@ from typing import Any, Callable, Iterable
 
 from labkit.errors import LabError
 from labkit.record.events import Event, EventSink, sink_for
+from labkit.vocabulary import HOLD_ENDS
 
 FAULT_CLIENT = "lab"  # the "client" name under which injected faults are recorded
-HOLD_ENDS = ("released", "lost")
 
 
 class HistoryUnreachable(LabError):

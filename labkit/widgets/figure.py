@@ -54,7 +54,7 @@ def draw(history: History, window: float = 90.0, width: float = 11.0, height: fl
     if counts:
         first = len(history.wakeups_per_release()) - len(counts) + 1
         numbers = list(range(first, first + len(counts)))
-        wakeups_axes.bar(numbers, counts, color=plots.HOLDING_COLOR)
+        wakeups_axes.bar(numbers, counts, color=plots.HOLDING_COLOUR)
         wakeups_axes.axhline(1, color="gray", linestyle=":", linewidth=1, label="one wakeup (ideal)")
         wakeups_axes.xaxis.set_major_locator(MaxNLocator(integer=True))
         wakeups_axes.set_xlabel("hand-off number")

@@ -14,12 +14,9 @@ from typing import Any
 import ipywidgets as widgets
 
 from labkit.locks.registry import RECIPES
+from labkit.vocabulary import ERROR_COLOUR, REJECTED_COLOUR, ROLE_COLOURS, STATE_COLOURS
 from labkit.widgets import narration
 
-STATE_COLORS = {"holding": "#1f78b4", "waiting": "#6a8caf", "paused": "#ff7f00", "lost": "#e31a1c",
-                "dead": "#e31a1c", "stopped": "#777777", "idle": "#555555", "starting": "#777777"}
-ROLE_COLORS = {"leader": "#1f78b4", "standalone": "#1f78b4", "master": "#1f78b4", "follower": "#33a02c",
-               "slave": "#33a02c", "paused": "#ff7f00", "stopped": "#e31a1c"}
 SESSION_ACTIONS = {"zookeeper": "expire session", "etcd": "revoke lease"}
 SERVICE_NAMES = {"zookeeper": "ZooKeeper", "etcd": "etcd", "redis": "Redis"}
 LOG_LINES = 12
@@ -144,7 +141,7 @@ class PanelView:
                 return
             holds = {hold.client: hold for hold in narration.open_holds(history)}
             for name, state in states.items():
-                text = f"<b>{html.escape(name)}</b> " + _colored(state, STATE_COLORS.get(state, "#333"), True)
+                text = f"<b>{html.escape(name)}</b> " + _colored(state, STATE_COLOURS.get(state, "#333"), True)
                 if name in holds:
                     hold = holds[name]
                     token = "no token" if hold.token is None else f"token {hold.token}"
@@ -162,7 +159,7 @@ class PanelView:
                 mode = "fenced: it refuses a token lower than one it already accepted" if panel.store.fenced \
                     else "NOT fenced: this lock has no token, so the store accepts every write"
                 self._set("store", self.store_line, f"Store ({mode}): <b>{accepted}</b> writes accepted, "
-                          + _colored(f"{rejected} rejected", "#e31a1c", rejected > 0))
+                          + _colored(f"{rejected} rejected", REJECTED_COLOUR, rejected > 0))
             lines = narration.log_lines(history, panel.origin, LOG_LINES)
             self._set("log", self.log, "<pre style='margin:0;font-size:12px;line-height:1.3'>"
                       + html.escape("\n".join(lines) or "(nothing yet)") + "</pre>")
@@ -178,7 +175,7 @@ class PanelView:
 
     def refresh_nodes(self, nodes: dict[str, tuple[str, str]]) -> None:
         for name, (state, role) in nodes.items():
-            text = f"<b>{html.escape(name)}</b> " + _colored(role, ROLE_COLORS.get(role, "#333"), True)
+            text = f"<b>{html.escape(name)}</b> " + _colored(role, ROLE_COLOURS.get(role, "#333"), True)
             if state != "running" and state != role:
                 text += f" ({html.escape(state)})"
             self._set(name, self._labels[name], text)
@@ -187,7 +184,7 @@ class PanelView:
     def show_error(self, message: str) -> None:
         with self._update_lock:
             self._error_lines = (self._error_lines + [f"{time.time() - self.panel.origin:7.1f} s  {message}"])[-4:]
-            self.errors.value = ("<pre style='color:#e31a1c;margin:0;white-space:pre-wrap'>"
+            self.errors.value = (f"<pre style='color:{ERROR_COLOUR};margin:0;white-space:pre-wrap'>"
                                  + html.escape("\n".join(self._error_lines)) + "</pre>")
 
     def show_closed(self) -> None:

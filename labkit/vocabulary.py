@@ -1,0 +1,68 @@
+"""The lab's words, defined once: what an event can say, which events end a phase, the
+states a lock client is in, the faults a learner can inject, and the colour of each state.
+
+Recipes, client processes, the history, the checkers, the plots, the widgets and the
+health dashboard all read these names from here, so that a timeline, a panel and a
+verdict can never disagree about what "waiting" or "lost" means. Nothing here imports
+anything: it is the lowest room of labkit.
+"""
+from __future__ import annotations
+
+# ---- events ---------------------------------------------------------------------------
+# What each kind means. Recipes put the listed detail keys into the event.
+KINDS = {
+    "requested": "the client asked for the lock",
+    "created": "its queue entry exists on the server (detail: node/key, sequence or revision)",
+    "watch": "it waits on something (detail: target, what='predecessor'|'parent'|'key')",
+    "woke": "a watch fired and it re-checks (detail: reason, target)",
+    "acquired": "it now holds the lock (detail: token)",
+    "released": "it let go on purpose (detail: token)",
+    "lost": "it no longer holds the lock and did not let go (detail: reason)",
+    "suspended": "connection trouble: it may not hold the lock any more, stop writing",
+    "reconnected": "the connection came back with the session intact",
+    "write": "it wrote to the protected resource (detail: token, accepted)",
+    "fault": "a fault was injected (detail: what, target)",
+    "timeout": "it gave up waiting (detail: waited)",
+    "error": "something failed (detail: message)",
+}
+
+# ---- phases: which events end one -------------------------------------------------------
+# A hold (acquired ...) ends when the client lets go or loses the lock.
+HOLD_ENDS = ("released", "lost")
+# A wait (requested ...) ends when the client holds, gives up, loses its session or fails.
+WAIT_ENDS = ("acquired", "timeout", "lost", "error")
+
+# ---- lock client states ---------------------------------------------------------------
+# A client process is starting, then idle, waiting, holding or lost; a fault makes it
+# paused, and it ends stopped (asked to) or dead (killed, or crashed).
+CLIENT_STATES = ("starting", "idle", "waiting", "holding", "lost", "paused", "stopped", "dead")
+# The state a client is in after each of its lock events ("suspended" changes nothing:
+# a holder that lost its connection may still hold the lock).
+STATE_AFTER = {"requested": "waiting", "created": "waiting", "watch": "waiting", "woke": "waiting",
+               "acquired": "holding", "released": "idle", "timeout": "idle", "lost": "lost"}
+
+# ---- faults -----------------------------------------------------------------------------
+# The ``what`` of a "fault" event, and what it does.
+FAULTS = {
+    "pause": "SIGSTOP a process for some seconds (a stand-in for a long GC pause)",
+    "resume": "SIGCONT a paused process",
+    "kill": "SIGKILL a process: it cannot say goodbye",
+    "restart": "stop a server and start it again on its data",
+    "expire_session": "ZooKeeper ends a client's session now (its ephemeral nodes go)",
+    "revoke_lease": "etcd revokes a client's lease now (its keys go)",
+    "stop_keepalive": "a client stops refreshing its lease: it expires after its TTL",
+    "kill_leader": "SIGKILL the current leader of an ensemble",
+}
+
+# ---- colours (ColorBrewer "Paired": one palette for graphs and widgets) -----------------
+STATE_COLOURS = {
+    "waiting": "#a6cee3", "holding": "#1f78b4", "lost": "#e31a1c", "dead": "#e31a1c",
+    "paused": "#ff7f00", "stopped": "#777777", "idle": "#555555", "starting": "#777777",
+}
+FAULT_COLOUR = "#6a3d9a"
+ACCEPTED_COLOUR = "#33a02c"   # a write the resource took
+REJECTED_COLOUR = ERROR_COLOUR = STATE_COLOURS["lost"]   # a refused write, an error message
+# a server's role, in the same palette: serving (blue), following (green), frozen, down
+ROLE_COLOURS = {"leader": "#1f78b4", "standalone": "#1f78b4", "master": "#1f78b4", "follower": "#33a02c",
+                "slave": "#33a02c", "paused": "#ff7f00", "stopped": "#e31a1c"}
+SERVICE_COLOURS = {"ZooKeeper": "#1f78b4", "etcd": "#33a02c"}
