@@ -17,6 +17,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from labkit.record.events import Event
 from labkit.record.history import FAULT_CLIENT, History
+from labkit.stats import percentile
 from labkit.vocabulary import ACCEPTED_COLOUR, FAULT_COLOUR, STATE_COLOURS, WAIT_ENDS
 
 WAITING_COLOUR, HOLDING_COLOUR = STATE_COLOURS["waiting"], STATE_COLOURS["holding"]
@@ -128,7 +129,7 @@ def latency_plot(samples: Mapping[str, Iterable[float]], ax: Axes | None = None,
     ax = _axes(ax, width=7.0)
     for label, values in in_ms.items():
         count = len(values)
-        p50, p99 = values[(count - 1) // 2], values[min(count - 1, int(0.99 * count))]
+        p50, p99 = percentile(values, 0.5), percentile(values, 0.99)
         fractions = [(index + 1) / count for index in range(count)]
         ax.step(values, fractions, where="post", label=f"{label}: p50 {p50:.2f} ms, p99 {p99:.2f} ms (n={count})")
     smallest = min(values[0] for values in in_ms.values())

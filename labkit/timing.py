@@ -20,3 +20,16 @@ def wait_until(condition: Callable[[], Any], what: str, timeout: float = 10.0, p
                                "(is the machine overloaded, or a server down?)")
         time.sleep(poll)
     return time.monotonic() - started
+
+
+def wait_for_value(read: Callable[[], Any], what: str, timeout: float = 10.0, poll: float = 0.01) -> Any:
+    """``wait_until`` for a reading: poll ``read()`` until it returns something true, and
+    return that value. Raises TimeoutError like ``wait_until``."""
+    seen: list[Any] = [None]
+
+    def ready() -> Any:
+        seen[0] = read()
+        return seen[0]
+
+    wait_until(ready, what, timeout, poll)
+    return seen[0]

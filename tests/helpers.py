@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import os
 import threading
-import time
+
+from labkit import timing
 
 DEADLINE = 20.0  # generous: two cores shared with other test runs
 
@@ -26,13 +27,14 @@ class Recorder:
             return [(c, d) for c, k, d in self.events[since:] if k == kind and client in (None, c)]
 
 
-def wait_until(condition, what: str, timeout: float = DEADLINE) -> None:
-    """Poll ``condition`` until it is true; fail naming ``what`` after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting until {what}")
-        time.sleep(0.01)
+def wait_until(condition, what: str, timeout: float = DEADLINE) -> float:
+    """labkit's own ``wait_until`` with the tests' generous deadline (TimeoutError names ``what``)."""
+    return timing.wait_until(condition, what, timeout)
+
+
+def wait_for_value(read, what: str, timeout: float = DEADLINE):
+    """labkit's ``wait_for_value`` with the tests' deadline: the first true reading of ``read()``."""
+    return timing.wait_for_value(read, what, timeout)
 
 
 def process_exists(pid: int) -> bool:

@@ -12,18 +12,13 @@ from labkit.clients import spawn_clients
 from labkit.record.fencing import FencedStore
 from labkit.record.history import History
 
+from helpers import wait_until
+
 
 def process_state(pid: int) -> str:
     """The kernel's one-letter state: T = stopped (SIGSTOP), S = sleeping, R = running."""
     with open(f"/proc/{pid}/stat") as stat:
         return stat.read().rsplit(")", 1)[1].split()[0]
-
-
-def wait_until(condition, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"waited {timeout} s for {what}"
-        time.sleep(0.02)
 
 
 @pytest.fixture
@@ -38,7 +33,7 @@ def test_pause_stops_a_process_and_the_timer_lets_it_run_again(sleeper):
     history = History()
     faults.pause(sleeper.pid, 0.5, history=history)
     assert process_state(sleeper.pid) == "T"
-    wait_until(lambda: process_state(sleeper.pid) != "T", 5, "SIGCONT from the resume timer")
+    wait_until(lambda: process_state(sleeper.pid) != "T", "SIGCONT from the resume timer", timeout=5)
     assert [(e.kind, e.detail["what"], e.detail["target"]) for e in history.events()] == \
         [("fault", "pause", f"pid {sleeper.pid}")]
 
@@ -112,8 +107,8 @@ def test_expire_session_hands_the_lock_to_the_next_client(lab, unique_name):
         # ten times faster than the session timeout: the server expired it on request
         assert time.monotonic() - started < 5
         clients.history.wait_for("lost", client="client-1", timeout=10)
-        wait_until(lambda: holder.session.get("session_id") not in (None, old_session), 10,
-                   "kazoo to open a new session after the expiry")
+        wait_until(lambda: holder.session.get("session_id") not in (None, old_session),
+                   "kazoo to open a new session after the expiry", timeout=10)
         assert holder.state == "lost" and waiter.state == "holding"
 
 
@@ -150,7 +145,7 @@ def test_expire_session_of_a_plain_kazoo_client_deletes_its_ephemeral_node(lab, 
         session_id, password = victim.client_id
         faults.expire_session(lab.zookeeper.hosts, session_id, password)
         assert zk.exists(unique_name) is None
-        wait_until(lambda: "LOST" in states_seen, 10, "the victim to learn that its session expired")
+        wait_until(lambda: "LOST" in states_seen, "the victim to learn that its session expired", timeout=10)
     finally:
         victim.stop()
         victim.close()

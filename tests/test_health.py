@@ -21,19 +21,11 @@ from labkit.locks.etcd_mutex import EtcdMutex
 from labkit.locks.etcd_session import EtcdSession
 from labkit.locks.zookeeper import ZooKeeperLock
 
+from helpers import DEADLINE, wait_for_value, wait_until
+
 matplotlib.use("Agg")
-DEADLINE = 20.0  # generous: two cores shared with other test runs
 pytestmark = pytest.mark.filterwarnings(  # python3-etcd3's watch thread fails on close (its missing `six`)
     "ignore:Exception in thread etcd3_watch:pytest.PytestUnhandledThreadExceptionWarning")
-
-
-def wait_until(condition, what: str, timeout: float = DEADLINE):
-    deadline = time.monotonic() + timeout
-    while not (result := condition()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"waited {timeout:.0f} s for {what}")
-        time.sleep(0.02)
-    return result
 
 
 def _quietly(acquire, **kwargs) -> None:
@@ -88,7 +80,7 @@ def _watched(lab, sessions: list[int], watching: int) -> dict[str, list[str]]:
         watches = parse_wchc(lab.zookeeper.four_letter("wchc"))
         found = {session_hex(session): watches.get(session_hex(session), []) for session in sessions}
         return found if sum(bool(paths) for paths in found.values()) >= watching else None
-    return wait_until(read, f"{watching} sessions to watch")
+    return wait_for_value(read, f"{watching} sessions to watch")
 
 
 def test_wchc_shows_each_waiter_watching_only_its_predecessor(lab, unique_name):
@@ -111,7 +103,7 @@ def test_parent_watches_are_counted_by_mntr_but_never_listed_by_wchc(lab, unique
     before = watch_kinds(parse_mntr(lab.zookeeper.four_letter("mntr")), parse_wchs(lab.zookeeper.four_letter("wchs")))
     with zookeeper_queue(lab, unique_name, waiters=3, watch="parent") as (locks, clients):
         sessions = [session_hex(client.client_id[0]) for client in clients]
-        kinds = wait_until(lambda: (found := watch_kinds(parse_mntr(lab.zookeeper.four_letter("mntr")),
+        kinds = wait_for_value(lambda: (found := watch_kinds(parse_mntr(lab.zookeeper.four_letter("mntr")),
                                                          parse_wchs(lab.zookeeper.four_letter("wchs"))))["child"]
                            >= before["child"] + 3 and found, "three child watches")
         listed = parse_wchc(lab.zookeeper.four_letter("wchc"))

@@ -14,7 +14,7 @@ One idea per module: ``server_numbers`` (parse mntr, wchc, wchs, /metrics), ``sa
 (the background sampler and its probes), ``workload`` (clients looping with think time),
 ``signals`` (events + samples over a window), ``alerts`` (the rules), ``dashboard`` (the figure).
 """
-from labkit.health.alerts import Alert, Thresholds, alerts, longest_stall, percentile, stall_limit
+from labkit.health.alerts import Alert, Thresholds, alerts, longest_stall, stall_limit
 from labkit.health.dashboard import Dashboard, draw_dashboard
 from labkit.health.sampler import EtcdProbe, HealthSampler, Sample, ZooKeeperProbe
 from labkit.health.server_numbers import (ETCD_SERIES, combine_members, etcd_numbers, parse_mntr, parse_prometheus,
@@ -22,6 +22,7 @@ from labkit.health.server_numbers import (ETCD_SERIES, combine_members, etcd_num
                                           zookeeper_numbers)
 from labkit.health.signals import LEASE_LOST, SESSION_EXPIRED, Fault, HealthSignals, Loss, collect_signals
 from labkit.health.workload import Workload
+from labkit.stats import percentile
 
 __all__ = ["Alert", "Dashboard", "ETCD_SERIES", "EtcdProbe", "Fault", "HealthSampler", "HealthSignals", "LEASE_LOST",
            "Loss", "SESSION_EXPIRED", "Sample", "Thresholds", "Workload", "ZooKeeperProbe", "alerts",

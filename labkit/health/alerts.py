@@ -21,10 +21,10 @@ The rules, and why each one matters for a lock:
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from labkit.health.signals import LEASE_LOST, SESSION_EXPIRED, HealthSignals
+from labkit.stats import percentile
 
 MINUTE = 60.0
 
@@ -49,14 +49,6 @@ class Alert:
 
     def __str__(self) -> str:
         return f"[{self.rule}] {self.source}: {self.message}"
-
-
-def percentile(values: list[float], fraction: float) -> float:
-    """Nearest-rank percentile (fraction 0.99 = p99); ValueError on no values."""
-    if not values:
-        raise ValueError("no values to take a percentile of")
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(fraction * len(ordered)) - 1)]
 
 
 def longest_stall(signals: HealthSignals, source: str) -> tuple[float, float, int]:

@@ -16,9 +16,10 @@ from typing import Any, Mapping
 
 from matplotlib.ticker import MaxNLocator
 
-from labkit.health.alerts import Alert, Thresholds, alerts, percentile
+from labkit.health.alerts import Alert, Thresholds, alerts
 from labkit.health.signals import LEASE_LOST, SESSION_EXPIRED, HealthSignals, collect_signals
 from labkit.record.history import History
+from labkit.stats import percentile
 from labkit.vocabulary import FAULT_COLOUR, SERVICE_COLOURS
 
 

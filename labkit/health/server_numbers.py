@@ -18,6 +18,8 @@ from __future__ import annotations
 import re
 from typing import Iterable
 
+from labkit.servers.zookeeper import parse_mntr
+
 # The etcd 3.4 series a lock dashboard needs, by the name the dashboard uses. Only the
 # leader counts lease renewals and expiries, so those are summed over the members.
 ETCD_SERIES = {
@@ -33,23 +35,6 @@ ETCD_SERIES = {
 COMBINE_MEMBERS = {"has_leader": min, "leases_renewed": sum, "leases_expired": sum}  # others: max
 
 _PROMETHEUS_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
-
-
-def parse_mntr(text: str) -> dict[str, int | float | str]:
-    """``mntr`` reply → {"zk_ephemerals_count": 3, "zk_avg_latency": 0.5, "zk_server_state": "leader", ...}."""
-    numbers: dict[str, int | float | str] = {}
-    for line in text.splitlines():
-        key, _, value = line.partition("\t")
-        if not key.startswith("zk_") or not value:
-            continue
-        try:
-            numbers[key] = int(value)
-        except ValueError:
-            try:
-                numbers[key] = float(value)
-            except ValueError:
-                numbers[key] = value.strip()
-    return numbers
 
 
 def parse_wchc(text: str) -> dict[str, list[str]]:

@@ -73,6 +73,23 @@ def zookeeper_argv(java: str, install: ZooKeeperInstall, config_path: str) -> li
             "-cp", classpath, "org.apache.zookeeper.server.quorum.QuorumPeerMain", config_path]
 
 
+def parse_mntr(text: str) -> dict[str, int | float | str]:
+    """``mntr`` reply → {"zk_ephemerals_count": 3, "zk_avg_latency": 0.5, "zk_server_state": "leader", ...}."""
+    numbers: dict[str, int | float | str] = {}
+    for line in text.splitlines():
+        key, _, value = line.partition("\t")
+        if not key.startswith("zk_") or not value:
+            continue
+        try:
+            numbers[key] = int(value)
+        except ValueError:
+            try:
+                numbers[key] = float(value)
+            except ValueError:
+                numbers[key] = value.strip()
+    return numbers
+
+
 def parse_mode(srvr_reply: str) -> str | None:
     for line in srvr_reply.splitlines():
         if line.startswith("Mode:"):
@@ -88,6 +105,16 @@ class ZooKeeperNode(Node):
 
     def four_letter(self, word: str, timeout: float = 2.0) -> str:
         return four_letter(self.host, self.port, word, timeout)
+
+    def watch_count(self) -> int:
+        """Data and child watches this server holds now (``mntr``: zk_watch_count; ``wchs``
+        counts only data watches). Raises ValueError if ``mntr`` does not say (a node that
+        is not serving, or 4lw.commands.whitelist without mntr)."""
+        count = parse_mntr(self.four_letter("mntr")).get("zk_watch_count")
+        if not isinstance(count, int):
+            raise ValueError(f"{self.name} answered mntr without zk_watch_count: is it serving, "
+                             "and is 4lw.commands.whitelist=* set?")
+        return count
 
     def read_role(self) -> str:
         mode = parse_mode(self.four_letter("srvr"))
@@ -145,6 +172,11 @@ class ZooKeeperService:
                 raise NoLeader(f"no ZooKeeper leader within {timeout:.0f} s (roles now: {roles})",
                                "a majority of the ensemble must be running; restart stopped nodes")
             time.sleep(0.05)
+
+    def watch_count(self) -> int:
+        """Watches the running servers hold now, summed (each watch lives on the server its
+        client is connected to). See ``ZooKeeperNode.watch_count``."""
+        return sum(node.watch_count() for node in self.nodes if node.state == "running")
 
     def four_letter(self, word: str, node: ZooKeeperNode | None = None) -> str:
         node = node or next(n for n in self.nodes if n.state == "running")

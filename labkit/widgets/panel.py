@@ -29,6 +29,7 @@ from typing import Any, Callable
 from labkit.clients import RECIPES, spawn_clients
 from labkit.faults import kill_leader
 from labkit.record.history import History
+from labkit.timing import wait_for_value
 from labkit.widgets import figure, narration
 from labkit.widgets.driver import ClientDriver
 from labkit.widgets.lifetime import close_all_panels, forget, register, start_timer
@@ -146,15 +147,13 @@ class LockPanel:
             time.sleep(0.05)
 
     def wait_until(self, condition: Callable[[], Any], timeout: float = 30.0, what: str = "the condition") -> Any:
-        """Poll ``condition()`` until it returns something true (returned); raises
-        TimeoutError naming ``what`` and the clients' states after ``timeout`` seconds."""
-        deadline = time.monotonic() + timeout
-        while not (result := condition()):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{what} did not happen within {timeout:.0f} s; client states: {self.states()}; "
-                                   f"last errors: {self.errors[-3:] or 'none'}")
-            time.sleep(0.05)
-        return result
+        """``labkit.timing.wait_for_value`` that, on timeout, also names the clients' states
+        and their last errors: returns what ``condition()`` returned once it was true."""
+        try:
+            return wait_for_value(condition, what, timeout, poll=0.05)
+        except TimeoutError as error:
+            raise TimeoutError(f"{error}; client states: {self.states()}; "
+                               f"last errors: {self.errors[-3:] or 'none'}") from None
 
     def rejected_writes(self, client: str | None = None) -> list:
         """The ``write`` events the store refused (of ``client``, or of everyone)."""

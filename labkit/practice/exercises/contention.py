@@ -15,17 +15,19 @@ import threading
 import time
 from typing import Any, Callable
 
+from labkit.timing import wait_until
+
 WAITING, HOLDING, RELEASED, GAVE_UP, CRASHED = "waiting", "holding", "released", "gave up", "crashed"
 HOLD_LIMIT = 120.0  # a holder the checker forgot lets go after this long, so no thread lives for ever
 
 
 def poll(condition: Callable[[], bool], timeout: float) -> bool:
-    """True as soon as ``condition()`` holds; False if it still does not after ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.005)
+    """True as soon as ``condition()`` holds; False if it still does not after ``timeout`` s
+    (``labkit.timing.wait_until``, for callers that go on after a timeout)."""
+    try:
+        wait_until(condition, "the condition", timeout, poll=0.005)
+    except TimeoutError:
+        return False
     return True
 
 

@@ -17,10 +17,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from labkit.practice.exercises.contention import poll
 from labkit.practice.exercises.recording_client import RecordingClient
 from labkit.record.history import History
 from labkit.locks.zookeeper import ZooKeeperLock
+from labkit.timing import wait_until
 
 
 @dataclass
@@ -56,14 +56,14 @@ def wakeups_of_one_release(lab: Any, watch: str = "parent", waiters: int = 10, t
             try:
                 for lock, client in zip(queued, clients[1:]):
                     pool.submit(lock.acquire, timeout)
-                    _wait(lambda: client.armed, f"{lock.identifier} waits on its watch", timeout)
+                    wait_until(lambda: client.armed, f"{lock.identifier} waits on its watch", timeout)
                 # a parent watch fires when a newcomer joins too: let everyone set its watch again
                 for client in clients[1:]:
                     client.deliver_pending_notifications(timeout)
-                    _wait(lambda: client.armed, "every waiter watches again", timeout)
+                    wait_until(lambda: client.armed, "every waiter watches again", timeout)
                 released_at = time.time()
                 holder.release()
-                _wait(lambda: any(lock.is_held for lock in queued), "the next waiter takes the lock", timeout)
+                wait_until(lambda: any(lock.is_held for lock in queued), "the next waiter takes the lock", timeout)
                 for client in clients[1:]:
                     client.deliver_pending_notifications(timeout)   # every wake-up of this release has run
                 woken = [event.client for event in history.events(kind="woke") if event.time >= released_at]
@@ -75,10 +75,3 @@ def wakeups_of_one_release(lab: Any, watch: str = "parent", waiters: int = 10, t
         for client in clients:
             client.raw.close()
     return ReleaseWakeups(watch, waiters, list(dict.fromkeys(woken)), next_holder)
-
-
-def _wait(condition, what: str, timeout: float) -> None:
-    if not poll(condition, timeout):
-        raise TimeoutError(f"waited {timeout:.0f} s until {what}; it did not happen (a loaded machine, "
-                           "or the server stopped answering?)")
-
