@@ -10,11 +10,29 @@ import os
 import subprocess
 import sys
 import time
+import types
 import urllib.request
 
-from labkit.errors import NoLeader
+import etcd3
+import etcd3.watch
+
+from labkit.errors import NoLeader, ServerNotFound
+from labkit.servers.discovery import find_etcdctl
 from labkit.servers.network import not_enabled
 from labkit.servers.node import HOST, Node
+
+
+def mend_python_etcd3() -> None:
+    """python3-etcd3 0.13's watch module uses ``six`` without importing it: every watch
+    thread of every client (a learner's own ``etcd3.client()`` too) dies with
+    ``NameError: name 'six' is not defined`` when its watches are cancelled or its client
+    closes. Give the module the one ``six`` function it calls. Idempotent; runs once when
+    labkit is imported (this module is imported by ``labkit.servers``)."""
+    if not hasattr(etcd3.watch, "six"):
+        etcd3.watch.six = types.SimpleNamespace(itervalues=lambda mapping: iter(mapping.values()))
+
+
+mend_python_etcd3()
 
 
 def etcd_argv(etcd: str, name: str, data_dir: str, client_port: int, peer_port: int,
@@ -31,20 +49,10 @@ def etcd_argv(etcd: str, name: str, data_dir: str, client_port: int, peer_port: 
 
 
 def etcd_client(host: str, port: int, timeout: float = 10.0, **kwargs):
-    """An etcd3 (python3-etcd3) client that survives a server restart.
-
-    Two fixes to python3-etcd3 0.13: after one failed call it refuses every call to that
-    endpoint for 300 s ("Trying to use a failed node") — a lab restarts servers on purpose,
-    so retry at once; and its watch module uses ``six`` without importing it, which turns
-    closing a watch into a NameError traceback.
-    """
-    import types
-
-    import etcd3
-    import etcd3.watch
-
-    if not hasattr(etcd3.watch, "six"):
-        etcd3.watch.six = types.SimpleNamespace(itervalues=lambda mapping: iter(mapping.values()))
+    """An etcd3 (python3-etcd3) client that survives a server restart: after one failed
+    call python3-etcd3 0.13 refuses every call to that endpoint for 300 s ("Trying to use
+    a failed node"); a lab restarts servers on purpose, so it retries at once. (Its other
+    flaw, the missing ``six``, is mended for every client by ``mend_python_etcd3``.)"""
     client = etcd3.client(host=host, port=port, timeout=timeout, **kwargs)
     for endpoint in client.endpoints.values():
         endpoint.time_retry = 0
@@ -138,9 +146,6 @@ class EtcdService:
 
     def etcdctl(self, *args: str, timeout: float = 30.0, check: bool = True, **kwargs) -> subprocess.CompletedProcess:
         """Run etcdctl (API v3) against this cluster's endpoints."""
-        from labkit.errors import ServerNotFound
-        from labkit.servers.discovery import find_etcdctl
-
         try:
             command = [self.etcdctl_path or find_etcdctl()]
         except ServerNotFound:

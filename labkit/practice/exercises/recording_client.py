@@ -2,31 +2,25 @@
 
 The learner's code gets a ``RecordingClient`` and uses it as a ``KazooClient``: every call
 goes to the real client and the real server. On the way it records the events the
-checker counts with (``labkit.record.events``): "created" for a sequential node, "watch" when a
-watch is set (``what="parent"`` for a children watch, ``"predecessor"`` for a watch on
-a numbered node, ``"key"`` on a node without a number), "woke" when a watch fires. So the learner writes plain kazoo code and need
-not report anything.
+checker counts with (``labkit.record.events``): "created" for a sequential node, "watch"
+when a watch is set (``what="parent"`` for a children watch, ``"predecessor"`` for a watch
+on a numbered node, ``"key"`` on a node without a number), "woke" when a watch fires. So
+the learner writes plain kazoo code and need not report anything. Queue nodes are read as every recipe here reads them
+(``labkit.locks.zookeeper.sequence_of``): a name ending in ``lock-`` plus ZooKeeper's 10 digits.
 
 What can fail: whatever the kazoo call raises is raised unchanged.
 """
 from __future__ import annotations
 
-import re
 import threading
 from typing import Any
 
 from kazoo.exceptions import KazooException
 from kazoo.protocol.states import Callback, EventType, KazooState, WatchedEvent
+from kazoo.recipe.lock import Lock as KazooLock
 
+from labkit.locks.zookeeper import sequence_of
 from labkit.record.events import EventSink, ignore_events
-
-SEQUENCE_SUFFIX = re.compile(r"(\d{10})$")
-
-
-def sequence_of(node: str) -> int | None:
-    """The 10-digit number ZooKeeper appended to a sequential node, or None."""
-    match = SEQUENCE_SUFFIX.search(node)
-    return int(match.group(1)) if match else None
 
 
 def _node_watch(path: str) -> str:
@@ -62,9 +56,7 @@ class RecordingClient:
 
     def Lock(self, path, identifier=None, extra_lock_patterns=()):  # noqa: N802 (kazoo's name)
         """kazoo's own Lock recipe, on this client (the real client's ``Lock`` would bypass it)."""
-        from kazoo.recipe.lock import Lock
-
-        return Lock(self, path, identifier, extra_lock_patterns)
+        return KazooLock(self, path, identifier, extra_lock_patterns)
 
     def create(self, path, value=b"", acl=None, ephemeral=False, sequence=False, makepath=False,
                include_data=False):

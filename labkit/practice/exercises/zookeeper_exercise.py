@@ -33,7 +33,8 @@ from typing import Any, Callable
 from labkit.practice.exercises.contention import (WAITING, Contender, Resource, drain, join_all, poll,
                                          queue_in_turn)
 from labkit.practice.exercises.diagnosis import run_scenarios
-from labkit.practice.exercises.recording_client import RecordingClient, sequence_of
+from labkit.locks.zookeeper import sequence_of
+from labkit.practice.exercises.recording_client import RecordingClient
 from labkit.practice.exercises.report import ExerciseError, Report
 from labkit.faults import expire_session
 from labkit.record.history import History
