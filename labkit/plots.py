@@ -24,7 +24,8 @@ WAITING_COLOUR, HOLDING_COLOUR = STATE_COLOURS["waiting"], STATE_COLOURS["holdin
 LOST_COLOUR, PAUSE_COLOUR = STATE_COLOURS["lost"], STATE_COLOURS["paused"]
 
 
-def _axes(ax: Axes | None, width: float = 9.0, height: float = 4.0) -> Axes:
+def new_axes(ax: Axes | None, width: float = 9.0, height: float = 4.0) -> Axes:
+    """``ax`` itself, or the Axes of a new figure of that size (inches)."""
     if ax is not None:
         return ax
     import matplotlib.pyplot as pyplot  # imported here so that importing labkit picks no backend
@@ -46,7 +47,7 @@ def hold_timeline(history: History, ax: Axes | None = None, title: str = "Who wa
         raise ValueError("the history is empty: run some clients first, then plot")
     origin, end = events[0].time, events[-1].time
     clients = sorted(history.clients(), key=_natural_order)
-    ax = _axes(ax, height=max(2.5, 0.55 * len(clients) + 1.5))
+    ax = new_axes(ax, height=max(2.5, 0.55 * len(clients) + 1.5))
     rows = {client: row for row, client in enumerate(clients)}
     faults = history.events(client=FAULT_CLIENT, kind="fault")
     for client, row in rows.items():
@@ -105,7 +106,7 @@ def wakeups_per_release_plot(results: Mapping[str, Mapping[int, float]], ax: Axe
     """``results[label][N]`` = mean wakeups per release with N waiters; one line per label."""
     if not any(results.values()):
         raise ValueError("no results to plot: expected {label: {N: mean wakeups per release}}")
-    ax = _axes(ax, width=7.0)
+    ax = new_axes(ax, width=7.0)
     for label, points in results.items():
         waiters = sorted(points)
         ax.plot(waiters, [points[n] for n in waiters], marker="o", label=label)
@@ -126,7 +127,7 @@ def latency_plot(samples: Mapping[str, Iterable[float]], ax: Axes | None = None,
     in_ms = {label: values for label, values in in_ms.items() if values}
     if not in_ms:
         raise ValueError("no latency samples to plot: expected {label: [seconds, ...]}")
-    ax = _axes(ax, width=7.0)
+    ax = new_axes(ax, width=7.0)
     for label, values in in_ms.items():
         count = len(values)
         p50, p99 = percentile(values, 0.5), percentile(values, 0.99)
@@ -160,7 +161,7 @@ def store_writes_plot(writes: Iterable[Any], ax: Axes | None = None,
         raise ValueError("the store has no writes to plot")
     origin = rows[0]["time"]
     clients = list(dict.fromkeys(row["client"] for row in rows))
-    ax = _axes(ax, height=max(2.5, 0.5 * len(clients) + 1.5))
+    ax = new_axes(ax, height=max(2.5, 0.5 * len(clients) + 1.5))
     categories = {"accepted": [], "accepted with a stale token": [], "rejected by fencing": []}
     highest = None
     for row in rows:  # in the store's order, so "stale" means: lower than a token it already took

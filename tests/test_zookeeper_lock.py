@@ -36,12 +36,6 @@ class OverlapDetector:
             self.inside -= 1
 
 
-def watch_count(lab) -> int:
-    """Data and child watches the ZooKeeper server holds now (``mntr``)."""
-    match = re.search(r"^zk_watch_count\s+(\d+)", lab.zookeeper.four_letter("mntr"), re.MULTILINE)
-    return int(match.group(1))
-
-
 def drain_watch_callbacks(client, path: str) -> None:
     """Return once ``client`` has run every watch callback the server sent it so far: kazoo
     runs them in order on one thread, so a probe watch set and fired now runs last."""
@@ -104,13 +98,13 @@ def hand_off_one_by_one(lab, kind: str, clients, path: str, waiters: int):
     """A holder and ``waiters`` queued behind it; release one at a time and let each settle.
     Returns (names in queue order, names in acquisition order, wakeups per release)."""
     recorder = Recorder()
-    baseline = watch_count(lab)
+    baseline = lab.zookeeper.watch_count()
     holder = make_lock(kind, clients(), path, "holder", recorder)
     holder.acquire(timeout=DEADLINE)
     locks = [make_lock(kind, clients(), path, f"w{i}", recorder) for i in range(waiters)]
     with ThreadPoolExecutor(waiters) as pool:
         outcomes = [pool.submit(lock.acquire, DEADLINE) for lock in locks]
-        wait_until(lambda: watch_count(lab) == baseline + waiters, f"all {waiters} waiters watch")
+        wait_until(lambda: lab.zookeeper.watch_count() == baseline + waiters, f"all {waiters} waiters watch")
         created = sorted(recorder.of("created"), key=lambda event: event[1]["sequence"])
         queue_order = [name for name, _ in created if name != "holder"]
         acquired, woke_per_release, current = [], [], holder
@@ -119,7 +113,7 @@ def hand_off_one_by_one(lab, kind: str, clients, path: str, waiters: int):
             current.release()
             wait_until(lambda: any(lock.is_held for lock in locks), "the next waiter holds")
             # every waiter that woke has set its next watch: no wakeup of this release is late
-            wait_until(lambda: watch_count(lab) == baseline + remaining, f"{remaining} watches remain")
+            wait_until(lambda: lab.zookeeper.watch_count() == baseline + remaining, f"{remaining} watches remain")
             current = next(lock for lock in locks if lock.is_held)
             acquired.append(current.identifier)
             woke_per_release.append(len(recorder.of("woke", since=mark)))

@@ -17,11 +17,12 @@ One idea per module: ``server_numbers`` (parse mntr, wchc, wchs, /metrics), ``sa
 from labkit.health.alerts import Alert, Thresholds, alerts, longest_stall, stall_limit
 from labkit.health.dashboard import Dashboard, draw_dashboard
 from labkit.health.sampler import EtcdProbe, HealthSampler, Sample, ZooKeeperProbe
-from labkit.health.server_numbers import (ETCD_SERIES, combine_members, etcd_numbers, parse_mntr, parse_prometheus,
+from labkit.health.server_numbers import (ETCD_SERIES, combine_members, etcd_numbers, parse_prometheus,
                                           parse_wchc, parse_wchs, session_hex, watch_kinds,
                                           zookeeper_numbers)
 from labkit.health.signals import LEASE_LOST, SESSION_EXPIRED, Fault, HealthSignals, Loss, collect_signals
 from labkit.health.workload import Workload
+from labkit.servers.zookeeper import parse_mntr
 from labkit.stats import percentile
 
 __all__ = ["Alert", "Dashboard", "ETCD_SERIES", "EtcdProbe", "Fault", "HealthSampler", "HealthSignals", "LEASE_LOST",

@@ -17,9 +17,20 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from labkit.health.server_numbers import combine_members, etcd_numbers, parse_mntr, zookeeper_numbers
+from etcd3 import Etcd3Client, etcdrpc
+from etcd3.utils import prefix_range_end
+from kazoo.exceptions import NoNodeError
+
+from labkit.health.server_numbers import combine_members, etcd_numbers, zookeeper_numbers
+from labkit.locks.etcd_session import rpc
+from labkit.locks.zookeeper import sorted_contenders
+from labkit.servers.etcd import EtcdNode, etcd_client
+from labkit.servers.zookeeper import parse_mntr
+
+if TYPE_CHECKING:
+    from labkit.servers.lab import Lab
 
 
 @dataclass(frozen=True)
@@ -49,14 +60,11 @@ class ZooKeeperProbe:
     """Children of ``path`` (through a session of its own, which sets no watch and creates
     no node, so it does not disturb what it measures) and ``mntr`` of the first running node."""
 
-    def __init__(self, lab: Any, path: str, source: str = "ZooKeeper"):
+    def __init__(self, lab: Lab, path: str, source: str = "ZooKeeper"):
         self.lab, self.path, self.source = lab, path.rstrip("/"), source
         self.client = lab.zookeeper.client(timeout=10.0)
 
     def read(self) -> tuple[int, dict[str, float]]:
-        from kazoo.exceptions import NoNodeError
-
-        from labkit.locks.zookeeper import sorted_contenders
         try:
             children = self.client.get_children(self.path)
         except NoNodeError:
@@ -73,22 +81,17 @@ class EtcdProbe:
     """Keys under ``prefix`` (counted by the first running member that answers) and the
     /metrics of every running member, combined (``server_numbers.combine_members``)."""
 
-    def __init__(self, lab: Any, prefix: str, source: str = "etcd"):
+    def __init__(self, lab: Lab, prefix: str, source: str = "etcd"):
         self.lab, self.source = lab, source
         self.prefix = prefix if prefix.endswith("/") else prefix + "/"  # as EtcdMutex queues
-        self._clients: dict[str, Any] = {}
+        self._clients: dict[str, Etcd3Client] = {}
 
-    def _client(self, node: Any) -> Any:
-        from labkit.servers.etcd import etcd_client
+    def _client(self, node: EtcdNode) -> Etcd3Client:
         if node.name not in self._clients:
             self._clients[node.name] = etcd_client(node.host, node.port, timeout=2.0)
         return self._clients[node.name]
 
     def read(self) -> tuple[int, dict[str, float]]:
-        from etcd3 import etcdrpc
-        from etcd3.utils import prefix_range_end
-
-        from labkit.locks.etcd_session import rpc
         running = [node for node in self.lab.etcd.nodes if node.state == "running"]
         if not running:
             raise ConnectionError("no etcd member is running")

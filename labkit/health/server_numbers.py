@@ -6,7 +6,8 @@ and which session watches which node (``wchc``: data watches only; a watch on a
 parent's children list, the herd's kind, is counted by ``mntr`` but never listed).
 etcd: whether each member has a leader, how often the leader changed and how many
 leases expired unrenewed (its Prometheus ``/metrics`` text). The parsers take the raw
-text, so they work on a saved reply too.
+text, so they work on a saved reply too. (``mntr`` itself is parsed by
+``labkit.servers.zookeeper.parse_mntr``, beside the other ZooKeeper probes.)
 
 What can fail: nothing raises on odd input. A ZooKeeper node that is not serving
 ("This ZooKeeper instance is not currently serving requests") parses to an empty dict,
@@ -17,8 +18,6 @@ from __future__ import annotations
 
 import re
 from typing import Iterable
-
-from labkit.servers.zookeeper import parse_mntr
 
 # The etcd 3.4 series a lock dashboard needs, by the name the dashboard uses. Only the
 # leader counts lease renewals and expiries, so those are summed over the members.

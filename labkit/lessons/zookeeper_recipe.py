@@ -21,31 +21,37 @@ from __future__ import annotations
 import re
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionLoss
+from matplotlib.axes import Axes
+from matplotlib.lines import Line2D
 
+from labkit.lessons.handoff import hand_off, server_watches
+from labkit.locks.registry import lock_factory
+from labkit.plots import new_axes
 from labkit.record.history import History
 
-RECIPES = ("predecessor", "parent", "kazoo")
+if TYPE_CHECKING:
+    from labkit.clients import LockClient
+    from labkit.servers.zookeeper import ZooKeeperNode, ZooKeeperService
+
+# what a waiter watches -> the registered recipe (labkit.locks.registry)
+RECIPES = {"predecessor": "zookeeper", "parent": "zookeeper-parent", "kazoo": "kazoo"}
 SESSION_TIMEOUT = 10.0  # seconds: long, so that a busy machine never expires a contender mid-count
 
 
-def _running(zookeeper: Any) -> list[Any]:
+def _running(zookeeper: ZooKeeperService) -> list[ZooKeeperNode]:
     return [node for node in zookeeper.nodes if node.state == "running"]
 
 
-def watch_count(node: Any) -> int:
-    """Data and child watches one ZooKeeper server holds now (``mntr``: zk_watch_count)."""
-    match = re.search(r"^zk_watch_count\s+(\d+)", node.four_letter("mntr"), re.MULTILINE)
-    if match is None:
-        raise ValueError(f"{node.name} answered mntr without zk_watch_count: is 4lw.commands.whitelist=* set?")
-    return int(match.group(1))
+def watch_count(node: ZooKeeperNode) -> int:
+    """Data and child watches one ZooKeeper server holds now (``node.watch_count()``: ``mntr``)."""
+    return node.watch_count()
 
 
-def watchers_of(zookeeper: Any, path: str) -> set[int]:
+def watchers_of(zookeeper: ZooKeeperService, path: str) -> set[int]:
     """Session ids with a data watch (exists/get) on ``path``, over every running server
     (``wchp``; a client's watches live on the server it is connected to)."""
     sessions: set[int] = set()
@@ -59,7 +65,7 @@ def watchers_of(zookeeper: Any, path: str) -> set[int]:
     return sessions
 
 
-def packets_received(zookeeper: Any, session_id: int) -> int | None:
+def packets_received(zookeeper: ZooKeeperService, session_id: int) -> int | None:
     """How many packets the server the session is connected to has received from it
     (``cons``: recved), or None if no server has a connection for that session."""
     wanted = f"sid={session_id:#x},"
@@ -70,7 +76,7 @@ def packets_received(zookeeper: Any, session_id: int) -> int | None:
     return None
 
 
-def kill_just_after_heartbeat(client: Any, zookeeper: Any, timeout: float = 10.0) -> float:
+def kill_just_after_heartbeat(client: LockClient, zookeeper: ZooKeeperService, timeout: float = 10.0) -> float:
     """Wait until the server receives a packet (a heartbeat) from lock client process
     ``client`` (``labkit.clients.LockClient``), then SIGKILL it; return ``time.time()`` of
     the kill. The server has just heard from it, so it waits a full session timeout.
@@ -91,18 +97,11 @@ def kill_just_after_heartbeat(client: Any, zookeeper: Any, timeout: float = 10.0
     return time.time()
 
 
-def _make_lock(recipe: str, client: KazooClient, path: str, name: str, history: History) -> Any:
-    if recipe == "kazoo":
-        from labkit.locks.kazoo_reference import KazooReferenceLock
-        return KazooReferenceLock(client, path, identifier=name, on_event=history.sink(name))
-    from labkit.locks.zookeeper import ZooKeeperLock
-    return ZooKeeperLock(client, path, identifier=name, watch=recipe, on_event=history.sink(name))
-
-
-def count_wakeups(zookeeper: Any, path: str, waiters: int, recipe: str = "predecessor",
+def count_wakeups(zookeeper: ZooKeeperService, path: str, waiters: int, recipe: str = "predecessor",
                   timeout: float = 30.0) -> History:
     """``contender-0`` takes the lock on ``path``, ``waiters`` more queue behind it (one
-    thread and one session each), then the lock is handed on ``waiters`` times.
+    thread and one session each), then the lock is handed on ``waiters`` times
+    (``labkit.lessons.handoff``).
 
     Every contender talks to the same server, whose ``mntr`` then counts every watch of
     the experiment: a holder releases only once that server holds one watch per waiter
@@ -114,48 +113,10 @@ def count_wakeups(zookeeper: Any, path: str, waiters: int, recipe: str = "predec
     if waiters < 1:
         raise ValueError(f"waiters must be at least 1, got {waiters}")
     if recipe not in RECIPES:
-        raise ValueError(f"recipe {recipe!r} is not one of {RECIPES}")
+        raise ValueError(f"recipe {recipe!r} is not one of {tuple(RECIPES)}")
     server = _running(zookeeper)[0]
-    history, clients, outcomes = History(), [], []
-    pool = ThreadPoolExecutor(waiters)
-
-    def settle(condition: Callable[[], bool], what: str) -> None:
-        deadline = time.monotonic() + timeout
-        while not condition():
-            failed = [outcome for outcome in outcomes if outcome.done() and outcome.exception()]
-            if failed:
-                raise failed[0].exception()
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"waited {timeout:.0f} s for {what} on {path} ({recipe}); it did not happen")
-            time.sleep(0.003)
-
-    try:
-        baseline = watch_count(server)
-        locks = []
-        for number in range(waiters + 1):
-            client = KazooClient(hosts=server.endpoint, timeout=SESSION_TIMEOUT)
-            clients.append(client)
-            client.start(timeout=timeout)
-            locks.append(_make_lock(recipe, client, path, f"contender-{number}", history))
-        holder = locks[0]
-        holder.acquire(timeout=timeout)
-        outcomes += [pool.submit(lock.acquire, timeout) for lock in locks[1:]]
-        settle(lambda: watch_count(server) == baseline + waiters, f"{waiters} waiters to watch")
-        for remaining in range(waiters - 1, -1, -1):
-            holder.release()
-            settle(lambda: any(lock.is_held for lock in locks), "the next waiter to hold the lock")
-            holder = next(lock for lock in locks if lock.is_held)
-            # each waiter that woke has looked again and set its next watch
-            settle(lambda: watch_count(server) == baseline + remaining, f"{remaining} watches to be set again")
-        holder.release()
-        for outcome in outcomes:
-            outcome.result(timeout=timeout)
-    finally:
-        for client in clients:                    # ends the sessions: nothing stays queued
-            client.stop()
-            client.close()
-        pool.shutdown(wait=True, cancel_futures=True)
-    return history
+    make = lock_factory(RECIPES[recipe], {"zookeeper": server.endpoint}, path, session_timeout=SESSION_TIMEOUT)
+    return hand_off(make, waiters, server_watches(server), timeout=timeout).history
 
 
 class LosesFirstCreateReply(KazooClient):
@@ -214,8 +175,8 @@ class NaiveLock:
         self.node = None
 
 
-def sequence_diagram(steps: Iterable[tuple[float, str, str, str]], lanes: list[str], ax: Any = None,
-                     title: str = "What happened, in order", highlight: Callable[[str], bool] = lambda _: False) -> Any:
+def sequence_diagram(steps: Iterable[tuple[float, str, str, str]], lanes: list[str], ax: Axes | None = None,
+                     title: str = "What happened, in order", highlight: Callable[[str], bool] = lambda _: False) -> Axes:
     """One arrow per step ``(time, sender, receiver, message)``, top to bottom in time
     order, between vertical ``lanes``; ``highlight(message)`` True draws it red (a fault).
     Returns the Axes. Raises ValueError for no steps or a lane not in ``lanes``."""
@@ -225,9 +186,7 @@ def sequence_diagram(steps: Iterable[tuple[float, str, str, str]], lanes: list[s
     unknown = {lane for _, sender, receiver, _ in steps for lane in (sender, receiver)} - set(lanes)
     if unknown:
         raise ValueError(f"steps name lanes {sorted(unknown)} that are not in lanes={lanes}")
-    if ax is None:
-        import matplotlib.pyplot as pyplot
-        _, ax = pyplot.subplots(figsize=(2.6 * len(lanes) + 3, 0.5 * len(steps) + 1.6), layout="constrained")
+    ax = new_axes(ax, width=2.6 * len(lanes) + 3, height=0.5 * len(steps) + 1.6)
     x = {lane: index for index, lane in enumerate(lanes)}
     for lane, position in x.items():
         ax.plot([position, position], [-0.5, len(steps) - 0.5], color="gray", linewidth=1, zorder=0)
@@ -251,7 +210,6 @@ def sequence_diagram(steps: Iterable[tuple[float, str, str, str]], lanes: list[s
         ax.spines[side].set_visible(False)
     ax.set_ylabel("time since the first step (ms), downwards")
     ax.set_title(title)
-    from matplotlib.lines import Line2D
     ax.legend(handles=[Line2D([], [], color="tab:blue", label="request, reply or notification"),
                        Line2D([], [], color="tab:red", label="a fault or a session ending")],
               loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import redis
 from kazoo.client import KazooClient
@@ -23,7 +23,14 @@ from labkit.locks.kazoo_reference import KazooReferenceLock
 from labkit.locks.redis_lock import RedisLock
 from labkit.locks.redlock import Redlock
 from labkit.locks.zookeeper import ZooKeeperLock
+from labkit.record.events import EventSink, ignore_events
 from labkit.servers.etcd import etcd_client  # python3-etcd3, with the lab's fixes
+
+if TYPE_CHECKING:
+    from labkit.servers.etcd import EtcdService
+    from labkit.servers.lab import Lab
+    from labkit.servers.redis import RedisService
+    from labkit.servers.zookeeper import ZooKeeperService
 
 
 class UnknownRecipe(LabError):
@@ -47,19 +54,24 @@ class RecipeHandle:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def connections_of(lab: Any, via: str | None = None) -> dict[str, str]:
-    """Plain connection data (no live clients) for the services a lab runs. etcd: the
-    first running member (python-etcd3 talks to one endpoint). ``via``: the client's own
-    links through the lab's network (a lab started with network=True)."""
-    connections: dict[str, str] = {}
-    zookeeper, etcd, redis = (getattr(lab, service, None) for service in ("zookeeper", "etcd", "redis"))
-    if zookeeper is not None:
-        connections["zookeeper"] = zookeeper.hosts_for(via)
-    if etcd is not None:
-        running = [node for node in etcd.nodes if node.state == "running"]
-        connections["etcd"] = etcd.endpoint_for(running[0] if running else etcd.nodes[0], via)
-    if redis is not None:
-        connections["redis"] = redis.endpoint_for(redis.primary, via)
+def connection_of(service: ZooKeeperService | EtcdService | RedisService, via: str | None = None) -> str:
+    """Plain connection data (no live client) for one service of a lab: ZooKeeper's hosts
+    string, etcd's first running member (python-etcd3 talks to one endpoint), Redis's
+    primary. ``via``: the client's own links through the lab's network (a lab started with
+    network=True)."""
+    if service.name == "zookeeper":
+        return service.hosts_for(via)
+    if service.name == "etcd":
+        running = [node for node in service.nodes if node.state == "running"]
+        return service.endpoint_for(running[0] if running else service.nodes[0], via)
+    return service.endpoint_for(service.primary, via)
+
+
+def connections_of(lab: Lab, via: str | None = None) -> dict[str, str]:
+    """``connection_of`` every service the lab runs, by service name; Redlock's independent
+    primaries comma-separated."""
+    services = (getattr(lab, name, None) for name in ("zookeeper", "etcd", "redis"))
+    connections = {service.name: connection_of(service, via) for service in services if service is not None}
     redlock = getattr(lab, "redlock", None)
     if redlock is not None:
         endpoints = redlock.endpoints if via is None else [lab.net.endpoint(via, node) for node in redlock.nodes]
@@ -158,8 +170,27 @@ RECIPES: dict[str, Recipe] = {recipe.name: recipe for recipe in (
 
 
 def make_lock(recipe: str, connections: dict[str, str], name: str, identifier: str,
-              on_event: Callable[..., None], session_timeout: float = 4.0, ttl: float = 5.0) -> RecipeHandle:
-    """A lock of ``recipe`` on new connections (raises ClientError for an unknown name)."""
+              on_event: EventSink = ignore_events, session_timeout: float = 4.0, ttl: float = 5.0) -> RecipeHandle:
+    """A lock of ``recipe`` on new connections; ``handle.close()`` closes them. Raises
+    UnknownRecipe for a name that is not registered, ServiceMissing when ``connections``
+    has no server for the recipe's service."""
     if recipe not in RECIPES:
         raise UnknownRecipe(f"no recipe named {recipe!r}", hint=f"choose one of {', '.join(RECIPES)}")
     return RECIPES[recipe].factory(connections, name, identifier, on_event, session_timeout, ttl)
+
+
+# lock_factory(...)(identifier, on_event) -> a RecipeHandle: one contender with its own connections
+LockFactory = Callable[[str, EventSink], RecipeHandle]
+
+
+def lock_factory(recipe: str, connections: dict[str, str], name: str, session_timeout: float = 4.0,
+                 ttl: float = 5.0) -> LockFactory:
+    """Contenders for one lock: each call ``make(identifier, on_event)`` opens new
+    connections (and, for etcd, a new session and lease) and returns its RecipeHandle.
+    Raises UnknownRecipe at once for a name that is not registered."""
+    if recipe not in RECIPES:
+        raise UnknownRecipe(f"no recipe named {recipe!r}", hint=f"choose one of {', '.join(RECIPES)}")
+
+    def make(identifier: str, on_event: EventSink) -> RecipeHandle:
+        return make_lock(recipe, connections, name, identifier, on_event, session_timeout, ttl)
+    return make

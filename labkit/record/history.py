@@ -184,85 +184,15 @@ class History:
 
     def holds(self) -> list[Hold]:
         """Hold intervals from each client's acquired → released/lost, ordered by start."""
-        holds: list[Hold] = []
-        open_holds: dict[str, Event] = {}
-        for event in self.events(kind=("acquired", *HOLD_ENDS)):
-            started = open_holds.pop(event.client, None)
-            if event.kind == "acquired":
-                if started is not None:  # a second acquire without an end: a recipe bug
-                    holds.append(_hold(started, event.time, "superseded"))
-                open_holds[event.client] = event
-            elif started is not None:
-                holds.append(_hold(started, event.time, event.kind, str(event.detail.get("reason", ""))))
-        holds.extend(_hold(started, None, "open") for started in open_holds.values())
-        return sorted(holds, key=lambda hold: hold.start)
+        return holds_of(self.events())
 
     def acquisition_order(self) -> list[str]:
         return [event.client for event in self.events(kind="acquired")]
 
     def wakeups_per_release(self, clock_slack: float = 0.01) -> list[int]:
-        """For each hand-off, the number of distinct waiters that woke because of it.
-
-        Hand-offs: the holds ordered by start; hold i hands off to hold i + 1 (its
-        release, or its loss, let the next one in). The last hold hands off nothing.
-
-        Each "woke" is attributed to the change that fired the waiter's watch, by
-        causality rather than by a time window, because the stamps of different threads
-        and processes can lag their real moment by milliseconds (a busy GIL, a pause):
-        * a watch on the predecessor (``what="predecessor"`` in the waiter's last
-          "watch" event) was fired by the hand-off of the hold whose node/key is the
-          woke's target; a target that never held (a waiter ahead died) is no hand-off;
-        * a shared watch (a parent, or one key: the herd) was fired by the first
-          release after the waiter armed it: the first hand-off i whose release can lie
-          after the "watch" stamp (a release happens after hold i's "acquired" stamp and
-          before both its end stamp and the next "acquired" stamp). A parent watch also
-          fires when a newcomer joins the queue; such a wake counts for the hand-off in
-          progress (it is the herd too). For a watch on one key (etcd), ``clock_slack``
-          moves the arming earlier: that watch starts from a revision read before its
-          "watch" stamp (ZooKeeper stamps "watch" before it arms: no slack);
-        * a waiter that never announced a watch woke for the hold in progress then.
-        A waiter's successive wakes go to successive hand-offs (one watch fires once
-        per change), and its wakes for its own hold are ignored. So the predecessor
-        recipes count 1 per hand-off, and a herd counts every waiter it woke, including
-        those whose "woke" is stamped after the next holder's "acquired".
-        """
-        holds = [hold for hold in self.holds() if hold.end_reason != "superseded"]
-        if len(holds) < 2:
-            return []
-        handoffs = holds[:-1]
-        starts = [hold.start for hold in handoffs]
-        released_by = [min(hold.end if hold.end is not None else float("inf"), holds[index + 1].start)
-                       for index, hold in enumerate(handoffs)]
-        node_of = {(event.client, event.time): _basename(str(event.detail.get("node") or event.detail.get("key")))
-                   for event in self.events(kind="acquired") if event.detail.get("node") or event.detail.get("key")}
-        hold_of_node = {node_of[(hold.client, hold.start)]: index for index, hold in enumerate(handoffs)
-                        if (hold.client, hold.start) in node_of}
-        woken: list[set[str]] = [set() for _ in handoffs]
-        armed: dict[str, Event] = {}
-        next_handoff: dict[str, int] = {}
-        for event in self.events(kind=("watch", "woke")):
-            if event.kind == "watch":
-                armed[event.client] = event
-                continue
-            arm = armed.get(event.client)
-            earliest = next_handoff.get(event.client, 0)
-            began = bisect.bisect_left(starts, event.time)  # hand-offs 0 .. began-1 had begun by the wake
-            if arm is None:
-                index = began - 1
-            elif arm.detail.get("what") == "predecessor":
-                target = event.detail.get("target") or arm.detail.get("target")
-                index = hold_of_node.get(_basename(str(target)), -1) if target else -1
-            else:
-                # ZooKeeper stamps "watch" before it arms; an etcd watch starts from a revision
-                # read before its stamp, so a release up to clock_slack earlier can fire it
-                since = arm.time - (0.0 if arm.detail.get("what") == "parent" else clock_slack)
-                index = next((i for i in range(earliest, began) if released_by[i] > since), -1)
-            if index < earliest or index >= began:
-                continue
-            next_handoff[event.client] = index + 1
-            if handoffs[index].client != event.client:
-                woken[index].add(event.client)
-        return [len(clients) for clients in woken]
+        """For each hand-off, the number of distinct waiters that woke because of it: see
+        ``wakeups_per_release`` (this module), computed on one snapshot of the history."""
+        return wakeups_per_release(self.events(), clock_slack)
 
     def to_rows(self) -> list[dict[str, Any]]:
         """One dict per event, time in seconds since the first event: for a table."""
@@ -283,6 +213,114 @@ def _basename(name: str) -> str:
 
 def _hold(started: Event, end: float | None, reason: str, lost_reason: str = "") -> Hold:
     return Hold(started.client, started.detail.get("token"), started.time, end, reason, lost_reason)
+
+
+def holds_of(events: Iterable[Event]) -> list[Hold]:
+    """The holds in ``events`` (in time order): each client's acquired → released/lost,
+    ordered by start. A second "acquired" without an end closes the first as "superseded"
+    (a recipe bug); a hold the events never end is "open"."""
+    holds: list[Hold] = []
+    open_holds: dict[str, Event] = {}
+    for event in events:
+        if event.kind not in ("acquired", *HOLD_ENDS):
+            continue
+        started = open_holds.pop(event.client, None)
+        if event.kind == "acquired":
+            if started is not None:  # a second acquire without an end: a recipe bug
+                holds.append(_hold(started, event.time, "superseded"))
+            open_holds[event.client] = event
+        elif started is not None:
+            holds.append(_hold(started, event.time, event.kind, str(event.detail.get("reason", ""))))
+    holds.extend(_hold(started, None, "open") for started in open_holds.values())
+    return sorted(holds, key=lambda hold: hold.start)
+
+
+def wakeups_per_release(events: Iterable[Event], clock_slack: float = 0.01) -> list[int]:
+    """The one definition of "wakeups per release" in labkit: for each hand-off of the
+    lock, the number of distinct waiters that woke because of it.
+
+    What it counts: a hand-off is a hold that ended (released, or lost) and let the next
+    hold in; a release after which nobody acquired hands nothing off and is not listed (a
+    0 for it would only dilute the mean). So N contenders served in turn give N - 1
+    numbers: 1, 1, ... for a recipe that watches its predecessor, N - 1, N - 2, ... for a
+    herd. ``events`` in time order (``History.events()``, or a model's own events).
+    See ``woken_per_release`` for who is counted and how each wake is attributed."""
+    return [len(names) for names in woken_per_release(events, clock_slack)]
+
+
+def woken_per_release(events: Iterable[Event], clock_slack: float = 0.01) -> list[list[str]]:
+    """For each hand-off, the distinct waiters that woke because of it, in the order of
+    their first wake for it (``wakeups_per_release`` counts them).
+
+    Hand-offs: the holds ordered by start; hold i hands off to hold i + 1 (its
+    release, or its loss, let the next one in). The last hold hands off nothing.
+
+    Each "woke" is attributed to the change that fired the waiter's watch, by
+    causality rather than by a time window, because the stamps of different threads
+    and processes can lag their real moment by milliseconds (a busy GIL, a pause):
+    * a watch on the predecessor (``what="predecessor"`` in the waiter's last
+      "watch" event) was fired by the hand-off of the hold whose node/key is the
+      woke's target; a target that never held (a waiter ahead died) is no hand-off;
+    * a shared watch (a parent, or one key: the herd) was fired by the first
+      release after the waiter armed it: the first hand-off i whose release can lie
+      after the "watch" stamp (a release happens after hold i's "acquired" stamp and
+      before both its end stamp and the next "acquired" stamp). A parent watch also
+      fires when a newcomer joins the queue; such a wake counts for the hand-off in
+      progress (it is the herd too). For a watch on one key (etcd), ``clock_slack``
+      moves the arming earlier: that watch starts from a revision read before its
+      "watch" stamp (ZooKeeper stamps "watch" before it arms: no slack);
+    * a waiter that never announced a watch woke for the hold in progress then.
+    A waiter's successive wakes go to successive hand-offs (one watch fires once
+    per change), and its wakes for its own hold are ignored. So the predecessor
+    recipes count 1 per hand-off, and a herd counts every waiter it woke, including
+    those whose "woke" is stamped after the next holder's "acquired".
+
+    What it trusts: that a hold's "acquired" is stamped before its own release. A harness
+    that releases from another thread the moment ``lock.is_held`` turns True can break
+    that (the recipe sets ``is_held`` just before it stamps "acquired"): the release then
+    comes first, the hold never ends, and a herd of two waiters counts [2, 0] instead of
+    [2, 1]. ``labkit.lessons.handoff`` releases each hold only once its "acquired" is here.
+    """
+    events = list(events)   # one snapshot: holds and wakes must come from the same events
+    holds = [hold for hold in holds_of(events) if hold.end_reason != "superseded"]
+    if len(holds) < 2:
+        return []
+    handoffs = holds[:-1]
+    starts = [hold.start for hold in handoffs]
+    released_by = [min(hold.end if hold.end is not None else float("inf"), holds[index + 1].start)
+                   for index, hold in enumerate(handoffs)]
+    node_of = {(event.client, event.time): _basename(str(event.detail.get("node") or event.detail.get("key")))
+               for event in events if event.kind == "acquired" and (event.detail.get("node") or event.detail.get("key"))}
+    hold_of_node = {node_of[(hold.client, hold.start)]: index for index, hold in enumerate(handoffs)
+                    if (hold.client, hold.start) in node_of}
+    woken: list[dict[str, None]] = [{} for _ in handoffs]   # ordered sets
+    armed: dict[str, Event] = {}
+    next_handoff: dict[str, int] = {}
+    for event in events:
+        if event.kind not in ("watch", "woke"):
+            continue
+        if event.kind == "watch":
+            armed[event.client] = event
+            continue
+        arm = armed.get(event.client)
+        earliest = next_handoff.get(event.client, 0)
+        began = bisect.bisect_left(starts, event.time)  # hand-offs 0 .. began-1 had begun by the wake
+        if arm is None:
+            index = began - 1
+        elif arm.detail.get("what") == "predecessor":
+            target = event.detail.get("target") or arm.detail.get("target")
+            index = hold_of_node.get(_basename(str(target)), -1) if target else -1
+        else:
+            # ZooKeeper stamps "watch" before it arms; an etcd watch starts from a revision
+            # read before its stamp, so a release up to clock_slack earlier can fire it
+            since = arm.time - (0.0 if arm.detail.get("what") == "parent" else clock_slack)
+            index = next((i for i in range(earliest, began) if released_by[i] > since), -1)
+        if index < earliest or index >= began:
+            continue
+        next_handoff[event.client] = index + 1
+        if handoffs[index].client != event.client:
+            woken[index].setdefault(event.client, None)
+    return [list(clients) for clients in woken]
 
 
 class RemoteSink:

@@ -2,7 +2,8 @@
 
 ``wakeups_of_one_release(lab, watch="parent", waiters=10)`` queues ``waiters`` clients
 behind a holder, each with its own session, all using ``ZooKeeperLock(watch=...)``;
-then the holder deletes its node and the experiment counts the waiters that woke up.
+then the holder deletes its node and the experiment counts the waiters that woke up
+(``labkit.lessons.handoff`` with one release; "woke" as ``wakeups_per_release`` counts it).
 With ``watch="parent"`` every waiter's children-watch fires (all of them wake, one
 wins); with ``watch="predecessor"`` only the next in line hears anything.
 
@@ -11,16 +12,19 @@ within ``timeout`` seconds (a loaded machine, or a server that does not answer).
 """
 from __future__ import annotations
 
-import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
-from labkit.practice.exercises.recording_client import RecordingClient
-from labkit.record.history import History
+from labkit.lessons.handoff import hand_off
+from labkit.locks.registry import RecipeHandle
 from labkit.locks.zookeeper import ZooKeeperLock
-from labkit.timing import wait_until
+from labkit.practice.exercises.recording_client import RecordingClient
+from labkit.record.events import EventSink
+from labkit.record.history import History
+
+if TYPE_CHECKING:
+    from labkit.servers.lab import Lab
 
 
 @dataclass
@@ -41,37 +45,24 @@ class ReleaseWakeups:
                 f"{self.next_holder} took the lock")
 
 
-def wakeups_of_one_release(lab: Any, watch: str = "parent", waiters: int = 10, timeout: float = 20.0) -> ReleaseWakeups:
+def wakeups_of_one_release(lab: Lab, watch: str = "parent", waiters: int = 10, timeout: float = 20.0) -> ReleaseWakeups:
     """Queue ``waiters`` behind a holder, release once, count who woke (see module doc)."""
     path = f"/pitfalls/wakeups-{watch}-{uuid.uuid4().hex[:8]}"
-    history = History()
-    clients = [RecordingClient(lab.zookeeper.client()) for _ in range(waiters + 1)]
-    names = ["holder"] + [f"w{number}" for number in range(1, waiters + 1)]
-    locks = [ZooKeeperLock(client, path, identifier=name, watch=watch, on_event=history.sink(name))
-             for client, name in zip(clients, names)]
-    holder, queued = locks[0], locks[1:]
-    try:
-        holder.acquire(timeout=timeout)
-        with ThreadPoolExecutor(waiters) as pool:
-            try:
-                for lock, client in zip(queued, clients[1:]):
-                    pool.submit(lock.acquire, timeout)
-                    wait_until(lambda: client.armed, f"{lock.identifier} waits on its watch", timeout)
-                # a parent watch fires when a newcomer joins too: let everyone set its watch again
-                for client in clients[1:]:
-                    client.deliver_pending_notifications(timeout)
-                    wait_until(lambda: client.armed, "every waiter watches again", timeout)
-                released_at = time.time()
-                holder.release()
-                wait_until(lambda: any(lock.is_held for lock in queued), "the next waiter takes the lock", timeout)
-                for client in clients[1:]:
-                    client.deliver_pending_notifications(timeout)   # every wake-up of this release has run
-                woken = [event.client for event in history.events(kind="woke") if event.time >= released_at]
-                next_holder = next(lock.identifier for lock in queued if lock.is_held)
-            finally:
-                for client in clients:
-                    client.raw.stop()                          # waiting acquires end with SessionExpired
-    finally:
-        for client in clients:
+    clients: dict[str, RecordingClient] = {}
+
+    def make(name: str, on_event: EventSink) -> RecipeHandle:
+        client = clients[name] = RecordingClient(lab.zookeeper.client())
+
+        def close() -> None:
+            client.raw.stop()                      # a waiting acquire ends with SessionExpired
             client.raw.close()
-    return ReleaseWakeups(watch, waiters, list(dict.fromkeys(woken)), next_holder)
+        return RecipeHandle(ZooKeeperLock(client, path, identifier=name, watch=watch, on_event=on_event), close)
+
+    def settled(history: History, waiting: list[str]) -> bool:
+        # every notification sent so far has been handled (a parent watch fires when a
+        # newcomer joins, too), and every waiter still waiting watches again
+        return all(clients[name].deliver_pending_notifications(timeout) and clients[name].armed for name in waiting)
+
+    names = ["holder"] + [f"w{number}" for number in range(1, waiters + 1)]
+    run = hand_off(make, waiters, settled, releases=1, timeout=timeout, names=names, one_by_one=True)
+    return ReleaseWakeups(watch, waiters, run.woken[0], run.history.events(kind="acquired")[1].client)
