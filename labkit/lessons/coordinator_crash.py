@@ -14,34 +14,43 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
+import grpc
+from etcd3 import Etcd3Client, etcdrpc
+from kazoo.client import KazooClient
+from kazoo.handlers.threading import KazooTimeoutError
+
+from labkit.locks.registry import RecipeHandle, make_lock
+from labkit.record.events import EventSink
 from labkit.record.history import History
 
+if TYPE_CHECKING:
+    from labkit.servers.etcd import EtcdNode
+    from labkit.servers.lab import Lab
+    from labkit.servers.zookeeper import ZooKeeperNode
 
-def zookeeper_write(client: Any, path: str = "/lab/probe", value: str | None = None,
+
+def zookeeper_write(client: KazooClient, path: str = "/lab/probe", value: str | None = None,
                     timeout: float = 1.0) -> Callable[[], Any]:
     """An operation for ``seconds_until``: one ZooKeeper write that gives up after ``timeout``."""
     client.ensure_path(path)
     return lambda: client.set_async(path, (value or str(time.time())).encode()).get(timeout=timeout)
 
 
-def etcd_write(client: Any, key: str = "/lab/probe", value: str | None = None,
+def etcd_write(client: Etcd3Client, key: str = "/lab/probe", value: str | None = None,
                timeout: float = 1.0) -> Callable[[], Any]:
     """An operation for ``seconds_until``: one etcd put that gives up after ``timeout``
     (the gRPC call itself, so that the timeout is this one's, not the client's)."""
-    from etcd3 import etcdrpc
     put = client.kvstub.Put
     return lambda: put(etcdrpc.PutRequest(key=key.encode(), value=(value or str(time.time())).encode()), timeout)
 
 
-def write_with_new_client(lab: Any, service: str, key: str, value: str, timeout: float = 2.0) -> bool:
+def write_with_new_client(lab: Lab, service: str, key: str, value: str, timeout: float = 2.0) -> bool:
     """Connect a new client to ``service`` ("zookeeper": all members; "etcd": the first
     running member) and write ``value`` under ``key``. True if the write was acknowledged
     within ``timeout`` seconds, False if it timed out (no quorum to take it)."""
     if service == "zookeeper":
-        from kazoo.client import KazooClient
-        from kazoo.handlers.threading import KazooTimeoutError
         client = KazooClient(hosts=lab.zookeeper.hosts, timeout=timeout)
         try:
             client.start(timeout=timeout)
@@ -52,7 +61,6 @@ def write_with_new_client(lab: Any, service: str, key: str, value: str, timeout:
         finally:
             client.stop()
             client.close()
-    import grpc
     client = lab.etcd.client(timeout=timeout)
     try:
         etcd_write(client, key, value, timeout)()
@@ -65,7 +73,7 @@ def write_with_new_client(lab: Any, service: str, key: str, value: str, timeout:
         client.close()
 
 
-def values_on_members(lab: Any, service: str, key: str, timeout: float = 5.0) -> dict[str, str | None]:
+def values_on_members(lab: Lab, service: str, key: str, timeout: float = 5.0) -> dict[str, str | None]:
     """What each running member of ``service`` holds under ``key`` (None: no such key),
     read through a client connected to that member only, after catching up with the
     leader (ZooKeeper ``sync``; etcd's default linearizable read)."""
@@ -74,7 +82,6 @@ def values_on_members(lab: Any, service: str, key: str, timeout: float = 5.0) ->
         if node.state != "running":
             continue
         if service == "zookeeper":
-            from kazoo.client import KazooClient
             client = KazooClient(hosts=node.endpoint, timeout=timeout)
             client.start(timeout=timeout)
             try:
@@ -85,7 +92,6 @@ def values_on_members(lab: Any, service: str, key: str, timeout: float = 5.0) ->
                 client.stop()
                 client.close()
         else:
-            from etcd3 import etcdrpc
             client = lab.etcd.client(node=node, timeout=timeout)
             try:
                 reply = client.kvstub.Range(etcdrpc.RangeRequest(key=key.encode()), timeout)
@@ -96,7 +102,7 @@ def values_on_members(lab: Any, service: str, key: str, timeout: float = 5.0) ->
 
 
 # ---- acquisitions through different members: the leader's log orders them ----------------------
-def acquisitions_through_members(lab: Any, service: str, rounds: int = 2, name: str | None = None,
+def acquisitions_through_members(lab: Lab, service: str, rounds: int = 2, name: str | None = None,
                                  history: History | None = None, timeout: float = 30.0) -> list[dict[str, Any]]:
     """One lock client per member of ``service`` ("zookeeper" or "etcd"), each connected to
     that member only; they contend for one lock ``rounds`` times each, at the same time.
@@ -112,9 +118,9 @@ def acquisitions_through_members(lab: Any, service: str, rounds: int = 2, name: 
     cluster = getattr(lab, service)
     locks, closers = [], []
     for node in cluster.nodes:
-        lock, close = _member_lock(service, node, name, history.sink(node.name))
-        locks.append((node.name, lock))
-        closers.append(close)
+        handle = _member_lock(service, node, name, history.sink(node.name))
+        locks.append((node.name, handle.lock))
+        closers.append(handle.close)
 
     def contend(member: str, lock: Any) -> None:
         try:
@@ -143,21 +149,11 @@ def acquisitions_through_members(lab: Any, service: str, rounds: int = 2, name: 
     return rows
 
 
-def _member_lock(service: str, node: Any, name: str, on_event: Any) -> tuple[Any, Callable[[], None]]:
+def _member_lock(service: str, node: ZooKeeperNode | EtcdNode, name: str, on_event: EventSink) -> RecipeHandle:
+    """A lock whose connection goes to ``node`` only (the registry's factory, on that member)."""
     if service == "zookeeper":
-        from kazoo.client import KazooClient
-        from labkit.locks.zookeeper import ZooKeeperLock
-        client = KazooClient(hosts=node.endpoint, timeout=6.0)
-        client.start(timeout=30)
-        return ZooKeeperLock(client, name, identifier=node.name, on_event=on_event), \
-            lambda: (client.stop(), client.close())
-    from labkit.locks.etcd_mutex import EtcdMutex
-    from labkit.locks.etcd_session import EtcdSession
-    from labkit.servers.etcd import etcd_client
-    client = etcd_client(node.host, node.port, timeout=10)
-    session = EtcdSession(client, ttl=5)
-    return EtcdMutex(session, name, identifier=node.name, on_event=on_event), \
-        lambda: (session.close(), client.close())
+        return make_lock("zookeeper", {"zookeeper": node.endpoint}, name, node.name, on_event, session_timeout=6.0)
+    return make_lock("etcd", {"etcd": node.endpoint}, name, node.name, on_event, ttl=5)
 
 
 def _acquisition_facts(service: str, lock: Any) -> dict[str, int]:

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from labkit.errors import LabError
+from labkit.record import history
+from labkit.record.events import Event
 
 PARENT = "/locks/resource"
 
@@ -92,12 +94,11 @@ class Notification:
 
 @dataclass
 class Release:
-    """The holder's node went away (released or session expired); counts who it woke."""
+    """The holder's node went away (released or session expired)."""
 
     client: str
     node: str
     how: str
-    wakeups: int = 0
 
 
 class Coordinator:
@@ -183,6 +184,9 @@ class Sandbox:
         self.steps = 0
         self._order: list[str] = []
         self._trace: list[str] = []
+        # the recipe's events, as a real run records them (one tick of time each), so that
+        # wakeups are counted by the one definition, labkit.record.history.wakeups_per_release
+        self.events: list[Event] = []
 
     # --- what a learner does ---------------------------------------------------------
     def add_clients(self, count: int, strategy: str | Callable[[View], str] | None = None) -> list[str]:
@@ -225,8 +229,7 @@ class Sandbox:
         if client.state != "waiting":
             self._tick(f"notification for {client.name} ignored: it is {client.state}")
             return True
-        if note.release is not None:
-            note.release.wakeups += 1
+        self._record("woke", client.name, target=note.node)
         what = (f"{client.watching} {note.node} deleted" if note.watched != "parent"
                 else f"children of {self.coordinator.parent} changed ({note.node} {note.change})")
         self._look(client, f"{client.name} woke: {what}", woken_by=note.node)
@@ -269,8 +272,11 @@ class Sandbox:
         return [c.name for c in sorted(self.clients.values(), key=lambda c: int(c.node[-10:]))]
 
     def wakeups_per_release(self) -> list[int]:
-        """For each time the holder's node went away, how many waiters that woke up."""
-        return [release.wakeups for release in self.releases]
+        """For each time the holder's node went away, how many waiters that woke up:
+        ``labkit.record.history.wakeups_per_release`` of this run's events (one number
+        per hand-off), and a 0 for a last release that handed the lock to nobody."""
+        counts = history.wakeups_per_release(self.events)
+        return counts + [0] * (len(self.releases) - len(counts))
 
     def trace(self) -> list[str]:
         return list(self._trace)
@@ -290,11 +296,14 @@ class Sandbox:
         if decision == "hold":
             client.state = "holding"
             self._order.append(client.name)
+            self._record("acquired", client.name, node=client.node)
             result = "lowest: holds the lock" if holder == client.node else f"took the lock although {holder} is lower"
         elif decision == "parent":
+            self._record("watch", client.name, target=self.coordinator.parent, what="parent")
             self.coordinator.watch_parent(client.name)
             result = f"waiting behind {holder}; watching the parent {self.coordinator.parent}"
         elif decision in view.children and decision != client.node:
+            self._record("watch", client.name, target=decision, what="predecessor")   # one queue node
             self.coordinator.watch_node(decision, client.name)
             client.watching = "predecessor" if decision == view.predecessor else "watched node"
             result = f"waiting behind {holder}; watching {decision}"
@@ -310,11 +319,15 @@ class Sandbox:
         release = Release(client.name, client.node, how) if client.state == "holding" else None
         if release:
             self.releases.append(release)
+            self._record("released" if how == "released" else "lost", client.name)
         client.state = how
         if how == "expired":
             self.coordinator.close_session(client.name, release)
         else:
             self.coordinator.delete(client.node, release)
+
+    def _record(self, kind: str, client: str, **detail: str) -> None:
+        self.events.append(Event(float(len(self.events)), client, kind, detail))
 
     def _tick(self, line: str) -> None:
         self.steps += 1

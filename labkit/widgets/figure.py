@@ -50,9 +50,10 @@ def draw(history: History, window: float = 90.0, width: float = 11.0, height: fl
         _empty(timeline, "Who waited for and held the lock", "no events yet")
 
     wakeups_axes = figure.add_subplot(grid[1, 0])
-    counts = history.wakeups_per_release()[-MAX_HANDOFFS_SHOWN:]
+    every = history.wakeups_per_release()   # one reading: clients keep adding events meanwhile
+    counts = every[-MAX_HANDOFFS_SHOWN:]
     if counts:
-        first = len(history.wakeups_per_release()) - len(counts) + 1
+        first = len(every) - len(counts) + 1
         numbers = list(range(first, first + len(counts)))
         wakeups_axes.bar(numbers, counts, color=plots.HOLDING_COLOUR)
         wakeups_axes.axhline(1, color="gray", linestyle=":", linewidth=1, label="one wakeup (ideal)")
