@@ -5,7 +5,12 @@ import argparse
 import json
 import sys
 
+from labkit import bench
 from labkit.errors import LabError
+from labkit.servers import lab as lab_module
+from labkit.servers import state
+from labkit.servers.discovery import doctor
+from labkit.servers.lab import down_all
 
 
 def _print_status(status: dict) -> None:
@@ -18,9 +23,6 @@ def _print_status(status: dict) -> None:
 
 
 def cmd_up(args) -> int:
-    from labkit.servers import lab as lab_module
-    from labkit.servers import state
-
     try:
         existing = lab_module.attach()
     except LabError:
@@ -40,10 +42,8 @@ def cmd_up(args) -> int:
 
 
 def cmd_status(args) -> int:
-    from labkit.servers.lab import attach
-
     try:
-        lab = attach()
+        lab = lab_module.attach()
     except LabError as exc:
         if args.json:
             print(json.dumps({"backend": None, "services": {}, "error": exc.message}))
@@ -59,8 +59,6 @@ def cmd_status(args) -> int:
 
 
 def cmd_down(args) -> int:
-    from labkit.servers.lab import down_all
-
     stopped = down_all()
     if not stopped:
         print("no lab was running")
@@ -123,8 +121,6 @@ def cmd_net(args) -> int:
 
 
 def cmd_doctor(args) -> int:
-    from labkit.servers.discovery import doctor
-
     report = doctor()
     if args.json:
         print(json.dumps(report, indent=1))
@@ -154,8 +150,6 @@ def cmd_doctor(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    from labkit import bench
-
     return bench.main(args.rest) or 0
 
 

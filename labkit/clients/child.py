@@ -17,9 +17,12 @@ import threading
 import time
 from typing import Any
 
+import redis
+
 from labkit.errors import LabError
 
 from labkit.locks.registry import make_lock
+from labkit.record.fencing import FencedStore
 from labkit.record.events import sink_for
 
 
@@ -44,8 +47,6 @@ class _Child:
                                 spec["session_timeout"], spec["ttl"])
         self.store = None
         if spec.get("store"):
-            import redis
-            from labkit.record.fencing import FencedStore
             store = spec["store"]
             self.store = FencedStore(redis.Redis(host=store["host"], port=store["port"]), store["name"],
                                      fenced=store["fenced"])

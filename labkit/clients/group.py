@@ -36,6 +36,7 @@ from typing import Any
 
 from labkit.clients.client import START_TIMEOUT, STOP_GRACE, ClientError, LockClient
 from labkit.locks.registry import RECIPES, connections_of, etcd_client_for
+from labkit.record.history import History
 
 _LIVE_GROUPS: "weakref.WeakSet[LockClients]" = weakref.WeakSet()
 
@@ -52,10 +53,7 @@ class LockClients:
             raise ClientError(f"no recipe named {recipe!r}", hint=f"choose one of {', '.join(RECIPES)}")
         if n < 1:
             raise ValueError(f"n must be at least 1, got {n}")
-        if history is None:
-            from labkit.record.history import History
-            history = History()
-        self.history = history
+        self.history = history if history is not None else History()
         self.recipe, self.name, self.hold, self.loops = recipe, name, hold, loops
         self.connections = dict(connections) if connections is not None else connections_of(lab)
         self.log_directory = tempfile.mkdtemp(prefix="labkit-clients-")

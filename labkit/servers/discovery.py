@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from labkit.errors import ServerNotFound
 from labkit.servers import versions
+from labkit.servers.docker_engine import engine_problem
 
 INSTALL = {
     "java": {
@@ -175,8 +176,6 @@ def doctor() -> list[dict]:
 
 
 def _docker_check() -> dict:
-    from labkit.servers.docker_engine import engine_problem
-
     problem = engine_problem()
     if problem is None:
         version = (_output(["docker", "--version"]).strip().splitlines() or ["?"])[0]

@@ -16,6 +16,7 @@ build (ImageBuildError), or the engine refusing a container (NodeStartError with
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -51,8 +52,6 @@ STATES = {"running": "running", "paused": "paused", "restarting": "running"}
 def image_binaries() -> dict:
     """The server paths inside the image (building it first if needed). etcdctl stays the
     host's, if it has one: EtcdService.etcdctl falls back to the image's otherwise."""
-    import shutil
-
     ensure_server_image(docker_client(), say=lambda text: print(text, flush=True))
     return dict(IMAGE_BINARIES, etcdctl=shutil.which("etcdctl"))
 

@@ -9,9 +9,11 @@ import time
 import uuid
 from pathlib import Path
 
-from labkit.errors import InvalidClusterSize, LabError, NoLabRunning, UnknownNode
+from labkit.errors import DockerUnavailable, InvalidClusterSize, LabError, NoLabRunning, UnknownNode
 from labkit.servers import discovery, state as lab_state
 from labkit.servers.clock import build_shim, prepare_clock
+from labkit.servers.docker_backend import DockerContainer, image_binaries
+from labkit.servers.docker_engine import engine_problem
 from labkit.servers.etcd import EtcdNode, EtcdService, etcd_argv
 from labkit.servers.network import Network, etcd_member_id, not_enabled
 from labkit.servers.process import LocalProcess, process_start_time
@@ -182,8 +184,6 @@ def _make_runner(lab: "Lab", node_class, name: str, argv: list[str], cwd: str):
     log_path = str(lab.run_dir / f"{name}.log")
     env = prepare_clock(lab.run_dir, name) if lab.clocks and node_class.clock_problem is None else {}
     if lab.backend == "docker":
-        from labkit.servers.docker_backend import DockerContainer
-
         return DockerContainer(argv, log_path, cwd, lab_id=lab.id, name=name, env=env)
     return LocalProcess(argv, log_path, cwd, env)
 
@@ -193,8 +193,6 @@ def choose_backend(backend: str | None, say=print) -> str:
     if backend not in ("auto", "local", "docker"):
         raise LabError(f"unknown backend {backend!r}", "use LABKIT_BACKEND=auto, local or docker")
     if backend == "auto":
-        from labkit.servers.docker_engine import engine_problem
-
         problem = engine_problem(timeout=1.5)
         if problem is None:
             say("backend: docker (a Docker engine answers)")
@@ -202,9 +200,6 @@ def choose_backend(backend: str | None, say=print) -> str:
         say(f"backend: local processes ({problem})")
         return "local"
     if backend == "docker":
-        from labkit.errors import DockerUnavailable
-        from labkit.servers.docker_engine import engine_problem
-
         problem = engine_problem()
         if problem:
             raise DockerUnavailable(f"LABKIT_BACKEND=docker but {problem}",
@@ -304,8 +299,6 @@ def _in_parallel(nodes: list, action) -> None:
 
 def _find_binaries(zookeeper: int, etcd: int, redis: bool, backend: str) -> dict:
     if backend == "docker":
-        from labkit.servers.docker_backend import image_binaries
-
         return image_binaries()
     found = {}
     if zookeeper:
@@ -491,8 +484,6 @@ def attach(lab_id: str | None = None) -> Lab:
     for node_data in data["nodes"]:
         runner_data = node_data["runner"]
         if runner_data["backend"] == "docker":
-            from labkit.servers.docker_backend import DockerContainer
-
             runner = DockerContainer.from_state(runner_data)
         else:
             runner = LocalProcess.from_state(runner_data)

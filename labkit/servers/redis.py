@@ -9,10 +9,13 @@ the lab runs Sentinel (labkit/servers/sentinel.py), which promotes the replica b
 from __future__ import annotations
 
 import socket
+import time
 
 from pathlib import Path
 
-from labkit.errors import LabError, UnknownNode
+import redis
+
+from labkit.errors import LabError, NodeStartError, UnknownNode
 from labkit.servers.network import not_enabled
 from labkit.servers.node import HOST, Node
 
@@ -61,9 +64,7 @@ class RedisNode(Node):
         except OSError:
             return False
 
-    def client(self, **kwargs):
-        import redis
-
+    def client(self, **kwargs) -> redis.Redis:
         kwargs.setdefault("socket_timeout", 5.0)
         return redis.Redis(host=self.host, port=self.port, **kwargs)
 
@@ -96,14 +97,12 @@ class RedisService:
     def port(self) -> int:
         return self.primary.port
 
-    def client(self, node: RedisNode | None = None, via: str | None = None, **kwargs):
+    def client(self, node: RedisNode | None = None, via: str | None = None, **kwargs) -> redis.Redis:
         """A redis-py client on the primary (or the given node). ``via="client-1"`` (a lab
         with network=True): through a link of that client's own."""
         node = node or self.primary
         if via is None:
             return node.client(**kwargs)
-        import redis
-
         host, port = self.endpoint_for(node, via).rsplit(":", 1)
         kwargs.setdefault("socket_timeout", 5.0)
         return redis.Redis(host=host, port=int(port), **kwargs)
@@ -132,10 +131,6 @@ class RedisService:
         replica only after its first acknowledgement, so a lesson that freezes the replica
         right after start could lose a write it expects to be replicated. A probe write
         followed by WAIT 1 proves the stream flows."""
-        import time
-
-        from labkit.errors import NodeStartError
-
         replica = self.replica
         if replica is None:
             return

@@ -10,6 +10,8 @@ import os
 import socket
 import time
 
+from kazoo.client import KazooClient
+
 from labkit.errors import NoLeader
 from labkit.servers.discovery import ZooKeeperInstall
 from labkit.servers.network import not_enabled
@@ -182,13 +184,11 @@ class ZooKeeperService:
         node = node or next(n for n in self.nodes if n.state == "running")
         return node.four_letter(word)
 
-    def client(self, timeout: float = 4.0, via: str | None = None, nodes: list | None = None, **kwargs):
+    def client(self, timeout: float = 4.0, via: str | None = None, nodes: list | None = None, **kwargs) -> KazooClient:
         """A started KazooClient on the whole ensemble (or on ``nodes``); the caller stops it.
         ``timeout`` is the session timeout in seconds the client asks for. ``via="client-1"``
         (a lab with network=True): reach each server through links of that client's own,
         so that ``lab.isolate("client-1")`` cuts this client and no other."""
-        from kazoo.client import KazooClient
-
         hosts = self.hosts_for(via, nodes)
         client = KazooClient(hosts=hosts, timeout=timeout, **kwargs)
         client.start(timeout=15)

@@ -26,8 +26,11 @@ import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable
 
+import redis
+
 from labkit.clients import RECIPES, spawn_clients
 from labkit.faults import kill_leader
+from labkit.record.fencing import FencedStore
 from labkit.record.history import History
 from labkit.timing import wait_for_value
 from labkit.widgets import figure, narration
@@ -76,10 +79,8 @@ class LockPanel:
         self._pending: list[Future] = []
         self.store = None
         if getattr(lab, "redis", None) is not None:
-            from labkit.record.fencing import FencedStore
             # a Redis lock (or Redlock) gives no token, so a fenced store would refuse all its
             # writes: its store accepts everything, and the panel shows what that lets through
-            import redis
             self.store = FencedStore(lab.redis.client(socket_timeout=2.0), f"panel-store:{self.name}",
                                      fenced=not RECIPES[recipe].ttl_only)
             try:
