@@ -32,11 +32,17 @@ import tempfile
 import time
 import weakref
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from labkit.clients.client import START_TIMEOUT, STOP_GRACE, ClientError, LockClient
 from labkit.locks.registry import RECIPES, connections_of, etcd_client_for
 from labkit.record.history import History
+
+if TYPE_CHECKING:
+    from etcd3 import Etcd3Client
+
+    from labkit.record.fencing import FencedStore
+    from labkit.servers.lab import Lab
 
 _LIVE_GROUPS: "weakref.WeakSet[LockClients]" = weakref.WeakSet()
 
@@ -45,8 +51,8 @@ class LockClients:
     """N lock client processes on one lock (see ``spawn_clients``). Index by position or
     name; iterate; ``run()`` starts every loop; ``close()`` stops them all."""
 
-    def __init__(self, lab: Any = None, recipe: str = "zookeeper", n: int = 5, name: str = "/locks/resource",
-                 history: Any = None, hold: float = 0.2, loops: int = 1, store: Any = None,
+    def __init__(self, lab: Lab | None = None, recipe: str = "zookeeper", n: int = 5, name: str = "/locks/resource",
+                 history: History | None = None, hold: float = 0.2, loops: int = 1, store: FencedStore | None = None,
                  session_timeout: float = 4.0, ttl: float = 5.0, connections: dict[str, str] | None = None,
                  start_timeout: float = START_TIMEOUT, proxied: bool = False):
         if recipe not in RECIPES:
@@ -57,7 +63,7 @@ class LockClients:
         self.recipe, self.name, self.hold, self.loops = recipe, name, hold, loops
         self.connections = dict(connections) if connections is not None else connections_of(lab)
         self.log_directory = tempfile.mkdtemp(prefix="labkit-clients-")
-        self._etcd_client: Any = None
+        self._etcd_client: Etcd3Client | None = None
         self._closed = False
         self.owner_pid = os.getpid()
         spec = {"recipe": recipe, "name": name, "connections": self.connections,
@@ -159,8 +165,8 @@ def _close_all() -> None:
             group.close(grace=1.0)
 
 
-def spawn_clients(lab: Any = None, recipe: str = "zookeeper", n: int = 5, name: str = "/locks/resource",
-                  history: Any = None, hold: float = 0.2, loops: int = 1, store: Any = None,
+def spawn_clients(lab: Lab | None = None, recipe: str = "zookeeper", n: int = 5, name: str = "/locks/resource",
+                  history: History | None = None, hold: float = 0.2, loops: int = 1, store: FencedStore | None = None,
                   session_timeout: float = 4.0, ttl: float = 5.0, **options: Any) -> LockClients:
     """Start ``n`` client processes of ``recipe`` (a name of ``RECIPES``) on lock ``name``,
     each with its own session (ZooKeeper session timeout / etcd lease TTL / Redis lock TTL

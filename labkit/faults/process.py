@@ -16,25 +16,32 @@ from __future__ import annotations
 import os
 import signal
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from labkit.servers.process import wait_for_process_state
 
+if TYPE_CHECKING:
+    from labkit.clients import LockClient
+    from labkit.record.history import History
+    from labkit.servers.node import Node
 
-def describe(target: Any) -> str:
+    Target = int | LockClient | Node   # a process id, a lock client process or a server node
+
+
+def describe(target: Target) -> str:
     """The name a fault event uses for its target."""
     if isinstance(target, int):
         return f"pid {target}"
     return str(getattr(target, "name", target))
 
 
-def record_fault(history: Any, target: Any, what: str, **detail: Any) -> None:
+def record_fault(history: History | None, target: Target, what: str, **detail: Any) -> None:
     """Append a ``fault`` event for ``target`` to ``history`` (nothing if history is None)."""
     if history is not None:
         history.record_fault(what, describe(target), **detail)
 
 
-def _is_lock_client(target: Any) -> bool:
+def _is_lock_client(target: Target) -> bool:
     # A LockClient records its own faults and knows its child process; avoid importing
     # labkit.clients here so that either module can be imported first.
     return hasattr(target, "expire_session") and hasattr(target, "command")
@@ -58,7 +65,7 @@ def thaw_process(pid: int) -> bool:
     return True
 
 
-def pause(target: Any, seconds: float, history: Any = None) -> threading.Timer:
+def pause(target: Target, seconds: float, history: History | None = None) -> threading.Timer:
     """Freeze ``target`` now and let it run again after ``seconds``.
 
     Returns the started resume timer; ``timer.cancel()`` plus ``resume(target)`` ends the
@@ -81,7 +88,7 @@ def pause(target: Any, seconds: float, history: Any = None) -> threading.Timer:
     return timer
 
 
-def resume(target: Any, history: Any = None) -> None:
+def resume(target: Target, history: History | None = None) -> None:
     """End a pause now (SIGCONT / ``node.resume()``)."""
     if _is_lock_client(target):
         target.resume()
@@ -93,7 +100,7 @@ def resume(target: Any, history: Any = None) -> None:
     record_fault(history, target, "resume")
 
 
-def kill(target: Any, history: Any = None) -> None:
+def kill(target: Target, history: History | None = None) -> None:
     """SIGKILL: no cleanup runs, no session is closed; the server notices only when the
     session times out (ZooKeeper) or the lease expires (etcd) or the TTL runs out (Redis)."""
     if _is_lock_client(target):

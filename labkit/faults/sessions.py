@@ -11,11 +11,19 @@ no leader (``labkit.errors.NoLeader``).
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kazoo.client import KazooClient
 
 from labkit.faults.process import record_fault
+
+if TYPE_CHECKING:
+    from etcd3 import Etcd3Client
+
+    from labkit.record.history import History
+    from labkit.servers.etcd import EtcdService
+    from labkit.servers.node import Node
+    from labkit.servers.zookeeper import ZooKeeperService
 
 
 def expire_session(zookeeper_hosts: str, session_id: int, password: bytes, timeout: float = 10.0) -> None:
@@ -36,13 +44,13 @@ def expire_session(zookeeper_hosts: str, session_id: int, password: bytes, timeo
         impostor.close()
 
 
-def revoke_lease(etcd_client: Any, lease_id: int) -> None:
+def revoke_lease(etcd_client: Etcd3Client, lease_id: int) -> None:
     """Revoke an etcd lease: every key attached to it is deleted in the same revision,
     as if the lease had expired. The holder learns it when its keep-alive fails."""
     etcd_client.revoke_lease(lease_id)
 
 
-def kill_leader(service: Any, history: Any = None) -> Any:
+def kill_leader(service: ZooKeeperService | EtcdService, history: History | None = None) -> Node:
     """Kill the current leader of a cluster (``lab.zookeeper`` or ``lab.etcd``) with
     SIGKILL and return the node that was killed. Raises ``labkit.errors.NoLeader`` when
     the cluster has no leader to kill."""

@@ -12,7 +12,7 @@ and no event (nothing to draw).
 from __future__ import annotations
 
 from itertools import accumulate
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from matplotlib.ticker import MaxNLocator
 
@@ -22,13 +22,16 @@ from labkit.record.history import History
 from labkit.stats import percentile
 from labkit.vocabulary import FAULT_COLOUR, SERVICE_COLOURS
 
+if TYPE_CHECKING:
+    from labkit.health.sampler import HealthSampler
+
 
 class Dashboard:
     """Signals, alerts and the figure for a running workload. ``histories``: {source:
     History of that system's clients}; ``sampler``: a HealthSampler; ``timeouts``:
     {source: session timeout or lease TTL in seconds}."""
 
-    def __init__(self, histories: Mapping[str, History], sampler: Any, timeouts: Mapping[str, float],
+    def __init__(self, histories: Mapping[str, History], sampler: HealthSampler, timeouts: Mapping[str, float],
                  thresholds: Thresholds | None = None):
         self.histories, self.sampler = dict(histories), sampler
         self.timeouts, self.thresholds = dict(timeouts), thresholds or Thresholds()
@@ -144,7 +147,8 @@ def _leadership(ax, signals: HealthSignals) -> None:
         changes = signals.server[source].get("leader_changes", [])
         if changes:
             ax.step([at - signals.start for at, _ in changes], _risen([value for _, value in changes]),
-                    where="post", color=SERVICE_COLOURS.get(source), linestyle="--", label=f"{source}: leader changes seen")
+                    where="post", color=SERVICE_COLOURS.get(source), linestyle="--",
+                    label=f"{source}: leader changes seen")
     for source, failures in signals.unreachable.items():
         ax.plot([at - signals.start for at, _ in failures], [0] * len(failures), "x", color="red",
                 label=f"{source}: no answer (a read failed)")

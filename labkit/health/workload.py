@@ -18,10 +18,13 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from labkit.clients import ClientError
 from labkit.locks.errors import LockTimeout, SessionExpired
+
+if TYPE_CHECKING:
+    from labkit.clients import LockClient
 
 RETRY_DELAY = 0.5  # after a failed round, so a down server is not hammered
 
@@ -78,7 +81,7 @@ class Workload:
                 raise TimeoutError(f"{name} did not finish its round within {timeout:.0f} s (state "
                                    f"{self.clients[name].state}): the lock may be stuck behind a paused holder")
 
-    def _loop(self, client: Any, stop: threading.Event) -> None:
+    def _loop(self, client: LockClient, stop: threading.Event) -> None:
         while not stop.is_set():
             try:
                 client.acquire(timeout=None)

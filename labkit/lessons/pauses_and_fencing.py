@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from labkit.clients import spawn_clients
 from labkit.record.checker import Verdict, check_mutual_exclusion
 from labkit.record.fencing import FencedStore, StoreWrite
 from labkit.record.history import History
+
+if TYPE_CHECKING:
+    from labkit.servers.lab import Lab
 
 
 @dataclass
@@ -46,7 +49,7 @@ class PauseOutcome:
                 for write in self.writes]
 
 
-def pause_past_timeout(lab: Any, recipe: str = "zookeeper", fenced: bool = True, timeout: float = 1.0,
+def pause_past_timeout(lab: Lab, recipe: str = "zookeeper", fenced: bool = True, timeout: float = 1.0,
                        pause: float = 3.0, name: str | None = None) -> PauseOutcome:
     """Two client processes of ``recipe`` share a lock and a FencedStore (``fenced`` or not).
 

@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from labkit.clients import ClientError, ClientTimeout
 from labkit.locks.errors import LockTimeout, SessionExpired
+
+if TYPE_CHECKING:
+    from labkit.clients import LockClient
 
 WRITE_INTERVAL = 1.0   # seconds between the holder's writes to the store
 RETRY_DELAY = 1.0      # after a failed command, so a down server does not flood the log
@@ -34,7 +37,7 @@ class PanelClosing(Exception):
 class ClientDriver:
     """The acquire / hold and write / release loop of one client, in a daemon thread."""
 
-    def __init__(self, client: Any, stopping: threading.Event, hold_seconds: Callable[[], float],
+    def __init__(self, client: LockClient, stopping: threading.Event, hold_seconds: Callable[[], float],
                  writes: bool, on_error: Callable[[str, str], None]):
         self.client = client
         self.stopping = stopping

@@ -7,12 +7,15 @@ from __future__ import annotations
 import atexit
 import threading
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from labkit.widgets.panel import LockPanel
 
 _LIVE_PANELS: "weakref.WeakSet[Any]" = weakref.WeakSet()
 
 
-def start_timer(panel: Any, method: str, interval: float, name: str) -> threading.Thread:
+def start_timer(panel: LockPanel, method: str, interval: float, name: str) -> threading.Thread:
     # the thread holds only a weak reference, so a forgotten panel can still be collected
     panel_reference = weakref.ref(panel)
     stopping = panel._stopping
@@ -32,7 +35,7 @@ def start_timer(panel: Any, method: str, interval: float, name: str) -> threadin
     return thread
 
 
-def register(panel: Any) -> None:
+def register(panel: LockPanel) -> None:
     # registered after spawn_clients registered its own: atexit runs ours first
     atexit.unregister(close_all_panels)
     atexit.register(close_all_panels)
@@ -45,5 +48,5 @@ def close_all_panels() -> None:
         panel.close()
 
 
-def forget(panel: Any) -> None:
+def forget(panel: LockPanel) -> None:
     _LIVE_PANELS.discard(panel)

@@ -24,7 +24,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import redis
 
@@ -37,6 +37,10 @@ from labkit.widgets import figure, narration
 from labkit.widgets.driver import ClientDriver
 from labkit.widgets.lifetime import close_all_panels, forget, register, start_timer
 from labkit.widgets.view import PanelView
+
+if TYPE_CHECKING:
+    from labkit.servers.lab import Lab
+    from labkit.servers.node import Node
 
 RECIPE_TITLES = {
     "zookeeper": "ZooKeeper lock, predecessor watch",
@@ -57,7 +61,7 @@ class LockPanel:
     ZooKeeper session timeout / etcd lease and Redis key TTL. A new panel closes the
     panels this kernel already has, unless ``close_others=False``."""
 
-    def __init__(self, lab: Any, recipe: str = "zookeeper", clients: int = 3, name: str | None = None,
+    def __init__(self, lab: Lab, recipe: str = "zookeeper", clients: int = 3, name: str | None = None,
                  hold: float = 8.0, pause_seconds: float | None = None, session_timeout: float = 4.0,
                  ttl: float = 5.0, refresh: float = 0.5, redraw_every: float = 2.0, window: float = 60.0,
                  close_others: bool = True):
@@ -200,7 +204,7 @@ class LockPanel:
                    "stop keep-alive": client.stop_keepalive}
         return self.act(f"{action} {client_name}", actions[action])
 
-    def fault_node(self, node: Any, action: str) -> Future:
+    def fault_node(self, node: Node, action: str) -> Future:
         def pause_or_resume() -> None:
             if node.state == "paused":
                 node.resume()

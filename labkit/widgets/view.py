@@ -9,13 +9,17 @@ from __future__ import annotations
 import html
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 import ipywidgets as widgets
 
 from labkit.locks.registry import RECIPES
 from labkit.vocabulary import ERROR_COLOUR, REJECTED_COLOUR, ROLE_COLOURS, STATE_COLOURS
 from labkit.widgets import narration
+
+if TYPE_CHECKING:
+    from labkit.servers.node import Node
+    from labkit.widgets.panel import LockPanel
 
 SESSION_ACTIONS = {"zookeeper": "expire session", "etcd": "revoke lease"}
 SERVICE_NAMES = {"zookeeper": "ZooKeeper", "etcd": "etcd", "redis": "Redis"}
@@ -33,7 +37,7 @@ def _button(description: str, tooltip: str, style: str = "", width: str = "auto"
 
 
 class PanelView:
-    def __init__(self, panel: Any, title: str, hold: float, pause_seconds: float):
+    def __init__(self, panel: LockPanel, title: str, hold: float, pause_seconds: float):
         self.panel = panel
         self._buttons: dict[tuple[str, str], widgets.Button] = {}
         self._texts: dict[str, str] = {}
@@ -99,7 +103,7 @@ class PanelView:
             self._buttons[(name, action)] = button
         return widgets.HBox([label, pause, kill, session, keepalive]).add_class(f"labkit-client-{name}")
 
-    def _node_row(self, node: Any) -> widgets.HBox:
+    def _node_row(self, node: Node) -> widgets.HBox:
         label = widgets.HTML(layout=widgets.Layout(width="230px"))
         self._labels[node.name] = label
         row = [label]

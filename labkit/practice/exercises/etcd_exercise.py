@@ -26,7 +26,7 @@ import queue
 import threading
 import time
 import uuid
-from typing import Any, Callable, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 from etcd3 import etcdrpc
 from etcd3.events import DeleteEvent
@@ -42,6 +42,11 @@ from labkit.locks.errors import LockError, SessionExpired
 from labkit.locks.etcd_mutex import EtcdMutex
 from labkit.locks.etcd_session import EtcdSession, rpc
 
+if TYPE_CHECKING:
+    from etcd3 import Etcd3Client
+
+    from labkit.servers.lab import Lab
+
 
 class QueueEntry(NamedTuple):
     key: str
@@ -52,7 +57,7 @@ class EtcdWaitTools:
     """The ``etcd`` argument of the learner's ``wait_for_turn``. ``armed`` and ``target``
     tell the checker whether it waits on a watch now, and on which key."""
 
-    def __init__(self, client: Any, session: EtcdSession, on_event: EventSink, stopping: threading.Event):
+    def __init__(self, client: Etcd3Client, session: EtcdSession, on_event: EventSink, stopping: threading.Event):
         self.client = client
         self._session = session
         self._emit = on_event
@@ -121,7 +126,7 @@ class EtcdRun:
     session_lost = "lease was revoked"
     entries_die = "keys are bound to the lease: they die"
 
-    def __init__(self, lab: Any, wait_for_turn: Callable, path: str, title: str, patience: float, ttl: int):
+    def __init__(self, lab: Lab, wait_for_turn: Callable, path: str, title: str, patience: float, ttl: int):
         self.lab, self.path, self.title, self.patience, self.ttl = lab, path, title, patience, ttl
         self.wait_for_turn = wait_for_turn
         self.history = History()
@@ -219,7 +224,7 @@ class EtcdRun:
             client.close()
 
 
-def check_etcd_wait(wait_for_turn: Callable, lab: Any, clients: int = 5, patience: float = 5.0,
+def check_etcd_wait(wait_for_turn: Callable, lab: Lab, clients: int = 5, patience: float = 5.0,
                     ttl: int = 5) -> Report:
     """Run EtcdMutex with the learner's ``wait_for_turn`` on ``lab``'s etcd and judge
     mutual exclusion, FIFO order, wakeups per release, progress and session handling.

@@ -28,7 +28,7 @@ import contextlib
 import logging
 import time
 import uuid
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from labkit.practice.exercises.contention import (WAITING, Contender, Resource, drain, join_all, poll,
                                          queue_in_turn)
@@ -38,6 +38,9 @@ from labkit.practice.exercises.recording_client import RecordingClient
 from labkit.practice.exercises.report import ExerciseError, Report
 from labkit.faults import expire_session
 from labkit.record.history import History
+
+if TYPE_CHECKING:
+    from labkit.servers.lab import Lab
 
 
 def learner_functions(learner_impl: Any) -> tuple[Callable, Callable]:
@@ -61,7 +64,7 @@ class ZooKeeperRun:
     session_lost = "session expired"
     entries_die = "nodes are ephemeral: they die"
 
-    def __init__(self, lab: Any, learner: tuple[Callable, Callable], path: str, title: str,
+    def __init__(self, lab: Lab, learner: tuple[Callable, Callable], path: str, title: str,
                  patience: float, session_timeout: float):
         self.lab, self.path, self.title = lab, path, title
         self.patience, self.session_timeout = patience, session_timeout
@@ -199,7 +202,7 @@ class ZooKeeperRun:
             self.observer.close()
 
 
-def check_zookeeper_lock(learner_impl: Any, lab: Any, clients: int = 6, patience: float = 5.0,
+def check_zookeeper_lock(learner_impl: Any, lab: Lab, clients: int = 6, patience: float = 5.0,
                          session_timeout: float = 4.0) -> Report:
     """Run the learner's ZooKeeper lock on ``lab``'s ZooKeeper in three scenarios and judge
     mutual exclusion, FIFO order, wakeups per release, progress and session handling.
