@@ -33,3 +33,13 @@ def wait_for_value(read: Callable[[], Any], what: str, timeout: float = 10.0, po
 
     wait_until(ready, what, timeout, poll)
     return seen[0]
+
+
+def became_true(condition: Callable[[], Any], timeout: float, poll: float = 0.005) -> bool:
+    """``wait_until`` for callers that go on after a timeout: True as soon as
+    ``condition()`` holds, False if it still does not after ``timeout`` seconds."""
+    try:
+        wait_until(condition, "the condition", timeout, poll)
+    except TimeoutError:
+        return False
+    return True

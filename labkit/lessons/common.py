@@ -10,6 +10,7 @@ import time
 from typing import Any, Callable
 
 from labkit.clients import LockClient, LockClients
+from labkit.timing import wait_for_value
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -44,11 +45,11 @@ def release_in_turn(clients: LockClients, pending: dict[str, int], timeout: floa
     holder.release()
     served = []
     for _ in waiters:
-        deadline = time.monotonic() + timeout
-        while not (holding := [w for w in waiters if w.name not in served and w.state == "holding"]):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"no waiter got the lock within {timeout:.0f} s: {clients.states()}")
-            time.sleep(0.01)
+        try:
+            holding = wait_for_value(lambda: [w for w in waiters if w.name not in served and w.state == "holding"],
+                                     "a waiter to get the lock", timeout)
+        except TimeoutError as error:
+            raise TimeoutError(f"{error}; client states: {clients.states()}") from None
         winner: LockClient = holding[0]
         winner.wait_reply(pending[winner.name], timeout)
         served.append(winner.name)

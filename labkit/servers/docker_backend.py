@@ -27,6 +27,7 @@ from labkit.servers.docker_image import ensure_server_image, server_image_tag
 from labkit.servers.docker_engine import docker_client, engine_problem
 from labkit.servers.process import process_start_time
 from labkit.servers.run_folder import read_state
+from labkit.timing import became_true
 
 LAB_LABEL = "labkit.lab"
 NODE_LABEL = "labkit.node"
@@ -167,12 +168,7 @@ class DockerContainer:
             container.unpause()
 
     def _wait_stopped(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.state() == "stopped":
-                return True
-            time.sleep(0.05)
-        return False
+        return became_true(lambda: self.state() == "stopped", timeout, poll=0.05)
 
     def to_state(self) -> dict:
         return {"backend": "docker", "argv": self.argv, "log_path": self.log_path, "cwd": self.cwd,

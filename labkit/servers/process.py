@@ -11,6 +11,8 @@ import signal
 import subprocess
 import time
 
+from labkit.timing import became_true
+
 
 def process_start_time(pid: int) -> str | None:
     """The kernel's start time of a pid (Linux), to detect pid reuse; None if gone."""
@@ -44,12 +46,7 @@ def process_state(pid: int) -> str:
 def wait_for_process_state(pid: int, reached, timeout: float = 5.0) -> bool:
     """Poll until ``reached(process_state(pid))``; True if it did within the timeout.
     SIGSTOP and SIGCONT are asynchronous: a JVM's many threads take a moment to all stop."""
-    deadline = time.monotonic() + timeout
-    while not reached(process_state(pid)):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.005)
-    return True
+    return became_true(lambda: reached(process_state(pid)), timeout, poll=0.005)
 
 
 def process_cmdline(pid: int) -> str:
@@ -136,18 +133,15 @@ class LocalProcess:
 
     def _reap(self, timeout: float) -> bool:
         """Wait until the process is gone; True if it went within the timeout."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self._popen is not None:
-                try:
-                    self._popen.wait(timeout=0.05)
-                    return True
-                except subprocess.TimeoutExpired:
-                    continue
-            if self.state() == "stopped":
-                return True
-            time.sleep(0.02)
-        return False
+        def gone() -> bool:
+            if self._popen is None:
+                return self.state() == "stopped"
+            try:
+                self._popen.wait(timeout=0.05)   # reaps our own child, so it is no zombie
+            except subprocess.TimeoutExpired:
+                return False
+            return True
+        return became_true(gone, timeout, poll=0.02)
 
     def to_state(self) -> dict:
         return {"backend": "local", "argv": self.argv, "log_path": self.log_path, "cwd": self.cwd,

@@ -140,16 +140,12 @@ class LockPanel:
     def wait_for_holder(self, other_than: str | None = None, timeout: float = 30.0) -> str:
         """Block until a live client other than ``other_than`` holds the lock; return its
         name. Raises TimeoutError with every client's state (and the panel's last errors)."""
-        deadline = time.monotonic() + timeout
-        while True:
+        def new_holder() -> str | None:
             holder = self.holder()
-            if holder is not None and holder != other_than and self.states().get(holder) == "holding":
-                return holder
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"no client{' other than ' + other_than if other_than else ''} took the lock "
-                                   f"within {timeout:.0f} s; client states: {self.states()}; "
-                                   f"last errors: {self.errors[-3:] or 'none'}")
-            time.sleep(0.05)
+            live = holder is not None and holder != other_than and self.states().get(holder) == "holding"
+            return holder if live else None
+        return self.wait_until(new_holder, timeout, f"a client{' other than ' + other_than if other_than else ''} "
+                                                    "to take the lock")
 
     def wait_until(self, condition: Callable[[], Any], timeout: float = 30.0, what: str = "the condition") -> Any:
         """``labkit.timing.wait_for_value`` that, on timeout, also names the clients' states

@@ -15,20 +15,10 @@ import threading
 import time
 from typing import Any, Callable
 
-from labkit.timing import wait_until
+from labkit.timing import became_true
 
 WAITING, HOLDING, RELEASED, GAVE_UP, CRASHED = "waiting", "holding", "released", "gave up", "crashed"
 HOLD_LIMIT = 120.0  # a holder the checker forgot lets go after this long, so no thread lives for ever
-
-
-def poll(condition: Callable[[], bool], timeout: float) -> bool:
-    """True as soon as ``condition()`` holds; False if it still does not after ``timeout`` s
-    (``labkit.timing.wait_until``, for callers that go on after a timeout)."""
-    try:
-        wait_until(condition, "the condition", timeout, poll=0.005)
-    except TimeoutError:
-        return False
-    return True
 
 
 class Resource:
@@ -119,7 +109,7 @@ def join_queue(contender: Contender, settled: Callable[[Contender], bool], patie
     """Start ``contender`` and wait until it holds, has given up, or is ``settled`` (waits
     on a watch). Joining one at a time makes the queue order the order of the names."""
     contender.start()
-    return poll(lambda: contender.state != WAITING or settled(contender), patience)
+    return became_true(lambda: contender.state != WAITING or settled(contender), patience)
 
 
 def join_all(contenders: list[Contender], timeout: float = 2.0) -> None:
@@ -157,11 +147,11 @@ def drain(contenders: list[Contender], settle: Callable[[list[Contender]], None]
             return []
         holders = sorted((c for c in live if c.state == HOLDING), key=lambda c: c.acquired_at)
         if not holders:
-            if not poll(lambda: any(c.state != WAITING for c in live), patience):
+            if not became_true(lambda: any(c.state != WAITING for c in live), patience):
                 return [c.name for c in live]
             continue
         settle([c for c in live if c.state == WAITING])
         holder = holders[0]
         holder.let_go()
-        if not poll(lambda: holder.state != HOLDING, patience):
+        if not became_true(lambda: holder.state != HOLDING, patience):
             return [holder.name]

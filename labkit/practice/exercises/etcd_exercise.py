@@ -26,21 +26,21 @@ import queue
 import threading
 import time
 import uuid
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple
+from typing import TYPE_CHECKING, Callable, NamedTuple
 
 from etcd3 import etcdrpc
 from etcd3.events import DeleteEvent
 from etcd3.utils import prefix_range_end
 
-from labkit.record.events import EventSink
-from labkit.practice.exercises.contention import (WAITING, Contender, Resource, drain, join_all, poll,
-                                         queue_in_turn)
-from labkit.practice.exercises.diagnosis import run_scenarios
-from labkit.practice.exercises.report import ExerciseError, Report
-from labkit.record.history import History
 from labkit.locks.errors import LockError, SessionExpired
 from labkit.locks.etcd_mutex import EtcdMutex
 from labkit.locks.etcd_session import EtcdSession, rpc
+from labkit.practice.exercises.contention import WAITING, Contender, join_all
+from labkit.practice.exercises.diagnosis import run_scenarios
+from labkit.practice.exercises.report import ExerciseError, Report
+from labkit.practice.exercises.run import ExerciseRun
+from labkit.record.events import EventSink
+from labkit.timing import became_true
 
 if TYPE_CHECKING:
     from etcd3 import Etcd3Client
@@ -119,33 +119,26 @@ class LearnerMutex(EtcdMutex):
         self.wait_for_turn(self.tools, self.prefix, max_create_revision + 1)
 
 
-class EtcdRun:
-    """One scenario: contenders c1, c2, ... on ``path``, with their history and resource."""
+class EtcdRun(ExerciseRun):
+    """One scenario: contenders c1, c2, ... on ``path``, each with its own session."""
 
     entry = "key"
     session_lost = "lease was revoked"
     entries_die = "keys are bound to the lease: they die"
 
     def __init__(self, lab: Lab, wait_for_turn: Callable, path: str, title: str, patience: float, ttl: int):
-        self.lab, self.path, self.title, self.patience, self.ttl = lab, path, title, patience, ttl
+        super().__init__(lab, path, title, patience)
+        self.ttl = ttl
         self.wait_for_turn = wait_for_turn
-        self.history = History()
-        self.resource = Resource()
-        self.contenders: list[Contender] = []
         self.tools: dict[str, EtcdWaitTools] = {}
         self.sessions: dict[str, EtcdSession] = {}
-        self.etcd_clients: list[Any] = []
-        self.acquired_while_not_lowest: dict[str, str] = {}
-        self.expired: set[str] = set()
-        self.stuck: list[str] = []
+        self.etcd_clients: list[Etcd3Client] = []
         self.stopping = threading.Event()
         self.observer = lab.etcd.client()
         self.observer_tools = EtcdWaitTools(self.observer, None, lambda *a, **k: None, self.stopping)
 
-    def queue_up(self, count: int) -> None:
-        joining = [self._contender(f"c{number}") for number in range(len(self.contenders) + 1,
-                                                                   len(self.contenders) + count + 1)]
-        queue_in_turn(joining, lambda c: self.tools[c.name].armed, self.patience)
+    def queued(self, contender: Contender) -> bool:
+        return self.tools[contender.name].armed
 
     def _contender(self, name: str) -> Contender:
         client = self.lab.etcd.client()
@@ -173,9 +166,6 @@ class EtcdRun:
                 return event.client
         return f"an unknown client (key {key})" if key else "nobody"
 
-    def contender(self, name: str) -> Contender:
-        return next(c for c in self.contenders if c.name == name)
-
     def revoke(self, name: str) -> None:
         """Revoke ``name``'s lease: etcd deletes its key at once, as when a lease expires."""
         self.history.record_fault("revoke_lease", name)
@@ -186,19 +176,15 @@ class EtcdRun:
         """Each waiter has seen the delete of the key it watched and waits on a key that exists."""
         for waiter in waiters:
             tools = self.tools[waiter.name]
-            poll(lambda: waiter.state != WAITING or (tools.armed and self._exists(tools.target)), self.patience)
+            became_true(lambda: waiter.state != WAITING or (tools.armed and self._exists(tools.target)), self.patience)
 
     def _exists(self, key: str | None) -> bool:
         return key is not None and bool(rpc(self.observer, self.observer.kvstub.Range,
                                             etcdrpc.RangeRequest(key=key.encode(), count_only=True)).count)
 
-    def drain(self) -> None:
-        self.stuck += drain(self.contenders, self.settle, self.patience)
-
     # -- what the diagnosis asks (labkit.practice.exercises.diagnosis) ---------------------------
-    def woken_by_owner(self, name: str) -> str | None:
-        woken_by = self.tools[name].last_woken_by
-        return None if woken_by is None else self.owner_of(woken_by)
+    def last_woken_by(self, name: str) -> str | None:
+        return self.tools[name].last_woken_by
 
     def entries_of(self, name: str) -> list[str]:
         return [event.detail["key"] for event in self.history.events(client=name, kind="created")]
@@ -254,5 +240,5 @@ def _middle_waiter_leaves(run: EtcdRun) -> None:
     run.queue_up(4)
     run.revoke("c2")
     run.settle([c for c in run.contenders if c.name in ("c3", "c4")])
-    poll(lambda: run.contender("c2").state != WAITING, run.patience)
+    became_true(lambda: run.contender("c2").state != WAITING, run.patience)
     run.drain()

@@ -30,14 +30,14 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any, Callable
 
-from labkit.practice.exercises.contention import (WAITING, Contender, Resource, drain, join_all, poll,
-                                         queue_in_turn)
-from labkit.practice.exercises.diagnosis import run_scenarios
+from labkit.faults import expire_session
 from labkit.locks.zookeeper import sequence_of
+from labkit.practice.exercises.contention import WAITING, Contender, join_all
+from labkit.practice.exercises.diagnosis import run_scenarios
 from labkit.practice.exercises.recording_client import RecordingClient
 from labkit.practice.exercises.report import ExerciseError, Report
-from labkit.faults import expire_session
-from labkit.record.history import History
+from labkit.practice.exercises.run import ExerciseRun
+from labkit.timing import became_true
 
 if TYPE_CHECKING:
     from labkit.servers.lab import Lab
@@ -57,8 +57,8 @@ def learner_functions(learner_impl: Any) -> tuple[Callable, Callable]:
     return acquire, release
 
 
-class ZooKeeperRun:
-    """One scenario: contenders c1, c2, ... on ``path``, with their history and resource."""
+class ZooKeeperRun(ExerciseRun):
+    """One scenario: contenders c1, c2, ... on ``path``, each with a RecordingClient."""
 
     entry = "node"
     session_lost = "session expired"
@@ -66,24 +66,14 @@ class ZooKeeperRun:
 
     def __init__(self, lab: Lab, learner: tuple[Callable, Callable], path: str, title: str,
                  patience: float, session_timeout: float):
-        self.lab, self.path, self.title = lab, path, title
-        self.patience, self.session_timeout = patience, session_timeout
+        super().__init__(lab, path, title, patience)
+        self.session_timeout = session_timeout
         self.acquire_code, self.release_code = learner
-        self.history = History()
-        self.resource = Resource()
-        self.contenders: list[Contender] = []
         self.clients: dict[str, RecordingClient] = {}
-        self.acquired_while_not_lowest: dict[str, str] = {}   # client -> who was lowest then
-        self.expired: set[str] = set()
-        self.stuck: list[str] = []
         self.observer = lab.zookeeper.client(timeout=session_timeout)
 
-    def queue_up(self, count: int) -> None:
-        """Start ``count`` contenders one at a time, each joining once the one before it
-        holds the lock or waits on a watch, so the queue order is c1, c2, ..."""
-        joining = [self._contender(f"c{number}") for number in range(len(self.contenders) + 1,
-                                                                   len(self.contenders) + count + 1)]
-        queue_in_turn(joining, lambda c: self.clients[c.name].queued, self.patience)
+    def queued(self, contender: Contender) -> bool:
+        return self.clients[contender.name].queued
 
     def _contender(self, name: str) -> Contender:
         client = RecordingClient(self.lab.zookeeper.client(timeout=self.session_timeout), self.history.sink(name))
@@ -128,9 +118,6 @@ class ZooKeeperRun:
                 return contender
         return f"an unknown client (node {name})"
 
-    def contender(self, name: str) -> Contender:
-        return next(c for c in self.contenders if c.name == name)
-
     def expire(self, name: str) -> None:
         """The server expires ``name``'s session: its ephemeral nodes are deleted."""
         self.history.record_fault("expire_session", name)
@@ -140,7 +127,7 @@ class ZooKeeperRun:
         # the server deletes the session's ephemeral nodes as it closes it: wait until it has,
         # so that every watch that deletion fires is on its way before the checker goes on
         ephemeral = [node for node, is_ephemeral in self.clients[name].nodes.items() if is_ephemeral]
-        poll(lambda: all(self.observer.exists(node) is None for node in ephemeral), self.patience)
+        became_true(lambda: all(self.observer.exists(node) is None for node in ephemeral), self.patience)
 
     def holder_dies(self, name: str) -> None:
         contender = self.contender(name)
@@ -154,16 +141,11 @@ class ZooKeeperRun:
         for waiter in waiters:
             client = self.clients[waiter.name]
             client.deliver_pending_notifications(self.patience)
-            poll(lambda: waiter.state != WAITING or client.armed or not client.ever_armed, self.patience)
-
-    def drain(self) -> None:
-        self.stuck += drain(self.contenders, self.settle, self.patience)
+            became_true(lambda: waiter.state != WAITING or client.armed or not client.ever_armed, self.patience)
 
     # -- what the diagnosis asks (labkit.practice.exercises.diagnosis) ---------------------------
-    def woken_by_owner(self, name: str) -> str | None:
-        """Whose node's change last woke ``name`` (None if no watch of it fired)."""
-        woken_by = self.clients[name].last_woken_by
-        return None if woken_by is None else self.owner_of(woken_by)
+    def last_woken_by(self, name: str) -> str | None:
+        return self.clients[name].last_woken_by
 
     def entries_of(self, name: str) -> list[str]:
         return list(self.clients[name].nodes)
@@ -249,7 +231,7 @@ def _middle_waiter_dies(run: ZooKeeperRun) -> None:
     run.settle([c for c in run.contenders if c.name in ("c3", "c4")])
     # c2 gives up, or (like kazoo's Lock) queues again with a new node on its new session
     doomed, client = run.contender("c2"), run.clients["c2"]
-    poll(lambda: doomed.state != WAITING or (len(client.nodes) > 1 and client.armed), run.patience)
+    became_true(lambda: doomed.state != WAITING or (len(client.nodes) > 1 and client.armed), run.patience)
     run.drain()
 
 
