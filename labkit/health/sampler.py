@@ -92,7 +92,7 @@ class EtcdProbe:
         return self._clients[node.name]
 
     def read(self) -> tuple[int, dict[str, float]]:
-        running = [node for node in self.lab.etcd.nodes if node.state == "running"]
+        running = self.lab.etcd.running()
         if not running:
             raise ConnectionError("no etcd member is running")
         per_member = []

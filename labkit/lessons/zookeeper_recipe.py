@@ -42,10 +42,6 @@ RECIPES = {"predecessor": "zookeeper", "parent": "zookeeper-parent", "kazoo": "k
 SESSION_TIMEOUT = 10.0  # seconds: long, so that a busy machine never expires a contender mid-count
 
 
-def _running(zookeeper: ZooKeeperService) -> list[ZooKeeperNode]:
-    return [node for node in zookeeper.nodes if node.state == "running"]
-
-
 def watch_count(node: ZooKeeperNode) -> int:
     """Data and child watches one ZooKeeper server holds now (``node.watch_count()``: ``mntr``)."""
     return node.watch_count()
@@ -55,7 +51,7 @@ def watchers_of(zookeeper: ZooKeeperService, path: str) -> set[int]:
     """Session ids with a data watch (exists/get) on ``path``, over every running server
     (``wchp``; a client's watches live on the server it is connected to)."""
     sessions: set[int] = set()
-    for node in _running(zookeeper):
+    for node in zookeeper.running():
         current = None
         for line in node.four_letter("wchp").splitlines():
             if line.startswith("\t") and current == path:
@@ -69,7 +65,7 @@ def packets_received(zookeeper: ZooKeeperService, session_id: int) -> int | None
     """How many packets the server the session is connected to has received from it
     (``cons``: recved), or None if no server has a connection for that session."""
     wanted = f"sid={session_id:#x},"
-    for node in _running(zookeeper):
+    for node in zookeeper.running():
         for line in node.four_letter("cons").splitlines():
             if wanted in line:
                 return int(re.search(r"recved=(\d+)", line).group(1))
@@ -114,7 +110,7 @@ def count_wakeups(zookeeper: ZooKeeperService, path: str, waiters: int, recipe: 
         raise ValueError(f"waiters must be at least 1, got {waiters}")
     if recipe not in RECIPES:
         raise ValueError(f"recipe {recipe!r} is not one of {tuple(RECIPES)}")
-    server = _running(zookeeper)[0]
+    server = zookeeper.first_running()
     make = lock_factory(RECIPES[recipe], {"zookeeper": server.endpoint}, path, session_timeout=SESSION_TIMEOUT)
     return hand_off(make, waiters, server_watches(server), timeout=timeout).history
 

@@ -20,6 +20,7 @@ import etcd3
 from etcd3 import events, exceptions
 
 from labkit.record.events import EventSink, ignore_events
+from labkit.locks.contract import HeldInside
 from labkit.locks.errors import LockTimeout
 
 
@@ -60,7 +61,7 @@ class _InstrumentedEtcd3Lock(etcd3.Lock):
                 break
 
 
-class Etcd3ReferenceLock:
+class Etcd3ReferenceLock(HeldInside):
     """python-etcd3's Lock with the recipe contract of labkit.locks (see RECIPES.md)."""
 
     def __init__(self, client: etcd3.Etcd3Client, name: str, ttl: int = 60, identifier: str = "",
@@ -124,13 +125,6 @@ class Etcd3ReferenceLock:
     def _announce_lost(self, token: int) -> None:
         self.on_event("lost", reason=f"the key was gone or no longer ours: its lease ({self.ttl} s, never "
                                      "refreshed) expired", key=self.key, token=token)
-
-    def __enter__(self) -> "Etcd3ReferenceLock":
-        self.acquire()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.release()
 
     def __repr__(self) -> str:
         state = f"acquired, token {self._token}" if self._token is not None else "not acquired"

@@ -24,6 +24,7 @@ from kazoo.exceptions import LockTimeout as KazooLockTimeout
 from kazoo.protocol.states import EventType, KazooState
 from kazoo.recipe.lock import Lock
 
+from labkit.locks.contract import HeldInside
 from labkit.locks.errors import LockError, LockTimeout, SessionExpired
 from labkit.record.events import EventSink, ignore_events
 from labkit.locks.zookeeper import NODE_MARKER, sequence_of
@@ -58,7 +59,7 @@ class _CuratorSpelledLock(_ListenedLock):
     _NODE_NAME = NODE_MARKER                      # "<uuid>-lock-<seq>", as Curator sorts it
 
 
-class KazooReferenceLock:
+class KazooReferenceLock(HeldInside):
     """kazoo's ``Lock`` on ``path`` with the labkit recipe contract (see docs/RECIPES.md).
 
     ``token`` is its node's czxid, as for ZooKeeperLock (kazoo's Lock itself gives none), so
@@ -152,10 +153,3 @@ class KazooReferenceLock:
     def contenders(self) -> list[str]:
         """kazoo's view of the queue: the identifiers, holder first."""
         return self.kazoo_lock.contenders()
-
-    def __enter__(self) -> "KazooReferenceLock":
-        self.acquire()
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.release()

@@ -28,11 +28,11 @@ from __future__ import annotations
 
 import secrets
 import time
-from typing import Any
 
 import redis
 
 from labkit.record.events import EventSink, ignore_events
+from labkit.locks.contract import HeldInside
 from labkit.locks.errors import LockTimeout
 
 # Compare-and-act in one script: between a GET and a DEL from the client, the key could
@@ -42,7 +42,7 @@ _EXTEND = ("if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEX
            "else return 0 end")
 
 
-class RedisLock:
+class RedisLock(HeldInside):
     """``acquire()`` → None (no fencing token), ``release()``, ``extend(ttl_ms)``, ``is_held``.
 
     The key is ``name`` itself, so ``redis-cli GET name`` shows who holds it.
@@ -129,13 +129,6 @@ class RedisLock:
     def remaining_ms(self) -> int | None:
         """Milliseconds until the key expires, if I hold it (None otherwise)."""
         return self.client.pttl(self.name) if self.is_held else None
-
-    def __enter__(self) -> "RedisLock":
-        self.acquire()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.release()
 
     def __repr__(self) -> str:
         return f"RedisLock(name={self.name!r}, identifier={self.identifier!r}, held={self.value is not None})"

@@ -62,8 +62,10 @@ def connection_of(service: ZooKeeperService | EtcdService | RedisService, via: s
     if service.name == "zookeeper":
         return service.hosts_for(via)
     if service.name == "etcd":
-        running = [node for node in service.nodes if node.state == "running"]
+        running = service.running()
         return service.endpoint_for(running[0] if running else service.nodes[0], via)
+    if service.name == "redlock":
+        return ",".join(service.endpoint_for(node, via) for node in service.nodes)
     return service.endpoint_for(service.primary, via)
 
 

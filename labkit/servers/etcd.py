@@ -18,8 +18,7 @@ import etcd3.watch
 
 from labkit.errors import NoLeader, ServerNotFound
 from labkit.servers.discovery import find_etcdctl
-from labkit.servers.network import not_enabled
-from labkit.servers.node import HOST, Node
+from labkit.servers.node import HOST, Node, Service
 
 
 def mend_python_etcd3() -> None:
@@ -99,12 +98,14 @@ class EtcdNode(Node):
             return reply.read().decode()
 
 
-class EtcdService:
+class EtcdService(Service):
+    """The cluster as a whole: its endpoints, its leader, clients and etcdctl."""
+
     name = "etcd"
-    network = None  # the lab's Network when it was started with network=True
+    nodes: list[EtcdNode]
 
     def __init__(self, nodes: list[EtcdNode], etcdctl: str | None = None):
-        self.nodes = nodes
+        super().__init__(nodes)
         self.etcdctl_path = etcdctl
 
     @property
@@ -133,16 +134,9 @@ class EtcdService:
     def client(self, node: EtcdNode | None = None, via: str | None = None, **kwargs):
         """An etcd3 client on one member (the first running one unless named).
         ``via="client-1"`` (a lab with network=True): through a link of that client's own."""
-        node = node or next(n for n in self.nodes if n.state == "running")
+        node = node or self.first_running()
         host, port = self.endpoint_for(node, via).rsplit(":", 1)
         return etcd_client(host, int(port), **kwargs)
-
-    def endpoint_for(self, node: EtcdNode, via: str | None = None) -> str:
-        if via is None:
-            return node.endpoint
-        if self.network is None:
-            raise not_enabled()
-        return self.network.endpoint(via, node)
 
     def etcdctl(self, *args: str, timeout: float = 30.0, check: bool = True, **kwargs) -> subprocess.CompletedProcess:
         """Run etcdctl (API v3) against this cluster's endpoints."""

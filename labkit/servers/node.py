@@ -9,8 +9,9 @@ from __future__ import annotations
 import os
 import time
 
-from labkit.errors import NodeStartError
+from labkit.errors import NodeStartError, UnknownNode
 from labkit.servers.clock import Clock
+from labkit.servers.network import Network, not_enabled
 
 HOST = "127.0.0.1"
 
@@ -143,3 +144,36 @@ class Node:
 
     def describe(self) -> dict:
         return {"name": self.name, "endpoint": self.endpoint, "role": self.role, "state": self.state}
+
+
+class Service:
+    """The nodes of one kind in a lab (``lab.zookeeper``, ``lab.etcd``, ``lab.redis``)."""
+
+    name = "service"
+    network: Network | None = None   # the lab's Network when it was started with network=True
+
+    def __init__(self, nodes: list[Node]):
+        self.nodes = nodes
+
+    def endpoint_for(self, node: Node, via: str | None = None) -> str:
+        """"host:port" to reach ``node``: directly, or for the client named ``via`` (a lab
+        with network=True) through a link of that client's own. Raises LabError when
+        ``via`` is given on a lab without the network."""
+        if via is None:
+            return node.endpoint
+        if self.network is None:
+            raise not_enabled()
+        return self.network.endpoint(via, node)
+
+    def running(self) -> list[Node]:
+        """The nodes whose process runs now (not killed, stopped or paused)."""
+        return [node for node in self.nodes if node.state == "running"]
+
+    def first_running(self) -> Node:
+        """The first running node. Raises UnknownNode when none runs."""
+        running = self.running()
+        if not running:
+            raise UnknownNode(f"no {self.name} node is running (states: "
+                              f"{ {node.name: node.state for node in self.nodes} })",
+                              hint="restart a node (node.restart()) or start a new lab")
+        return running[0]

@@ -16,8 +16,7 @@ from pathlib import Path
 import redis
 
 from labkit.errors import LabError, NodeStartError, UnknownNode
-from labkit.servers.network import not_enabled
-from labkit.servers.node import HOST, Node
+from labkit.servers.node import HOST, Node, Service
 
 
 def redis_argv(redis_server: str, port: int, data_dir: str, replica_of: int | None = None) -> list[str]:
@@ -69,12 +68,14 @@ class RedisNode(Node):
         return redis.Redis(host=self.host, port=self.port, **kwargs)
 
 
-class RedisService:
+class RedisService(Service):
+    """The primary and its replica, if any; ``promote`` fails over by hand."""
+
     name = "redis"
-    network = None  # the lab's Network when it was started with network=True
+    nodes: list[RedisNode]
 
     def __init__(self, nodes: list[RedisNode], sentinels=None):
-        self.nodes = nodes
+        super().__init__(nodes)
         self.sentinels = sentinels  # a SentinelService when the lab runs Sentinel, else None
 
     @property
@@ -106,13 +107,6 @@ class RedisService:
         host, port = self.endpoint_for(node, via).rsplit(":", 1)
         kwargs.setdefault("socket_timeout", 5.0)
         return redis.Redis(host=host, port=int(port), **kwargs)
-
-    def endpoint_for(self, node: RedisNode, via: str | None = None) -> str:
-        if via is None:
-            return node.endpoint
-        if self.network is None:
-            raise not_enabled()
-        return self.network.endpoint(via, node)
 
     def promote(self, node: RedisNode | None = None) -> RedisNode:
         """Manual failover: REPLICAOF NO ONE on the replica, which becomes the primary.
@@ -187,15 +181,13 @@ class RedlockNode(RedisNode):
     kind = "redlock"
 
 
-class RedlockService:
+class RedlockService(Service):
     """N independent Redis primaries for Redlock: no replication between them, nothing
     shared, and none of them writes to disk (``--appendonly no --save ''``), so a crash
     restart comes back empty: the "restart without fsync" case of Redlock's analysis."""
 
     name = "redlock"
-
-    def __init__(self, nodes: list[RedlockNode]):
-        self.nodes = nodes
+    nodes: list[RedlockNode]
 
     @property
     def endpoints(self) -> list[str]:

@@ -25,7 +25,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from labkit.errors import LabError, NodeStartError
-from labkit.servers.node import HOST, Node
+from labkit.servers.node import HOST, Node, Service
 
 PRIMARY_NAME = "labkit"        # the name the sentinels monitor the primary under
 DOWN_AFTER_MS = 1000           # silence before a sentinel calls the primary down
@@ -119,13 +119,11 @@ class SentinelNode(Node):
                    for r in replicas)
 
 
-class SentinelService:
+class SentinelService(Service):
     """The sentinels of a lab; ``lab.redis.sentinel_primary()`` and ``wait_for_failover()`` use it."""
 
     name = "sentinel"
-
-    def __init__(self, nodes: list[SentinelNode]):
-        self.nodes = nodes
+    nodes: list[SentinelNode]
 
     @property
     def majority(self) -> int:

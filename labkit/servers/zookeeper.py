@@ -15,7 +15,7 @@ from kazoo.client import KazooClient
 from labkit.errors import NoLeader
 from labkit.servers.discovery import ZooKeeperInstall
 from labkit.servers.network import not_enabled
-from labkit.servers.node import HOST, Node
+from labkit.servers.node import HOST, Node, Service
 
 TICK_MS = 200
 # How often the server looks for empty container nodes (Curator's lock parents) to delete.
@@ -129,14 +129,11 @@ class ZooKeeperNode(Node):
             return False
 
 
-class ZooKeeperService:
+class ZooKeeperService(Service):
     """The ensemble as a whole: its connection string, its leader, its four-letter words."""
 
     name = "zookeeper"
-    network = None  # the lab's Network when it was started with network=True
-
-    def __init__(self, nodes: list[ZooKeeperNode]):
-        self.nodes = nodes
+    nodes: list[ZooKeeperNode]
 
     @property
     def hosts(self) -> str:
@@ -178,10 +175,10 @@ class ZooKeeperService:
     def watch_count(self) -> int:
         """Watches the running servers hold now, summed (each watch lives on the server its
         client is connected to). See ``ZooKeeperNode.watch_count``."""
-        return sum(node.watch_count() for node in self.nodes if node.state == "running")
+        return sum(node.watch_count() for node in self.running())
 
     def four_letter(self, word: str, node: ZooKeeperNode | None = None) -> str:
-        node = node or next(n for n in self.nodes if n.state == "running")
+        node = node or self.first_running()
         return node.four_letter(word)
 
     def client(self, timeout: float = 4.0, via: str | None = None, nodes: list | None = None, **kwargs) -> KazooClient:

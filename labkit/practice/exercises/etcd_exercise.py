@@ -38,7 +38,7 @@ from labkit.locks.etcd_session import EtcdSession, rpc
 from labkit.practice.exercises.contention import WAITING, Contender, join_all
 from labkit.practice.exercises.diagnosis import run_scenarios
 from labkit.practice.exercises.report import ExerciseError, Report
-from labkit.practice.exercises.run import ExerciseRun
+from labkit.practice.exercises.run import ExerciseRun, middle_waiter_leaves, queue_and_drain
 from labkit.record.events import EventSink
 from labkit.timing import became_true
 
@@ -166,6 +166,9 @@ class EtcdRun(ExerciseRun):
                 return event.client
         return f"an unknown client (key {key})" if key else "nobody"
 
+    def end_session(self, name: str) -> None:
+        self.revoke(name)
+
     def revoke(self, name: str) -> None:
         """Revoke ``name``'s lease: etcd deletes its key at once, as when a lease expires."""
         self.history.record_fault("revoke_lease", name)
@@ -223,22 +226,11 @@ def check_etcd_wait(wait_for_turn: Callable, lab: Lab, clients: int = 5, patienc
     report = Report("etcd wait-for-deletes exercise")
     started = time.monotonic()
     base = f"/exercises/etcd-{uuid.uuid4().hex[:8]}"
-    scripts = [(f"{clients} clients queue, each release lets the next one in", lambda run: _queue(run, clients)),
-               ("a middle waiter's lease is revoked while the holder holds", _middle_waiter_leaves)]
+    scripts = [(f"{clients} clients queue, each release lets the next one in",
+                lambda run: queue_and_drain(run, clients)),
+               ("a middle waiter's lease is revoked while the holder holds", middle_waiter_leaves)]
     run_scenarios(report, scripts, lambda number, title: EtcdRun(lab, wait_for_turn, f"{base}/scenario-{number}",
                                                                   title, patience, ttl))
     report.seconds = time.monotonic() - started
     return report
 
-
-def _queue(run: EtcdRun, clients: int) -> None:
-    run.queue_up(clients)
-    run.drain()
-
-
-def _middle_waiter_leaves(run: EtcdRun) -> None:
-    run.queue_up(4)
-    run.revoke("c2")
-    run.settle([c for c in run.contenders if c.name in ("c3", "c4")])
-    became_true(lambda: run.contender("c2").state != WAITING, run.patience)
-    run.drain()

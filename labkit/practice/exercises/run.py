@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from labkit.practice.exercises.contention import Contender, Resource, drain, queue_in_turn
+from labkit.practice.exercises.contention import WAITING, Contender, Resource, drain, queue_in_turn
 from labkit.record.history import History
+from labkit.timing import became_true
 
 if TYPE_CHECKING:
     from labkit.servers.lab import Lab
@@ -56,6 +57,14 @@ class ExerciseRun:
     def owner_of(self, entry: str | None) -> str:
         raise NotImplementedError
 
+    def end_session(self, name: str) -> None:
+        """The server ends ``name``'s session or lease now: its queue entry goes with it."""
+        raise NotImplementedError
+
+    def has_left(self, name: str) -> bool:
+        """True once ``name``, whose session ended, no longer waits on its old entry."""
+        return self.contender(name).state != WAITING
+
     # ---- the script's steps ---------------------------------------------------------------------
     def queue_up(self, count: int) -> None:
         """Start ``count`` contenders one at a time, each joining once the one before it
@@ -75,3 +84,20 @@ class ExerciseRun:
         """Whose entry's change last woke ``name`` (None if no watch of it fired)."""
         woken_by = self.last_woken_by(name)
         return None if woken_by is None else self.owner_of(woken_by)
+
+
+# ---- scripts every exercise plays ----------------------------------------------------------------
+def queue_and_drain(run: ExerciseRun, clients: int) -> None:
+    """``clients`` queue one by one, then each holder lets go in turn."""
+    run.queue_up(clients)
+    run.drain()
+
+
+def middle_waiter_leaves(run: ExerciseRun) -> None:
+    """c1 holds, c2, c3, c4 wait; c2's session ends while c1 holds: c3 wakes, must re-check
+    and keep waiting (c1 still holds); then everyone left is served."""
+    run.queue_up(4)
+    run.end_session("c2")
+    run.settle([c for c in run.contenders if c.name in ("c3", "c4")])
+    became_true(lambda: run.has_left("c2"), run.patience)
+    run.drain()

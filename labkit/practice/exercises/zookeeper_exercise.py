@@ -36,7 +36,7 @@ from labkit.practice.exercises.contention import WAITING, Contender, join_all
 from labkit.practice.exercises.diagnosis import run_scenarios
 from labkit.practice.exercises.recording_client import RecordingClient
 from labkit.practice.exercises.report import ExerciseError, Report
-from labkit.practice.exercises.run import ExerciseRun
+from labkit.practice.exercises.run import ExerciseRun, middle_waiter_leaves, queue_and_drain
 from labkit.timing import became_true
 
 if TYPE_CHECKING:
@@ -129,6 +129,14 @@ class ZooKeeperRun(ExerciseRun):
         ephemeral = [node for node, is_ephemeral in self.clients[name].nodes.items() if is_ephemeral]
         became_true(lambda: all(self.observer.exists(node) is None for node in ephemeral), self.patience)
 
+    def end_session(self, name: str) -> None:
+        self.expire(name)
+
+    def has_left(self, name: str) -> bool:
+        # it gives up, or (like kazoo's Lock) queues again with a new node on its new session
+        client = self.clients[name]
+        return self.contender(name).state != WAITING or (len(client.nodes) > 1 and client.armed)
+
     def holder_dies(self, name: str) -> None:
         contender = self.contender(name)
         contender.crash()
@@ -198,8 +206,8 @@ def check_zookeeper_lock(learner_impl: Any, lab: Lab, clients: int = 6, patience
     started = time.monotonic()
     base = f"/exercises/zookeeper-{uuid.uuid4().hex[:8]}"
     scripts: list[tuple[str, Callable[[ZooKeeperRun], None]]] = [
-        (f"{clients} clients queue, each release lets the next one in", lambda run: _queue(run, clients)),
-        ("a middle waiter's session expires while the holder holds", _middle_waiter_dies),
+        (f"{clients} clients queue, each release lets the next one in", lambda run: queue_and_drain(run, clients)),
+        ("a middle waiter's session expires while the holder holds", middle_waiter_leaves),
         ("the holder's session expires while it holds", _holder_dies),
     ]
     run_scenarios(report, scripts, lambda number, title: ZooKeeperRun(
@@ -218,21 +226,6 @@ def _kazoo_quiet():
         yield
     finally:
         logger.setLevel(level)
-
-
-def _queue(run: ZooKeeperRun, clients: int) -> None:
-    run.queue_up(clients)
-    run.drain()
-
-
-def _middle_waiter_dies(run: ZooKeeperRun) -> None:
-    run.queue_up(4)
-    run.expire("c2")
-    run.settle([c for c in run.contenders if c.name in ("c3", "c4")])
-    # c2 gives up, or (like kazoo's Lock) queues again with a new node on its new session
-    doomed, client = run.contender("c2"), run.clients["c2"]
-    became_true(lambda: doomed.state != WAITING or (len(client.nodes) > 1 and client.armed), run.patience)
-    run.drain()
 
 
 def _holder_dies(run: ZooKeeperRun) -> None:
