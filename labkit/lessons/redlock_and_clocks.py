@@ -33,10 +33,11 @@ from labkit.clients import spawn_clients
 from labkit.errors import ClockUnavailable
 from labkit.locks.redis_lock import RedisLock
 from labkit.locks.redlock import Redlock, instance_clients
-from labkit.plots import FAULT_COLOR, hold_timeline
+from labkit.plots import hold_timeline
 from labkit.record.checker import Verdict, check_mutual_exclusion
 from labkit.record.fencing import FencedStore, StoreWrite
 from labkit.record.history import History
+from labkit.vocabulary import FAULT_COLOUR
 
 
 def holders_on(redlock: Any, name: str) -> list[str]:
@@ -382,8 +383,8 @@ def plot_double_grant(run: DoubleGrant, ax: Axes | None = None, title: str = "")
     ax = hold_timeline(run.history, ax=ax, title=title or f"Redlock granted twice: {run.fault}")
     origin = run.history.events()[0].time
     for start, end, label in run.periods:
-        ax.axvspan(start - origin, max(end - origin, start - origin + 0.005), color=FAULT_COLOR, alpha=0.15)
-        ax.annotate(label, (start - origin, 0.02), xycoords=("data", "axes fraction"), fontsize=8, color=FAULT_COLOR)
+        ax.axvspan(start - origin, max(end - origin, start - origin + 0.005), color=FAULT_COLOUR, alpha=0.15)
+        ax.annotate(label, (start - origin, 0.02), xycoords=("data", "axes fraction"), fontsize=8, color=FAULT_COLOUR)
     rows = {label.get_text(): row for row, label in enumerate(ax.get_yticklabels())}
     right = ax.get_xlim()[1]
     for client, until in run.validity_ends.items():

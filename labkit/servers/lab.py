@@ -10,48 +10,18 @@ import uuid
 from pathlib import Path
 
 from labkit.errors import DockerUnavailable, InvalidClusterSize, LabError, NoLabRunning, UnknownNode
-from labkit.servers import discovery, state as lab_state
-from labkit.servers.clock import build_shim, prepare_clock
-from labkit.servers.docker_backend import DockerContainer, image_binaries
+from labkit.servers import state as lab_state
+from labkit.servers.clock import build_shim
+from labkit.servers.docker_backend import DockerContainer
 from labkit.servers.docker_engine import engine_problem
-from labkit.servers.etcd import EtcdNode, EtcdService, etcd_argv
-from labkit.servers.network import Network, etcd_member_id, not_enabled
+from labkit.servers.etcd import EtcdService
+from labkit.servers.layout import (NODE_CLASSES, build_nodes, build_redlock_and_sentinels, check_ensemble_size,
+                                   check_redis_extras, find_binaries)
+from labkit.servers.network import Network, not_enabled
 from labkit.servers.process import LocalProcess, process_start_time
-from labkit.servers.redis import RedisNode, RedisService, RedlockNode, RedlockService, redis_argv
-from labkit.servers.sentinel import SentinelNode, SentinelService, sentinel_argv, sentinel_config
-from labkit.servers.zookeeper import ZooKeeperNode, ZooKeeperService, zookeeper_argv, zookeeper_config
-
-NODE_CLASSES = {"zookeeper": ZooKeeperNode, "etcd": EtcdNode, "redis": RedisNode,
-                "redlock": RedlockNode, "sentinel": SentinelNode}
-ENSEMBLE_SIZES = (0, 1, 3, 5)
-
-
-def check_ensemble_size(service: str, size: int) -> None:
-    if size in ENSEMBLE_SIZES:
-        return
-    if size > 0 and size % 2 == 0:
-        raise InvalidClusterSize(
-            f"{service}={size}: an even ensemble is refused. A quorum is a majority, so {size} nodes "
-            f"tolerate no more failures than {size - 1} do, while giving one more node to wait for",
-            f"use {size - 1} or {size + 1}")
-    raise InvalidClusterSize(f"{service}={size}: labkit runs ensembles of 1, 3 or 5 nodes (or 0 for none)",
-                             "use 1 for a quick lab, 3 to see a leader fail over")
-
-
-def check_redis_extras(redlock: int, sentinels: int, replica: bool) -> None:
-    """Redlock needs several independent primaries; Sentinel needs a replica to promote."""
-    if redlock and not 3 <= redlock <= 9:
-        raise InvalidClusterSize(
-            f"redlock={redlock}: Redlock takes a majority of N independent Redis primaries, "
-            f"and with fewer than 3 one crash already blocks every lock",
-            "use redlock=5 (the algorithm's own example; an odd N wastes no instance), or 3 for a quick lab")
-    if sentinels and not replica:
-        raise InvalidClusterSize(f"sentinels={sentinels} without a replica: Sentinel would have nothing to promote",
-                                 "start the lab with redis=True, replica=True, sentinels=3")
-    if sentinels not in ENSEMBLE_SIZES:
-        raise InvalidClusterSize(f"sentinels={sentinels}: the sentinels elect a leader by majority, "
-                                 "so labkit runs 1, 3 or 5 of them", "use sentinels=3")
-
+from labkit.servers.redis import RedisService, RedlockService
+from labkit.servers.sentinel import SentinelService
+from labkit.servers.zookeeper import ZooKeeperService
 
 class Lab:
     """Handle on a running lab. A context manager: leaving the block stops what it started.
@@ -178,16 +148,6 @@ def _stop_owned_labs() -> None:
             lab.down()
 
 
-def _make_runner(lab: "Lab", node_class, name: str, argv: list[str], cwd: str):
-    """The process or container that runs one node; with the lab's clocks on, it preloads
-    the clock shim (unless that kind of server cannot be stepped: etcd)."""
-    log_path = str(lab.run_dir / f"{name}.log")
-    env = prepare_clock(lab.run_dir, name) if lab.clocks and node_class.clock_problem is None else {}
-    if lab.backend == "docker":
-        return DockerContainer(argv, log_path, cwd, lab_id=lab.id, name=name, env=env)
-    return LocalProcess(argv, log_path, cwd, env)
-
-
 def choose_backend(backend: str | None, say=print) -> str:
     backend = (backend or os.environ.get("LABKIT_BACKEND") or "auto").lower()
     if backend not in ("auto", "local", "docker"):
@@ -235,7 +195,7 @@ def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = Fa
         raise InvalidClusterSize("replica=True needs redis=True", "a replica replicates a primary")
     check_redis_extras(redlock, sentinels, replica)
     backend = choose_backend(backend, say)
-    binaries = _find_binaries(zookeeper, etcd, redis or bool(redlock), backend)
+    binaries = find_binaries(zookeeper, etcd, redis or bool(redlock), backend)
     if clocks:
         build_shim()  # no compiler: say so before anything starts
     lab_state.reap_orphans(log=say)
@@ -253,9 +213,9 @@ def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = Fa
     try:
         if network:
             lab.network = Network.start(run_dir)
-        _build_nodes(lab, binaries, ports, zookeeper, etcd, redis_count)
+        build_nodes(lab, binaries, ports, zookeeper, etcd, redis_count)
         extra_ports = ports[len(ports) - redlock - sentinels:]  # the last ones: _build_nodes takes the first
-        _build_redlock_and_sentinels(lab, binaries, extra_ports, redlock, sentinels)
+        build_redlock_and_sentinels(lab, binaries, extra_ports, redlock, sentinels)
         _join_network(lab)
         for node, port_use in _port_uses(lab):
             lab_state.check_port_free(port_use[0], f"{node.name} ({port_use[1]})")
@@ -297,92 +257,6 @@ def _in_parallel(nodes: list, action) -> None:
         raise errors[0]
 
 
-def _find_binaries(zookeeper: int, etcd: int, redis: bool, backend: str) -> dict:
-    if backend == "docker":
-        return image_binaries()
-    found = {}
-    if zookeeper:
-        found["java"] = discovery.find_java()
-        found["zookeeper"] = discovery.find_zookeeper()
-    if etcd:
-        found["etcd"] = discovery.find_etcd()
-        found["etcdctl"] = discovery.find_etcdctl()
-    if redis:
-        found["redis"] = discovery.find_redis()
-    return found
-
-
-def _peer_port(lab: Lab, src: str, dst: str, port: int, kind: str = "tcp", **extra) -> int:
-    """The port ``src`` dials to reach ``dst``'s ``port``: the proxy of link src->dst when
-    the lab has a network, else the port itself."""
-    return port if lab.network is None else lab.network.route(src, dst, port, kind, **extra)
-
-
-def _build_nodes(lab: Lab, binaries: dict, ports: list[int], zookeeper: int, etcd: int, redis_count: int) -> None:
-    take = iter(ports)
-    if zookeeper:
-        triples = [(i + 1, next(take), next(take), next(take)) for i in range(zookeeper)]
-        peers = [(myid, quorum, election) for myid, _, quorum, election in triples]
-        nodes = []
-        for myid, client_port, quorum, election in triples:
-            name = f"zk{myid}"
-            data_dir = lab.run_dir / name
-            data_dir.mkdir()
-            (data_dir / "myid").write_text(f"{myid}\n")
-            config = data_dir / "zoo.cfg"
-            # each server dials peer j through its own proxy of the link to j
-            seen = [(j, q, e) if j == myid else
-                    (j, _peer_port(lab, name, f"zk{j}", q), _peer_port(lab, name, f"zk{j}", e, "zk-election"))
-                    for j, q, e in peers]
-            config.write_text(zookeeper_config(str(data_dir), client_port, seen))
-            argv = zookeeper_argv(binaries["java"], binaries["zookeeper"], str(config))
-            runner = _make_runner(lab, ZooKeeperNode, name, argv, str(data_dir))
-            nodes.append(ZooKeeperNode(name, client_port, runner, str(data_dir),
-                                       {"client": client_port, "quorum": quorum, "election": election}))
-        lab.zookeeper = ZooKeeperService(nodes)
-    if etcd:
-        pairs = [(f"etcd{i + 1}", next(take), next(take)) for i in range(etcd)]
-        advertised = _etcd_peer_proxies(lab, pairs)
-        initial_cluster = ",".join(f"{name}=http://127.0.0.1:{advertised[name]}" for name, _, _ in pairs)
-        nodes = []
-        for name, client_port, peer_port in pairs:
-            data_dir = lab.run_dir / name
-            argv = etcd_argv(binaries["etcd"], name, str(data_dir), client_port, peer_port,
-                             initial_cluster, f"labkit-{lab.id}", advertised[name])
-            runner = _make_runner(lab, EtcdNode, name, argv, str(lab.run_dir))
-            nodes.append(EtcdNode(name, client_port, runner, str(data_dir),
-                                  {"client": client_port, "peer": peer_port}))
-        lab.etcd = EtcdService(nodes, binaries.get("etcdctl"))
-    if redis_count:
-        nodes = []
-        primary_port = None
-        for i in range(redis_count):
-            name = f"redis{i + 1}"
-            port = next(take)
-            data_dir = lab.run_dir / name
-            data_dir.mkdir()
-            replica_of = primary_port and _peer_port(lab, name, "redis1", primary_port)
-            argv = redis_argv(binaries["redis"], port, str(data_dir), replica_of=replica_of)
-            primary_port = primary_port or port
-            runner = _make_runner(lab, RedisNode, name, argv, str(data_dir))
-            nodes.append(RedisNode(name, port, runner, str(data_dir)))
-        lab.redis = RedisService(nodes)
-
-
-def _etcd_peer_proxies(lab: Lab, pairs: list[tuple[str, int, int]]) -> dict[str, int]:
-    """Peer URLs are cluster-wide, so each member gets one proxy in front of its peer port
-    and the proxy learns the sender of each connection from rafthttp's X-Server-From
-    header, whose ids it can compute: they hash the advertised URLs and the token."""
-    if lab.network is None:
-        return {name: peer for name, _, peer in pairs}
-    names = [name for name, _, _ in pairs]
-    ports = {name: lab.network.route("*", name, peer, "etcd-peer", peers=names) for name, _, peer in pairs}
-    members = {etcd_member_id([f"http://127.0.0.1:{ports[name]}"], f"labkit-{lab.id}"): name for name in names}
-    for name, _, peer in pairs:
-        lab.network.route("*", name, peer, "etcd-peer", peers=names, members=members)
-    return ports
-
-
 def _join_network(lab: Lab) -> None:
     """Let every service reach the network (for ``client(via=...)``) and tell the network
     the lab's node names."""
@@ -390,33 +264,6 @@ def _join_network(lab: Lab) -> None:
         service.network = lab.network
     if lab.network is not None:
         lab.network.nodes = [node.name for node in lab.nodes]
-
-
-def _build_redlock_and_sentinels(lab: Lab, binaries: dict, ports: list[int], redlock: int, sentinels: int) -> None:
-    take = iter(ports)
-    if redlock:
-        nodes = []
-        for i in range(redlock):
-            name, port = f"r{i + 1}", next(take)
-            data_dir = lab.run_dir / name
-            data_dir.mkdir()
-            argv = redis_argv(binaries["redis"], port, str(data_dir))
-            runner = _make_runner(lab, RedlockNode, name, argv, str(data_dir))
-            nodes.append(RedlockNode(name, port, runner, str(data_dir)))
-        lab.redlock = RedlockService(nodes)
-    if sentinels:
-        nodes = []
-        for i in range(sentinels):
-            name, port = f"sentinel{i + 1}", next(take)
-            data_dir = lab.run_dir / name
-            data_dir.mkdir()
-            config = data_dir / "sentinel.conf"
-            config.write_text(sentinel_config(port, str(data_dir), lab.redis.primary.port, sentinels // 2 + 1))
-            argv = sentinel_argv(binaries["redis"], str(config))
-            runner = _make_runner(lab, SentinelNode, name, argv, str(data_dir))
-            nodes.append(SentinelNode(name, port, runner, str(data_dir)))
-        lab.sentinel = SentinelService(nodes)
-        lab.redis.sentinels = lab.sentinel
 
 
 def _servers(lab: Lab) -> list:
