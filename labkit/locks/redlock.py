@@ -47,6 +47,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from labkit.record.events import EventSink, ignore_events
+from labkit.locks.contract import HeldInside
 from labkit.locks.errors import LockTimeout
 
 # Same compare-and-delete as RedisLock: never delete a key someone else now holds.
@@ -80,7 +81,7 @@ def _worst_wait_ms(client: redis.Redis) -> float:
     return 1000 * sum(timeouts) * (client.get_retry().get_retries() + 1)  # connect, then wait for the reply
 
 
-class Redlock:
+class Redlock(HeldInside):
     """``acquire()`` → None (no fencing token), ``release()``, ``is_held``, ``validity_ms``,
     ``valid_until``, ``is_valid``. Build it with ``Redlock.connect(lab.redlock.endpoints, name)``."""
 
@@ -221,12 +222,6 @@ class Redlock:
         for client in self.clients:
             client.close()
 
-    def __enter__(self) -> "Redlock":
-        self.acquire()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.release()
 
     def __repr__(self) -> str:
         return (f"Redlock(name={self.name!r}, identifier={self.identifier!r}, instances={len(self.clients)}, "
