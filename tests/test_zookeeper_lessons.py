@@ -11,7 +11,7 @@ from labkit.record.checker import check_fifo
 from labkit.clients import spawn_clients
 from labkit.locks.zookeeper import ZooKeeperLock
 from labkit.lessons.zookeeper_recipe import (LosesFirstCreateReply, NaiveLock, count_wakeups, kill_just_after_heartbeat,
-                                      packets_received, sequence_diagram, watch_count, watchers_of)
+                                      packets_received, sequence_diagram, watchers_of)
 
 from helpers import DEADLINE, wait_until
 
@@ -38,15 +38,15 @@ def test_count_wakeups_refuses_bad_arguments():
 def test_watch_count_and_watchers_of_see_a_data_watch_until_it_fires(lab, zk, unique_name):
     zk.create(unique_name, b"watched")
     server = lab.zookeeper.nodes[0]
-    before = watch_count(server)
+    before = server.watch_count()
     fired = threading.Event()
     zk.exists(unique_name, watch=lambda event: fired.set())
     assert watchers_of(lab.zookeeper, unique_name) == {zk.client_id[0]}
-    assert watch_count(server) == before + 1
+    assert server.watch_count() == before + 1
     zk.delete(unique_name)
     assert fired.wait(DEADLINE)
     assert watchers_of(lab.zookeeper, unique_name) == set()   # a watch fires once, then it is gone
-    assert watch_count(server) == before
+    assert server.watch_count() == before
 
 
 def test_packets_received_counts_a_session_and_knows_no_stranger(lab, zk):

@@ -1,7 +1,8 @@
 """Experiments of the ZooKeeper lesson (notebook 02) that take more than a few lines.
 
-* ``watch_count`` / ``watchers_of``: what a server says about its watches (``mntr``, ``wchp``),
-  so that an experiment waits for a watch to be really set instead of sleeping a guess.
+* ``watchers_of``: which sessions watch a path, as the servers list them (``wchp``); with
+  ``node.watch_count()`` (``mntr``) an experiment waits for a watch to be really set
+  instead of sleeping a guess.
 * ``count_wakeups``: one holder and N waiters hand the lock on, one release at a time, each
   release only once the server holds every waiter's watch; the History it returns gives
   ``wakeups_per_release()`` exactly, whatever the machine's speed.
@@ -35,16 +36,11 @@ from labkit.record.history import History
 
 if TYPE_CHECKING:
     from labkit.clients import LockClient
-    from labkit.servers.zookeeper import ZooKeeperNode, ZooKeeperService
+    from labkit.servers.zookeeper import ZooKeeperService
 
 # what a waiter watches -> the registered recipe (labkit.locks.registry)
 RECIPES = {"predecessor": "zookeeper", "parent": "zookeeper-parent", "kazoo": "kazoo"}
 SESSION_TIMEOUT = 10.0  # seconds: long, so that a busy machine never expires a contender mid-count
-
-
-def watch_count(node: ZooKeeperNode) -> int:
-    """Data and child watches one ZooKeeper server holds now (``node.watch_count()``: ``mntr``)."""
-    return node.watch_count()
 
 
 def watchers_of(zookeeper: ZooKeeperService, path: str) -> set[int]:
