@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import random
 import re
 import statistics
 import sys
@@ -39,7 +38,7 @@ from labkit.errors import LabError
 from labkit.lessons.handoff import hand_off, server_watches, watching_again
 from labkit.locks.registry import RecipeHandle, connections_of, lock_factory, make_lock
 from labkit.servers.lab import attach, up
-from labkit.stats import summarize
+from labkit.stats import summarize, take_turns
 
 if TYPE_CHECKING:
     from labkit.servers.lab import Lab
@@ -107,22 +106,8 @@ def _raw_etcd_ops(client: Etcd3Client, lease_id: int, prefix: str) -> Callable[[
 
 def measure_uncontended(lab: Lab, iterations: int, run_id: str) -> dict[str, dict[str, Any]]:
     methods = uncontended_methods(lab, run_id)
-    samples: dict[str, list[float]] = {name: [] for name in methods}
-    # One iteration of each method per round, in a new random order every round: a client
-    # library's threads keep working for a moment after a call returns, and in a fixed
-    # order that cost would always land on the same next method.
-    order = random.Random(0)
-    names = list(methods)
     try:
-        for step, _ in methods.values():  # warm-up: connections, first node of each path
-            for _ in range(3):
-                step()
-        for _ in range(iterations):
-            order.shuffle(names)
-            for name in names:
-                started = time.perf_counter()
-                methods[name][0]()
-                samples[name].append(time.perf_counter() - started)
+        samples = take_turns({name: step for name, (step, _) in methods.items()}, iterations, warm_up=3)
     finally:
         for _, cleanup in methods.values():
             cleanup()

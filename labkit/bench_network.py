@@ -18,52 +18,32 @@ import logging
 import random
 import time
 import uuid
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from labkit.locks.etcd_mutex import EtcdMutex
-from labkit.locks.etcd_session import EtcdSession
-from labkit.locks.zookeeper import ZooKeeperLock
+from labkit.locks.registry import connections_of, make_lock
 from labkit.servers.lab import up
+from labkit.stats import percentile, take_turns
+
+if TYPE_CHECKING:
+    from labkit.servers.lab import Lab
 
 TARGETS = {"startup_s": 2.0, "added_per_hop_ms": 0.1, "lock_ratio": 1.25}
 
 
-def _p50_ms(samples: list[float]) -> float:
-    ordered = sorted(samples)
-    return ordered[len(ordered) // 2] * 1000
+def _p50s_ms(methods: dict[str, Callable[[], Any]], iterations: int) -> dict[str, float]:
+    """p50 in ms of each method, taking turns (``labkit.stats.take_turns``)."""
+    return {name: round(1000 * percentile(seconds, 0.5), 3)
+            for name, seconds in take_turns(methods, iterations, order=random.Random()).items()}
 
 
-def _take_turns(methods: dict[str, Callable[[], None]], iterations: int) -> dict[str, float]:
-    """p50 in ms of each method, one call of each per round in a shuffled order."""
-    samples: dict[str, list[float]] = {name: [] for name in methods}
-    names = list(methods)
-    for _ in range(iterations):
-        random.shuffle(names)
-        for name in names:
-            began = time.perf_counter()
-            methods[name]()
-            samples[name].append(time.perf_counter() - began)
-    return {name: round(_p50_ms(values), 3) for name, values in samples.items()}
-
-
-def _lock_ops(lab: Any, via: str | None, run_id: str) -> tuple[dict[str, Callable[[], None]], list]:
-    """A ZooKeeper and an etcd lock op through ``via``'s links (direct when None)."""
-    zookeeper = lab.zookeeper.client(via=via)
-    etcd = lab.etcd.client(via=via)
-    session = EtcdSession(etcd, ttl=10)
-    zookeeper_lock = ZooKeeperLock(zookeeper, f"/bench-network/{run_id}")
-    etcd_mutex = EtcdMutex(session, f"/bench-network/{run_id}")
-
-    def zookeeper_op() -> None:
-        zookeeper_lock.acquire()
-        zookeeper_lock.release()
-
-    def etcd_op() -> None:
-        etcd_mutex.lock()
-        etcd_mutex.unlock()
-
-    closers = [session.close, etcd.close, zookeeper.stop, zookeeper.close]
-    return {"zookeeper lock op": zookeeper_op, "etcd lock op": etcd_op}, closers
+def _lock_ops(lab: Lab, via: str | None, run_id: str) -> tuple[dict[str, Callable[[], None]], list]:
+    """A ZooKeeper and an etcd lock op through ``via``'s links (direct when None): the
+    registry's recipes on connections of their own."""
+    connections = connections_of(lab, via)
+    handles = {label: make_lock(recipe, connections, f"/bench-network/{run_id}", "bench", ttl=10)
+               for label, recipe in (("zookeeper lock op", "zookeeper"), ("etcd lock op", "etcd"))}
+    ops = {label: (lambda lock=handle.lock: (lock.acquire(), lock.release())) for label, handle in handles.items()}
+    return ops, [handle.close for handle in handles.values()]
 
 
 def _close(closers: list) -> None:
@@ -79,7 +59,7 @@ def run(iterations: int = 200) -> dict[str, Any]:
         results["startup_s"] = round(time.monotonic() - began, 2)
         direct, proxied = lab.redis.client(), lab.redis.client(via="bench-client")
         try:
-            ping = _take_turns({"direct": direct.ping, "proxied": proxied.ping}, iterations * 5)
+            ping = _p50s_ms({"direct": direct.ping, "proxied": proxied.ping}, iterations * 5)
         finally:
             direct.close()
             proxied.close()
@@ -87,7 +67,7 @@ def run(iterations: int = 200) -> dict[str, Any]:
         results["added_per_hop_ms"] = round(ping["proxied"] - ping["direct"], 3)
         methods, closers = _lock_ops(lab, "bench-client", run_id)
         try:
-            results["proxied_ms"] = _take_turns(methods, iterations)
+            results["proxied_ms"] = _p50s_ms(methods, iterations)
         finally:
             _close(closers)
     began = time.monotonic()
@@ -95,7 +75,7 @@ def run(iterations: int = 200) -> dict[str, Any]:
         results["startup_direct_s"] = round(time.monotonic() - began, 2)
         methods, closers = _lock_ops(lab, None, run_id)
         try:
-            results["direct_ms"] = _take_turns(methods, iterations)
+            results["direct_ms"] = _p50s_ms(methods, iterations)
         finally:
             _close(closers)
     results["lock_ratio"] = {name: round(results["proxied_ms"][name] / results["direct_ms"][name], 3)

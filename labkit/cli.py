@@ -88,9 +88,7 @@ def _print_network(status: dict) -> None:
 
 
 def cmd_net(args) -> int:
-    from labkit.servers.lab import attach
-
-    lab = attach()
+    lab = lab_module.attach()
     links = [tuple(link.split(",", 1)) if "," in link else link for link in args.link] if args.link else None
     if args.action == "partition":
         sides = [side.replace(",", " ").split() for side in " ".join(args.names).split("/")]
@@ -196,9 +194,9 @@ def main(argv: list[str] | None = None) -> int:
     doctor.add_argument("--json", action="store_true")
     doctor.set_defaults(handler=cmd_doctor)
 
-    bench = commands.add_parser("bench", help="latency and wakeup benchmark (python -m labkit.bench)")
-    bench.add_argument("rest", nargs=argparse.REMAINDER)
-    bench.set_defaults(handler=cmd_bench)
+    bench_command = commands.add_parser("bench", help="latency and wakeup benchmark (python -m labkit.bench)")
+    bench_command.add_argument("rest", nargs=argparse.REMAINDER)
+    bench_command.set_defaults(handler=cmd_bench)
 
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["bench"]:

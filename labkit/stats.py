@@ -1,4 +1,4 @@
-"""Summaries of measured samples: the one ``percentile`` of labkit, and ``summarize``.
+"""Measured samples: the one ``percentile`` of labkit, ``summarize``, and ``take_turns``.
 
 Every p50 and p99 the lab prints (the benchmark's table, the latency plot's legend, the
 health alerts and dashboard) comes from here, so the same samples give the same number
@@ -7,7 +7,9 @@ everywhere.
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+import random
+import time
+from typing import Any, Callable, Mapping, Sequence
 
 
 def percentile(values: Sequence[float], fraction: float) -> float:
@@ -28,3 +30,25 @@ def summarize(seconds: Sequence[float]) -> dict[str, Any]:
     milliseconds = [value * 1000 for value in seconds]
     return {"p50_ms": round(percentile(milliseconds, 0.5), 3), "p99_ms": round(percentile(milliseconds, 0.99), 3),
             "samples": len(milliseconds)}
+
+
+def take_turns(methods: Mapping[str, Callable[[], Any]], iterations: int, warm_up: int = 0,
+               order: random.Random | None = None) -> dict[str, list[float]]:
+    """Seconds each call of each method took: ``warm_up`` untimed calls of each first, then
+    ``iterations`` rounds of one call of each, in a new random order every round. Why
+    turns: a client library's threads keep working for a moment after a call returns,
+    and in a fixed order that cost (or a burst of load on the machine) would always land
+    on the same method. Whatever a method raises is raised."""
+    order = order or random.Random(0)
+    for method in methods.values():  # connections, first node of each path
+        for _ in range(warm_up):
+            method()
+    samples: dict[str, list[float]] = {name: [] for name in methods}
+    names = list(methods)
+    for _ in range(iterations):
+        order.shuffle(names)
+        for name in names:
+            started = time.perf_counter()
+            methods[name]()
+            samples[name].append(time.perf_counter() - started)
+    return samples

@@ -84,7 +84,7 @@ def find_binaries(zookeeper: int, etcd: int, redis: bool, backend: str) -> dict:
     return found
 
 
-def peer_port(lab: Lab, src: str, dst: str, port: int, kind: str = "tcp", **extra) -> int:
+def port_via_network(lab: Lab, src: str, dst: str, port: int, kind: str = "tcp", **extra) -> int:
     """The port ``src`` dials to reach ``dst``'s ``port``: the proxy of link src->dst when
     the lab has a network, else the port itself."""
     return port if lab.network is None else lab.network.route(src, dst, port, kind, **extra)
@@ -104,7 +104,8 @@ def build_nodes(lab: Lab, binaries: dict, ports: list[int], zookeeper: int, etcd
             config = data_dir / "zoo.cfg"
             # each server dials peer j through its own proxy of the link to j
             seen = [(j, q, e) if j == myid else
-                    (j, peer_port(lab, name, f"zk{j}", q), peer_port(lab, name, f"zk{j}", e, "zk-election"))
+                    (j, port_via_network(lab, name, f"zk{j}", q),
+                     port_via_network(lab, name, f"zk{j}", e, "zk-election"))
                     for j, q, e in peers]
             config.write_text(zookeeper_config(str(data_dir), client_port, seen))
             argv = zookeeper_argv(binaries["java"], binaries["zookeeper"], str(config))
@@ -130,7 +131,7 @@ def build_nodes(lab: Lab, binaries: dict, ports: list[int], zookeeper: int, etcd
         primary_port = ports_of[0][1]
 
         def redis(name: str, port: int, folder: str) -> list[str]:   # redis1 is the primary; the others replicate it
-            replica_of = None if name == "redis1" else peer_port(lab, name, "redis1", primary_port)
+            replica_of = None if name == "redis1" else port_via_network(lab, name, "redis1", primary_port)
             return redis_argv(binaries["redis"], port, folder, replica_of=replica_of)
         lab.redis = RedisService([one_port_node(lab, RedisNode, name, port, redis) for name, port in ports_of])
 
