@@ -62,13 +62,16 @@ class HandOffs:
 
 def hand_off(make: LockFactory, waiters: int, settled: Settled, releases: int | None = None,
              timeout: float = 30.0, history: History | None = None, names: list[str] | None = None,
-             one_by_one: bool = False) -> HandOffs:
+             one_by_one: bool = False, before_release: Callable[[int], Any] = lambda number: None,
+             after_settled: Callable[[int], Any] = lambda number: None) -> HandOffs:
     """``contender-0`` takes the lock, ``waiters`` more queue, then the lock is handed on
     ``releases`` times (default: until every waiter held it once; then the last holder
     releases too). ``names``: the contenders' names, first holder first (default
     contender-0 ... contender-N). ``one_by_one``: each waiter starts only once the ones
     before it are settled, so that the queue is in the order of the names (else they
-    queue all at once, in any order). See the module doc. Raises ValueError for ``waiters`` < 1
+    queue all at once, in any order). ``before_release(number)`` runs just before hand-off
+    ``number`` (0 first) is asked for, ``after_settled(number)`` once its waiters settled:
+    to measure what one release costs the server. See the module doc. Raises ValueError for ``waiters`` < 1
     or names of the wrong number."""
     if waiters < 1:
         raise ValueError(f"waiters must be at least 1, got {waiters}")
@@ -116,6 +119,7 @@ def hand_off(make: LockFactory, waiters: int, settled: Settled, releases: int | 
         holder = names[0]
         check(lambda: settled(history, names[1:]), f"{waiters} waiters to queue and watch")
         for number in range(releases):
+            before_release(number)
             asked = time.time()
             release_now[holder].set()
             check(lambda: len(acquired()) > number + 1, f"hand-off number {number + 1}")
@@ -123,6 +127,7 @@ def hand_off(make: LockFactory, waiters: int, settled: Settled, releases: int | 
             served = {event.client for event in acquired()}
             check(lambda: settled(history, [name for name in names if name not in served]),
                   "the other waiters to watch again")
+            after_settled(number)
             result.releases.append((holder, asked, taken.time))
             holder = taken.client
         result.woken = woken_per_release(history.events())[:releases]   # before the teardown adds events

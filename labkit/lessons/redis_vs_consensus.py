@@ -18,9 +18,7 @@ from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any, Callable
 
 from labkit.locks import LockTimeout
-from labkit.locks.etcd_mutex import EtcdMutex
-from labkit.locks.etcd_session import EtcdSession
-from labkit.locks.zookeeper import ZooKeeperLock
+from labkit.locks.registry import make_lock
 from labkit.record.history import History
 
 if TYPE_CHECKING:
@@ -65,21 +63,13 @@ def leader_crash_pairs(lab: "Lab", history: History, path: str,
     two followers. Events go to ``history`` as "ZooKeeper A", "etcd B", ..."""
     opened = ExitStack()
     pairs: dict[str, tuple[Any, Any]] = {}
-    zookeeper_locks = []
-    for name in "AB":
-        client = lab.zookeeper.client(timeout=session_timeout)
-        opened.callback(client.close)
-        opened.callback(client.stop)
-        zookeeper_locks.append(ZooKeeperLock(client, path, identifier=name,
-                                             on_event=history.sink(f"ZooKeeper {name}")))
-    pairs["ZooKeeper"] = tuple(zookeeper_locks)
     followers = [node for node in lab.etcd.nodes if node.role == "follower"]
-    etcd_locks = []
-    for name, node in zip("AB", followers):
-        client = lab.etcd.client(node=node)
-        opened.callback(client.close)
-        session = EtcdSession(client, ttl=ttl)
-        opened.callback(session.close)
-        etcd_locks.append(EtcdMutex(session, path, identifier=name, on_event=history.sink(f"etcd {name}")))
-    pairs["etcd"] = tuple(etcd_locks)
+    connections = {"ZooKeeper": [{"zookeeper": lab.zookeeper.hosts}] * 2,
+                   "etcd": [{"etcd": node.endpoint} for node in followers]}
+    for system, recipe in (("ZooKeeper", "zookeeper"), ("etcd", "etcd")):
+        handles = [make_lock(recipe, reach, path, name, history.sink(f"{system} {name}"),
+                             session_timeout=session_timeout, ttl=ttl) for name, reach in zip("AB", connections[system])]
+        for handle in handles:
+            opened.callback(handle.close)
+        pairs[system] = tuple(handle.lock for handle in handles)
     return pairs, opened

@@ -29,9 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from etcd3.events import DeleteEvent
 
-from labkit.locks.etcd_mutex import EtcdMutex
-from labkit.locks.etcd_session import EtcdSession
-from labkit.locks.zookeeper import ZooKeeperLock
+from labkit.locks.registry import connections_of, make_lock
 from labkit.record.history import History
 from labkit.timing import wait_until
 
@@ -141,16 +139,10 @@ def contender_factory(lab: "Lab", system: str, path: str, history: History,
     opened = ExitStack()
 
     def make(name: str) -> Any:
-        if system == "ZooKeeper":
-            client = lab.zookeeper.client(timeout=session_timeout)
-            opened.callback(client.close)
-            opened.callback(client.stop)
-            return ZooKeeperLock(client, path, identifier=name, on_event=history.sink(f"{system} {name}"))
-        client = lab.etcd.client()
-        opened.callback(client.close)
-        session = EtcdSession(client, ttl=ttl)
-        opened.callback(session.close)
-        return EtcdMutex(session, path, identifier=name, on_event=history.sink(f"{system} {name}"))
+        handle = make_lock(system.lower(), connections_of(lab), path, name, history.sink(f"{system} {name}"),
+                           session_timeout=session_timeout, ttl=ttl)
+        opened.callback(handle.close)
+        return handle.lock
     if system not in ("ZooKeeper", "etcd"):
         raise ValueError(f"system must be 'ZooKeeper' or 'etcd', not {system!r}")
     return make, opened

@@ -17,7 +17,6 @@ the client libraries' errors when ZooKeeper does not answer.
 """
 from __future__ import annotations
 
-import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -27,13 +26,17 @@ from typing import TYPE_CHECKING, Any
 from kazoo.client import KazooClient
 
 from labkit.clients import spawn_clients
-from labkit.lessons.zookeeper_recipe import kill_just_after_heartbeat, watch_count, watchers_of
-from labkit.locks.zookeeper import ZooKeeperLock, sequence_of, sorted_contenders
+from labkit.lessons.handoff import hand_off, server_watches
+from labkit.lessons.zookeeper_recipe import RECIPES, kill_just_after_heartbeat, watchers_of
+from labkit.locks.registry import lock_factory
+from labkit.locks.zookeeper import sequence_of, sorted_contenders
 from labkit.record.history import History
+from labkit.servers.zookeeper import parse_mntr
 from labkit.timing import wait_until
 
 if TYPE_CHECKING:
     from labkit.servers.lab import Lab
+    from labkit.servers.zookeeper import ZooKeeperNode, ZooKeeperService
 
 HERD_SESSION_TIMEOUT = 10.0   # seconds: a busy machine must not expire a waiter mid-measurement
 
@@ -87,12 +90,12 @@ def crash_holder(lab: "Lab", observer: KazooClient, path: str, session_timeout: 
     return CrashRun(session_timeout, node_deleted_after, next_holder_after, history)
 
 
-def mntr_number(node: Any, name: str) -> int:
+def mntr_number(node: ZooKeeperNode, name: str) -> int:
     """One integer of a ZooKeeper server's ``mntr`` answer, e.g. "zk_packets_sent"."""
-    match = re.search(rf"^{re.escape(name)}\s+(\d+)", node.four_letter("mntr"), re.MULTILINE)
-    if match is None:
+    value = parse_mntr(node.four_letter("mntr")).get(name)
+    if not isinstance(value, int):
         raise ValueError(f"{node.name} answered mntr without {name}: is 4lw.commands.whitelist=* set?")
-    return int(match.group(1))
+    return value
 
 
 @dataclass(frozen=True)
@@ -109,42 +112,26 @@ class HerdCost:
     seconds: float
 
 
-def herd_cost(zookeeper: Any, path: str, waiters: int, watch: str = "predecessor",
+def herd_cost(zookeeper: ZooKeeperService, path: str, waiters: int, watch: str = "predecessor",
               timeout: float = 60.0) -> HerdCost:
     """``waiters`` + 1 ZooKeeperLocks with ``watch`` ("predecessor" or "parent"), one session
     each, all on the first running server (whose ``mntr`` then counts the whole experiment).
-    One holds, the others queue and watch; the holder releases once; returns the HerdCost.
-    Every session is closed on the way out (the waiters' acquires end with an error, ignored)."""
-    server = next(node for node in zookeeper.nodes if node.state == "running")
-    history = History()
-    clients = [KazooClient(hosts=server.endpoint, timeout=HERD_SESSION_TIMEOUT) for _ in range(waiters + 1)]
-    acquiring = ThreadPoolExecutor(waiters)
-    try:
-        with ThreadPoolExecutor(16) as starting:
-            list(starting.map(lambda client: client.start(timeout=timeout), clients))
-        locks = [ZooKeeperLock(client, path, identifier=f"contender-{number}", watch=watch,
-                               on_event=history.sink(f"contender-{number}")) for number, client in enumerate(clients)]
-        baseline = watch_count(server)
-        locks[0].acquire(timeout=timeout)
-        turns = [acquiring.submit(lock.acquire, timeout) for lock in locks[1:]]
-        wait_until(lambda: watch_count(server) == baseline + waiters or any(turn.done() for turn in turns),
-                   f"{waiters} waiters to watch", timeout=timeout)
-        for turn in turns:
-            if turn.done():
-                turn.result()                  # an error of a waiter: raise it
-        before, started = mntr_number(server, "zk_packets_sent"), time.monotonic()
-        locks[0].release()
-        wait_until(lambda: any(lock.is_held for lock in locks[1:]) and watch_count(server) == baseline + waiters - 1,
-                   "the next holder, and every other waiter watching again", timeout=timeout)
-        seconds = time.monotonic() - started
-        packets = mntr_number(server, "zk_packets_sent") - before
-        woken = history.wakeups_per_release()[0]
-    finally:
-        for client in clients:                 # ends the sessions: nothing stays queued
-            client.stop()
-            client.close()
-        acquiring.shutdown(wait=True, cancel_futures=True)
-    return HerdCost(watch, waiters, woken, packets, seconds)
+    One holds, the others queue and watch; the holder releases once (``labkit.lessons.handoff``);
+    returns the HerdCost. Every session is closed on the way out."""
+    server = zookeeper.first_running()
+    make = lock_factory(RECIPES[watch], {"zookeeper": server.endpoint}, path, session_timeout=HERD_SESSION_TIMEOUT)
+    marks: dict[str, float] = {}
+
+    def before_release(_: int) -> None:
+        marks["packets"], marks["started"] = mntr_number(server, "zk_packets_sent"), time.monotonic()
+
+    def after_settled(_: int) -> None:
+        marks["seconds"] = time.monotonic() - marks["started"]
+        marks["packets"] = mntr_number(server, "zk_packets_sent") - marks["packets"]
+
+    run = hand_off(make, waiters, server_watches(server), releases=1, timeout=timeout,
+                   before_release=before_release, after_settled=after_settled)
+    return HerdCost(watch, waiters, run.wakeups[0], int(marks["packets"]), marks["seconds"])
 
 
 def take_turns(locks: dict[str, Any], observer: KazooClient, path: str, rounds: int,
