@@ -29,7 +29,7 @@ from typing import Any, Callable
 import redis
 
 from labkit.faults.relay import TcpLink
-from labkit.practice.exercises.report import ExerciseError, Report
+from labkit.practice.exercises.report import Report, learner_function
 from labkit.timing import wait_until
 
 PROPERTIES = ("counts from the send", "keeps a margin", "stops before the server expires")
@@ -41,17 +41,14 @@ CASES = [(100.0, 100.3, 2.0, 0.2), (5.0, 5.05, 10.0, 0.5), (0.0, 1.0, 3.0, 0.1)]
 def check_client_deadline(stop_at: Callable, lab: Any, ttl: float = 1.5, margin: float = 0.1,
                           reply_delay: float = 0.4) -> Report:
     """Judge ``stop_at`` on the cases, then on a real cut link to the lab's Redis."""
-    if not callable(stop_at):
-        raise ExerciseError(f"{stop_at!r} is not a function",
-                            hint="pass stop_at(sent_at, replied_at, ttl, margin) -> float")
+    learner_function(stop_at, hint="pass stop_at(sent_at, replied_at, ttl, margin) -> float")
     report = Report("client-side deadline exercise", properties=PROPERTIES)
-    started = time.monotonic()
     report.scenarios.append("three cases by pure logic")
     if _cases(report, stop_at):   # a wrong answer still runs for real: the cut link shows what it costs
         report.scenarios.append(f"a lease of {ttl} s kept alive through a relay (replies {reply_delay} s late), "
                                 "then the relay is cut")
         _cut_link(report, stop_at, lab, ttl, margin, reply_delay)
-    report.seconds = time.monotonic() - started
+    report.stop_clock()
     return report
 
 

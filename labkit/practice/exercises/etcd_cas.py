@@ -22,11 +22,10 @@ errors if the lab's etcd cannot be reached. The learner's own exceptions are rep
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from typing import Any, Callable
 
-from labkit.practice.exercises.report import ExerciseError, Report
+from labkit.practice.exercises.report import Report, learner_function
 
 PROPERTIES = ("counts alone", "no lost update", "retries a failed compare", "counts under concurrency")
 
@@ -58,11 +57,8 @@ class RacingEtcd:
 
 def check_etcd_cas(add_one: Callable, lab: Any, threads: int = 4, per_thread: int = 10) -> Report:
     """Run ``add_one(client, key)`` alone, with a writer in the window, and in threads."""
-    if not callable(add_one):
-        raise ExerciseError(f"{add_one!r} is not a function",
-                            hint="pass add_one(client, key), which reads the integer at key and writes it plus one")
+    learner_function(add_one, hint="pass add_one(client, key), which reads the integer at key and writes it plus one")
     report = Report("etcd compare-and-swap exercise", properties=PROPERTIES)
-    started = time.monotonic()
     key = f"/exercises/cas-{uuid.uuid4().hex[:8]}"
     other, clients = lab.etcd.client(), [lab.etcd.client() for _ in range(threads)]
     try:
@@ -73,7 +69,7 @@ def check_etcd_cas(add_one: Callable, lab: Any, threads: int = 4, per_thread: in
         other.delete(key)
         for client in clients + [other]:
             client.close()
-    report.seconds = time.monotonic() - started
+    report.stop_clock()
     return report
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import queue
 import threading
-import time
 import uuid
 from typing import TYPE_CHECKING, Callable, NamedTuple
 
@@ -37,7 +36,7 @@ from labkit.locks.etcd_mutex import EtcdMutex
 from labkit.locks.etcd_session import EtcdSession, rpc
 from labkit.practice.exercises.contention import WAITING, Contender, join_all
 from labkit.practice.exercises.diagnosis import run_scenarios
-from labkit.practice.exercises.report import ExerciseError, Report
+from labkit.practice.exercises.report import Report, learner_function
 from labkit.practice.exercises.run import ExerciseRun, middle_waiter_leaves, queue_and_drain
 from labkit.record.events import EventSink
 from labkit.timing import became_true
@@ -218,19 +217,16 @@ def check_etcd_wait(wait_for_turn: Callable, lab: Lab, clients: int = 5, patienc
     """Run EtcdMutex with the learner's ``wait_for_turn`` on ``lab``'s etcd and judge
     mutual exclusion, FIFO order, wakeups per release, progress and session handling.
     Raises ExerciseError if ``wait_for_turn`` is not callable, ValueError for < 3 clients."""
-    if not callable(wait_for_turn):
-        raise ExerciseError(f"{wait_for_turn!r} is not a function",
-                            hint="pass wait_for_turn(etcd, prefix, my_revision), which returns when it is my turn")
+    learner_function(wait_for_turn, hint="pass wait_for_turn(etcd, prefix, my_revision), which returns when it is my turn")
     if clients < 3:
         raise ValueError(f"the checker needs at least 3 clients to revoke a middle waiter's lease, got {clients}")
     report = Report("etcd wait-for-deletes exercise")
-    started = time.monotonic()
     base = f"/exercises/etcd-{uuid.uuid4().hex[:8]}"
     scripts = [(f"{clients} clients queue, each release lets the next one in",
                 lambda run: queue_and_drain(run, clients)),
                ("a middle waiter's lease is revoked while the holder holds", middle_waiter_leaves)]
     run_scenarios(report, scripts, lambda number, title: EtcdRun(lab, wait_for_turn, f"{base}/scenario-{number}",
                                                                   title, patience, ttl))
-    report.seconds = time.monotonic() - started
+    report.stop_clock()
     return report
 

@@ -22,14 +22,13 @@ connection errors if the lab's servers cannot be reached.
 """
 from __future__ import annotations
 
-import time
 import uuid
 from typing import Any, Callable
 
 from labkit.faults import expire_session
 from labkit.locks.zookeeper import ZooKeeperLock
 from labkit.practice.exercises.racing import RacingRedis
-from labkit.practice.exercises.report import ExerciseError, Report
+from labkit.practice.exercises.report import Report, learner_function
 from labkit.record.fencing import FencedStore
 
 PROPERTIES = ("refuses the late write", "accepts the holder's writes", "atomic check-and-write")
@@ -37,11 +36,8 @@ PROPERTIES = ("refuses the late write", "accepts the holder's writes", "atomic c
 
 def check_fenced_write(fenced_put: Callable, lab: Any) -> Report:
     """Run ``fenced_put(client, name, token, value)`` with real lock tokens and judge it."""
-    if not callable(fenced_put):
-        raise ExerciseError(f"{fenced_put!r} is not a function",
-                            hint="pass fenced_put(client, name, token, value) -> bool")
+    learner_function(fenced_put, hint="pass fenced_put(client, name, token, value) -> bool")
     report = Report("fenced write exercise", properties=PROPERTIES)
-    started = time.monotonic()
     name = f"exercise:fenced:{uuid.uuid4().hex[:8]}"
     learner = RacingRedis(host=lab.redis.host, port=lab.redis.port, socket_timeout=5.0)
     store = FencedStore(lab.redis.client(), name)     # how the checker reads and how c2 writes in the race
@@ -57,7 +53,7 @@ def check_fenced_write(fenced_put: Callable, lab: Any) -> Report:
         store.reset()
         store.client.close()
         learner.close()
-    report.seconds = time.monotonic() - started
+    report.stop_clock()
     return report
 
 

@@ -16,25 +16,21 @@ connection errors if the lab's etcd cannot be reached.
 """
 from __future__ import annotations
 
-import time
 import uuid
 from typing import Any, Callable
 
 from labkit.locks.etcd_mutex import EtcdMutex
 from labkit.locks.etcd_session import EtcdSession
 from labkit.practice.exercises.etcd_cas import RacingEtcd
-from labkit.practice.exercises.report import ExerciseError, Report
+from labkit.practice.exercises.report import Report, learner_function
 
 PROPERTIES = ("writes while holding", "refuses after the lock is lost", "check and write in one transaction")
 
 
 def check_guarded_put(put_if_owner: Callable, lab: Any) -> Report:
     """Run ``put_if_owner(client, lock_key, my_revision, key, value)`` and judge it."""
-    if not callable(put_if_owner):
-        raise ExerciseError(f"{put_if_owner!r} is not a function",
-                            hint="pass put_if_owner(client, lock_key, my_revision, key, value) -> bool")
+    learner_function(put_if_owner, hint="pass put_if_owner(client, lock_key, my_revision, key, value) -> bool")
     report = Report("guarded write exercise", properties=PROPERTIES)
-    started = time.monotonic()
     base = f"/exercises/guard-{uuid.uuid4().hex[:8]}"
     lock_prefix, data_key = f"{base}/lock", f"{base}/data"
     observer = lab.etcd.client()
@@ -46,7 +42,7 @@ def check_guarded_put(put_if_owner: Callable, lab: Any) -> Report:
     finally:
         observer.delete_prefix(base)
         observer.close()
-    report.seconds = time.monotonic() - started
+    report.stop_clock()
     return report
 
 

@@ -15,13 +15,12 @@ lab's ZooKeeper cannot be reached.
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from typing import Any, Callable
 
 from labkit.faults import expire_session
 from labkit.locks.zookeeper import ZooKeeperLock
-from labkit.practice.exercises.report import ExerciseError, Report
+from labkit.practice.exercises.report import Report, learner_function
 from labkit.timing import wait_until
 
 PROPERTIES = ("counts waiters, not the holder", "follows the queue")
@@ -29,10 +28,8 @@ PROPERTIES = ("counts waiters, not the holder", "follows the queue")
 
 def check_queue_depth(waiters: Callable, lab: Any, queued: int = 3) -> Report:
     """Ask ``waiters(client, lock_path)`` at each step of a real queue and judge the answers."""
-    if not callable(waiters):
-        raise ExerciseError(f"{waiters!r} is not a function", hint="pass waiters(client, lock_path) -> int")
+    learner_function(waiters, hint="pass waiters(client, lock_path) -> int")
     report = Report("lock queue depth exercise", properties=PROPERTIES)
-    started = time.monotonic()
     path = f"/exercises/depth-{uuid.uuid4().hex[:8]}"
     observer = lab.zookeeper.client()
     clients = [lab.zookeeper.client() for _ in range(queued + 1)]
@@ -62,7 +59,7 @@ def check_queue_depth(waiters: Callable, lab: Any, queued: int = 3) -> Report:
         for client in clients + [observer]:
             client.stop()
             client.close()
-        report.seconds = time.monotonic() - started
+        report.stop_clock()
     return report
 
 

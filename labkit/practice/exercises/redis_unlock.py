@@ -19,12 +19,11 @@ errors if the lab's Redis cannot be reached. The learner's own exceptions are re
 """
 from __future__ import annotations
 
-import time
 import uuid
 from typing import Any, Callable
 
 from labkit.practice.exercises.racing import RacingRedis
-from labkit.practice.exercises.report import ExerciseError, Report
+from labkit.practice.exercises.report import Report, learner_function
 from labkit.timing import wait_until
 
 PROPERTIES = ("releases my lock", "leaves another holder's lock alone", "atomic check-and-delete")
@@ -33,11 +32,8 @@ TTL_MS = 10_000
 
 def check_redis_unlock(unlock: Callable, lab: Any) -> Report:
     """Run ``unlock(client, name, my_value)`` in the three situations and judge each property."""
-    if not callable(unlock):
-        raise ExerciseError(f"{unlock!r} is not a function",
-                            hint="pass unlock(client, name, my_value), which deletes name only if it holds my_value")
+    learner_function(unlock, hint="pass unlock(client, name, my_value), which deletes name only if it holds my_value")
     report = Report("Redis unlock exercise", properties=PROPERTIES)
-    started = time.monotonic()
     name = f"exercise:unlock:{uuid.uuid4().hex[:8]}"
     mine, theirs = "c1:" + uuid.uuid4().hex, "c2:" + uuid.uuid4().hex
     learner = RacingRedis(host=lab.redis.host, port=lab.redis.port, socket_timeout=5.0)
@@ -80,7 +76,7 @@ def check_redis_unlock(unlock: Callable, lab: Any) -> Report:
         other.delete(name)
         learner.close()
         other.close()
-    report.seconds = time.monotonic() - started
+    report.stop_clock()
     return report
 
 

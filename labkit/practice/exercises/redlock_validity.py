@@ -25,7 +25,7 @@ import uuid
 from typing import Any, Callable
 
 from labkit.locks.redlock import instance_clients
-from labkit.practice.exercises.report import ExerciseError, Report
+from labkit.practice.exercises.report import ExerciseError, Report, learner_function
 
 PROPERTIES = ("subtracts the elapsed time", "allows for clock drift", "ends before the keys expire")
 FAST_CLOCK = 1.009   # 0.9 % fast: within the algorithm's 1 % allowance
@@ -41,20 +41,18 @@ def drift_ms(ttl_ms: float) -> float:
 
 def check_redlock_validity(validity_ms: Callable, lab: Any, ttl_ms: int = 10_000) -> Report:
     """Judge ``validity_ms`` on the cases, then on the lab's Redlock instances with fast clocks."""
-    if not callable(validity_ms):
-        raise ExerciseError(f"{validity_ms!r} is not a function", hint="pass validity_ms(ttl_ms, elapsed_ms) -> float")
+    learner_function(validity_ms, hint="pass validity_ms(ttl_ms, elapsed_ms) -> float")
     redlock = getattr(lab, "redlock", None)
     if redlock is None or not redlock.nodes or not getattr(lab, "clocks", False):
         raise ExerciseError("this exercise needs Redlock instances whose clocks labkit can change",
                             hint="start the lab with labkit.up(redlock=3, clocks=True)")
     report = Report("Redlock validity exercise", properties=PROPERTIES)
-    started = time.monotonic()
     report.scenarios.append("three cases by pure logic")
     if _cases(report, validity_ms):
         report.scenarios.append(f"{len(redlock.nodes)} instances whose clocks run {FAST_CLOCK - 1:.1%} fast; "
                                 f"a real majority with a TTL of {ttl_ms} ms")
         _fast_clocks(report, validity_ms, redlock, ttl_ms)
-    report.seconds = time.monotonic() - started
+    report.stop_clock()
     return report
 
 

@@ -1,7 +1,9 @@
 """What an exercise checker found: one verdict per property, in plain words."""
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from labkit.errors import LabError
 
@@ -10,6 +12,13 @@ PROPERTIES = ("mutual exclusion", "FIFO order", "wakeups per release", "progress
 
 class ExerciseError(LabError):
     """The learner's code does not have the shape the exercise asks for."""
+
+
+def learner_function(code: Any, hint: str) -> None:
+    """Raise ExerciseError unless the learner's ``code`` can be called; ``hint`` says the
+    signature the checker calls it with."""
+    if not callable(code):
+        raise ExerciseError(f"{code!r} is not a function", hint=hint)
 
 
 @dataclass
@@ -36,6 +45,11 @@ class Report:
     wakeups: list[int] = field(default_factory=list)
     seconds: float = 0.0
     properties: tuple[str, ...] = PROPERTIES     # what this exercise judges, in the order explained
+    started: float = field(default_factory=time.monotonic, repr=False)
+
+    def stop_clock(self) -> None:
+        """``seconds``: how long the checking took, from the report's creation until now."""
+        self.seconds = time.monotonic() - self.started
 
     def judge(self, name: str, held: bool, words: str, cause: str | None = None) -> None:
         """Record a verdict; a failed one adds ``cause`` (once). A property judged twice

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import time
 import uuid
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -203,7 +202,6 @@ def check_zookeeper_lock(learner_impl: Any, lab: Lab, clients: int = 6, patience
         raise ValueError(f"the checker needs at least 3 clients to kill a middle waiter, got {clients}")
     learner = learner_functions(learner_impl)
     report = Report("ZooKeeper lock exercise")
-    started = time.monotonic()
     base = f"/exercises/zookeeper-{uuid.uuid4().hex[:8]}"
     scripts: list[tuple[str, Callable[[ZooKeeperRun], None]]] = [
         (f"{clients} clients queue, each release lets the next one in", lambda run: queue_and_drain(run, clients)),
@@ -212,7 +210,7 @@ def check_zookeeper_lock(learner_impl: Any, lab: Lab, clients: int = 6, patience
     ]
     run_scenarios(report, scripts, lambda number, title: ZooKeeperRun(
         lab, learner, f"{base}/scenario-{number}", title, patience, session_timeout), quiet=_kazoo_quiet)
-    report.seconds = time.monotonic() - started
+    report.stop_clock()
     return report
 
 
