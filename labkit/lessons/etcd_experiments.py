@@ -28,11 +28,12 @@ from labkit.locks.etcd_mutex import EtcdMutex
 from labkit.timing import wait_until
 
 if TYPE_CHECKING:
+    from labkit.servers.etcd import EtcdNode, EtcdService
     from labkit.servers.lab import Lab
 
 
 # ---- leases -------------------------------------------------------------------------------
-def sample_leases(etcd: Any, lease_ids: dict[str, int], key: str, ttl: float,
+def sample_leases(etcd: EtcdService, lease_ids: dict[str, int], key: str, ttl: float,
                   every: float = 0.1) -> list[tuple[float, dict[str, int], bool]]:
     """Every ``every`` seconds: (seconds since the call, {name: the lease's remaining TTL as
     the server reports it, -1 once it is gone}, does ``key`` exist). Stops one second after
@@ -188,7 +189,7 @@ def take_turns_through_members(lab: "Lab", new_session: Callable[..., Any], pref
     revision) per acquisition, in acquisition order."""
     acquisitions: list[tuple[str, int, int]] = []
 
-    def take_turns(node: Any) -> None:
+    def take_turns(node: EtcdNode) -> None:
         mutex = EtcdMutex(new_session(node=node), prefix, identifier=f"via {node.name}")
         for _ in range(turns):
             mutex.lock(timeout=20)

@@ -20,7 +20,6 @@ unfenced store's write log.
 """
 from __future__ import annotations
 
-import statistics
 import threading
 import time
 import uuid
@@ -36,6 +35,7 @@ from labkit.locks.redlock import Redlock, instance_clients
 from labkit.record.checker import Verdict, check_mutual_exclusion
 from labkit.record.fencing import FencedStore
 from labkit.record.history import History
+from labkit.stats import percentile
 
 if TYPE_CHECKING:
     from labkit.servers.lab import Lab
@@ -65,11 +65,11 @@ class LatencyComparison:
 
     @property
     def redlock_p50(self) -> float:
-        return statistics.median(self.redlock_ms)
+        return percentile(self.redlock_ms, 0.5)
 
     @property
     def set_nx_p50(self) -> float:
-        return statistics.median(self.set_nx_ms)
+        return percentile(self.set_nx_ms, 0.5)
 
     @property
     def ratio(self) -> float:

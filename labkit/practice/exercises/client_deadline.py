@@ -24,7 +24,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 import redis
 
@@ -32,13 +32,16 @@ from labkit.faults.relay import TcpLink
 from labkit.practice.exercises.report import Report, learner_function
 from labkit.timing import wait_until
 
+if TYPE_CHECKING:
+    from labkit.servers.lab import Lab
+
 PROPERTIES = ("counts from the send", "keeps a margin", "stops before the server expires")
 
 # (sent_at, replied_at, ttl, margin): the reply came 0.3 s after the send
 CASES = [(100.0, 100.3, 2.0, 0.2), (5.0, 5.05, 10.0, 0.5), (0.0, 1.0, 3.0, 0.1)]
 
 
-def check_client_deadline(stop_at: Callable, lab: Any, ttl: float = 1.5, margin: float = 0.1,
+def check_client_deadline(stop_at: Callable, lab: Lab, ttl: float = 1.5, margin: float = 0.1,
                           reply_delay: float = 0.4) -> Report:
     """Judge ``stop_at`` on the cases, then on a real cut link to the lab's Redis."""
     learner_function(stop_at, hint="pass stop_at(sent_at, replied_at, ttl, margin) -> float")
@@ -83,7 +86,7 @@ def _cases(report: Report, stop_at: Callable) -> bool:
     return True
 
 
-def _cut_link(report: Report, stop_at: Callable, lab: Any, ttl: float, margin: float, reply_delay: float) -> None:
+def _cut_link(report: Report, stop_at: Callable, lab: Lab, ttl: float, margin: float, reply_delay: float) -> None:
     key = f"exercise:lease:{uuid.uuid4().hex[:8]}"
     watcher = lab.redis.client()
     watcher.set(key, "holder", px=int(ttl * 1000))

@@ -23,9 +23,12 @@ from __future__ import annotations
 
 import threading
 import uuid
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from labkit.practice.exercises.report import Report, learner_function
+
+if TYPE_CHECKING:
+    from labkit.servers.lab import Lab
 
 PROPERTIES = ("counts alone", "no lost update", "retries a failed compare", "counts under concurrency")
 
@@ -55,7 +58,7 @@ class RacingEtcd:
         return getattr(self._client, name)
 
 
-def check_etcd_cas(add_one: Callable, lab: Any, threads: int = 4, per_thread: int = 10) -> Report:
+def check_etcd_cas(add_one: Callable, lab: Lab, threads: int = 4, per_thread: int = 10) -> Report:
     """Run ``add_one(client, key)`` alone, with a writer in the window, and in threads."""
     learner_function(add_one, hint="pass add_one(client, key), which reads the integer at key and writes it plus one")
     report = Report("etcd compare-and-swap exercise", properties=PROPERTIES)

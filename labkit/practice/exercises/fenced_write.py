@@ -23,7 +23,7 @@ connection errors if the lab's servers cannot be reached.
 from __future__ import annotations
 
 import uuid
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from labkit.faults import expire_session
 from labkit.locks.zookeeper import ZooKeeperLock
@@ -31,10 +31,13 @@ from labkit.practice.exercises.racing import RacingRedis
 from labkit.practice.exercises.report import Report, learner_function
 from labkit.record.fencing import FencedStore
 
+if TYPE_CHECKING:
+    from labkit.servers.lab import Lab
+
 PROPERTIES = ("refuses the late write", "accepts the holder's writes", "atomic check-and-write")
 
 
-def check_fenced_write(fenced_put: Callable, lab: Any) -> Report:
+def check_fenced_write(fenced_put: Callable, lab: Lab) -> Report:
     """Run ``fenced_put(client, name, token, value)`` with real lock tokens and judge it."""
     learner_function(fenced_put, hint="pass fenced_put(client, name, token, value) -> bool")
     report = Report("fenced write exercise", properties=PROPERTIES)
@@ -57,7 +60,7 @@ def check_fenced_write(fenced_put: Callable, lab: Any) -> Report:
     return report
 
 
-def _two_tokens_across_an_expiry(lab: Any, name: str) -> tuple[int, int]:
+def _two_tokens_across_an_expiry(lab: Lab, name: str) -> tuple[int, int]:
     """Tokens of two real holders: c1's session is expired by the server, then c2 gets the lock."""
     path = f"/exercises/{name.replace(':', '-')}"
     first, second = lab.zookeeper.client(), lab.zookeeper.client()

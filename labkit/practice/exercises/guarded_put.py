@@ -17,17 +17,22 @@ connection errors if the lab's etcd cannot be reached.
 from __future__ import annotations
 
 import uuid
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from labkit.locks.etcd_mutex import EtcdMutex
 from labkit.locks.etcd_session import EtcdSession
 from labkit.practice.exercises.etcd_cas import RacingEtcd
 from labkit.practice.exercises.report import Report, learner_function
 
+if TYPE_CHECKING:
+    from etcd3 import Etcd3Client
+
+    from labkit.servers.lab import Lab
+
 PROPERTIES = ("writes while holding", "refuses after the lock is lost", "check and write in one transaction")
 
 
-def check_guarded_put(put_if_owner: Callable, lab: Any) -> Report:
+def check_guarded_put(put_if_owner: Callable, lab: Lab) -> Report:
     """Run ``put_if_owner(client, lock_key, my_revision, key, value)`` and judge it."""
     learner_function(put_if_owner, hint="pass put_if_owner(client, lock_key, my_revision, key, value) -> bool")
     report = Report("guarded write exercise", properties=PROPERTIES)
@@ -46,7 +51,7 @@ def check_guarded_put(put_if_owner: Callable, lab: Any) -> Report:
     return report
 
 
-def _holder(lab: Any, prefix: str, name: str) -> tuple[Any, EtcdSession, EtcdMutex]:
+def _holder(lab: Lab, prefix: str, name: str) -> tuple[Any, EtcdSession, EtcdMutex]:
     client = lab.etcd.client()
     session = EtcdSession(client, ttl=10)
     mutex = EtcdMutex(session, prefix, name)
@@ -67,7 +72,8 @@ def _value(client: Any, key: str) -> str | None:
     return None if value is None else value.decode()
 
 
-def _after_revoke(report: Report, put_if_owner: Callable, lab: Any, observer: Any, prefix: str, key: str) -> None:
+def _after_revoke(report: Report, put_if_owner: Callable, lab: Lab, observer: Etcd3Client, prefix: str,
+                  key: str) -> None:
     c1_client, c1_session, c1 = _holder(lab, prefix, "c1")
     c2_client = c2_session = None
     try:
@@ -99,7 +105,7 @@ def _after_revoke(report: Report, put_if_owner: Callable, lab: Any, observer: An
                 client.close()
 
 
-def _race(report: Report, put_if_owner: Callable, lab: Any, observer: Any, prefix: str, key: str) -> None:
+def _race(report: Report, put_if_owner: Callable, lab: Lab, observer: Etcd3Client, prefix: str, key: str) -> None:
     client, session, c1 = _holder(lab, prefix, "c1")
     racing = RacingEtcd(client)
     prop = "check and write in one transaction"

@@ -16,17 +16,20 @@ from __future__ import annotations
 
 import threading
 import uuid
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from labkit.faults import expire_session
 from labkit.locks.zookeeper import ZooKeeperLock
 from labkit.practice.exercises.report import Report, learner_function
 from labkit.timing import wait_until
 
+if TYPE_CHECKING:
+    from labkit.servers.lab import Lab
+
 PROPERTIES = ("counts waiters, not the holder", "follows the queue")
 
 
-def check_queue_depth(waiters: Callable, lab: Any, queued: int = 3) -> Report:
+def check_queue_depth(waiters: Callable, lab: Lab, queued: int = 3) -> Report:
     """Ask ``waiters(client, lock_path)`` at each step of a real queue and judge the answers."""
     learner_function(waiters, hint="pass waiters(client, lock_path) -> int")
     report = Report("lock queue depth exercise", properties=PROPERTIES)

@@ -22,10 +22,14 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from labkit.locks.redlock import instance_clients
 from labkit.practice.exercises.report import ExerciseError, Report, learner_function
+
+if TYPE_CHECKING:
+    from labkit.servers.lab import Lab
+    from labkit.servers.redis import RedlockService
 
 PROPERTIES = ("subtracts the elapsed time", "allows for clock drift", "ends before the keys expire")
 FAST_CLOCK = 1.009   # 0.9 % fast: within the algorithm's 1 % allowance
@@ -39,7 +43,7 @@ def drift_ms(ttl_ms: float) -> float:
     return ttl_ms * 0.01 + 2
 
 
-def check_redlock_validity(validity_ms: Callable, lab: Any, ttl_ms: int = 10_000) -> Report:
+def check_redlock_validity(validity_ms: Callable, lab: Lab, ttl_ms: int = 10_000) -> Report:
     """Judge ``validity_ms`` on the cases, then on the lab's Redlock instances with fast clocks."""
     learner_function(validity_ms, hint="pass validity_ms(ttl_ms, elapsed_ms) -> float")
     redlock = getattr(lab, "redlock", None)
@@ -90,7 +94,7 @@ def _cases(report: Report, validity_ms: Callable) -> bool:
     return True
 
 
-def _fast_clocks(report: Report, validity_ms: Callable, redlock: Any, ttl_ms: int) -> None:
+def _fast_clocks(report: Report, validity_ms: Callable, redlock: RedlockService, ttl_ms: int) -> None:
     name = f"exercise:redlock:{uuid.uuid4().hex[:8]}"
     clients = instance_clients(redlock.endpoints, timeout_ms=ttl_ms / 20)
     quorum = len(clients) // 2 + 1
