@@ -3,6 +3,7 @@
 * ``acquire_and_release``: one lock round trip as an operation to time.
 * ``pttl_until``: a Redis key's remaining TTL, sampled until something happens.
 * ``acquire_within``: try a lock for a while; True if it was acquired, False if not.
+* ``times_slower``: a measured ratio as the nearest of the choices a learner predicts from.
 * ``leader_crash_pairs``: client A and client B on one lock, on ZooKeeper and on etcd, each
   with its own session; the etcd clients talk to followers, so that killing the leader
   tests the cluster, not the loss of a client's only connection.
@@ -73,3 +74,14 @@ def leader_crash_pairs(lab: "Lab", history: History, path: str,
             opened.callback(handle.close)
         pairs[system] = tuple(handle.lock for handle in handles)
     return pairs, opened
+
+
+SLOWER_CHOICES = ("about the same", "2×", "10×", "100×")
+
+
+def times_slower(ratio: float) -> str:
+    """The choice of ``SLOWER_CHOICES`` nearest to ``ratio`` on a log scale (1, 2, 10, 100)."""
+    for bound, label in ((1.4, "about the same"), (4.5, "2×"), (32.0, "10×")):
+        if ratio < bound:
+            return label
+    return "100×"
