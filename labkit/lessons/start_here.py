@@ -9,6 +9,8 @@
   moment each deletion was seen.
 * ``contender_factory`` / ``serve_in_queue_order``: contenders that queue one after
   another on ZooKeeper or etcd, each with its own session, and take the lock in turn.
+* ``lock_numbers``: every number the course uses, read live from a held ZooKeeper lock and
+  a held etcd Mutex (for the glossary).
 * ``recipe_steps``: a ZooKeeper lock run (History of clients "A" and "B") as the steps of
   the lesson's sequence diagram, for ``zookeeper_recipe.sequence_diagram``.
 
@@ -29,7 +31,9 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from etcd3.events import DeleteEvent
 
+from labkit.locks.etcd_mutex import EtcdMutex
 from labkit.locks.registry import connections_of, make_lock
+from labkit.locks.zookeeper import ZooKeeperLock, sequence_of
 from labkit.record.history import History
 from labkit.timing import wait_until
 
@@ -169,6 +173,26 @@ def serve_in_queue_order(make_lock: Callable[[str], Any], first: str, queue: lis
         thread.join(timeout)
         if thread.is_alive():
             raise TimeoutError(f"a waiter on {system} did not get and release the lock within {timeout:.0f} s")
+
+
+def lock_numbers(zookeeper: Any, zookeeper_lock: ZooKeeperLock, etcd: Any, etcd_mutex: EtcdMutex) -> dict[str, int]:
+    """The numbers of the glossary, as the servers report them for two held locks: the node's
+    sequence and czxid, its parent's pzxid and cversion, the last zxid the client saw and
+    its session id (ZooKeeper); the key's lease id, create and mod revision, and the header
+    revision of the read that returned them (etcd). Raises ValueError if the etcd key is gone
+    (the lock is no longer held)."""
+    node = f"{zookeeper_lock.path}/{zookeeper_lock.node}"
+    _, node_stat = zookeeper.get(node)
+    parent_stat = zookeeper.exists(zookeeper_lock.path)
+    response = etcd.get_response(etcd_mutex.key)      # the raw answer: its header carries the store's revision
+    if len(response.kvs) != 1:
+        raise ValueError(f"{etcd_mutex.key} is not in etcd: the Mutex no longer holds the lock")
+    [key_value] = response.kvs
+    return {"sequence": sequence_of(zookeeper_lock.node), "czxid": node_stat.czxid,
+            "pzxid": parent_stat.pzxid, "cversion": parent_stat.cversion,
+            "zxid": zookeeper.last_zxid, "session id": zookeeper.client_id[0],
+            "lease id": key_value.lease, "create revision": key_value.create_revision,
+            "mod revision": key_value.mod_revision, "header revision": response.header.revision}
 
 
 def _short(node: str) -> str:
