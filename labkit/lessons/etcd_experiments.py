@@ -3,12 +3,18 @@ so that a notebook cell shows the experiment and not its harness. (``etcd_leases
 contender factories and the wakeup count they build on.)
 
 * ``sample_leases`` / ``lease_countdown_plot``: leases' remaining TTL as etcd reports it.
+* ``stop_keepalive``: two client processes; the holder's keep-alive stops: when etcd deletes
+  its key, when the waiter acquires, when the holder itself knows.
 * ``guarded_put`` / ``careless_holder``: a holder that goes on writing after its lease ended,
   with plain puts and with puts guarded by ``is_owner()`` in the same transaction.
 * ``plain_increment`` / ``cas_increment`` / ``count_with``: a read-modify-write race, made to
   happen on every round by a barrier, with and without compare-and-swap.
-* ``take_turns_through_members``: one client per member takes the same lock several times.
+* ``counter_plots``: the counters the two increments reached, and the tries CAS needed.
+* ``take_turns_through_members``: one client per member takes the same lock several times;
+  ``member_views``: each member's (revision, raft index applied).
 * ``write_in_real_time_order``: writes through different members, one after the other.
+* ``hold_past_ttl``: python-etcd3's Lock and the Mutex held past their TTL, then a rival each.
+* ``queue_behind_etcdctl``: our Mutex asks for a lock that ``etcdctl lock`` (Go's Mutex) holds.
 * ``without_quorum``: what a member answers to a serializable and a linearizable read when
   the two other members are frozen.
 
@@ -24,7 +30,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
+from labkit.clients import spawn_clients
+from labkit.locks import Locked
+from labkit.locks.etcd3_reference import Etcd3ReferenceLock
 from labkit.locks.etcd_mutex import EtcdMutex
+from labkit.record.events import Event
+from labkit.record.history import History
 from labkit.timing import wait_until
 
 if TYPE_CHECKING:
@@ -64,6 +75,44 @@ def lease_countdown_plot(samples: list[tuple[float, dict[str, int], bool]], ax: 
 
 
 # ---- a holder that goes on writing ----------------------------------------------------------
+@dataclass(frozen=True)
+class KeepaliveStop:
+    """Seconds after the holder's keep-alive stopped: until etcd deleted its key, until the
+    waiter held the lock, until the holder itself knew; whether the holder held and the
+    waiter waited before the stop; the holder's state at the end; the run's History."""
+
+    key_gone_after: float
+    acquired_after: float
+    holder_noticed_after: float
+    queued_behind_holder: bool
+    holder_state: str
+    history: History
+
+
+def stop_keepalive(lab: "Lab", etcd: Any, path: str, ttl: int, work: float = 0.3) -> KeepaliveStop:
+    """Two client processes on ``path`` (leases of ``ttl`` s): the holder's keep-alive stops,
+    its process runs on, silent. The waiter holds the lock for ``work`` seconds at the end."""
+    history = History()
+    with spawn_clients(lab, recipe="etcd", n=2, name=path, ttl=ttl, history=history) as processes:
+        holder, waiter = processes[0], processes[1]
+        holder.acquire(timeout=10)
+        holder_key = f"{path}/{holder.session['lease_id']:x}"
+        request = waiter.send("acquire", timeout=30)
+        history.wait_for("watch", client=waiter.name, timeout=10)
+        queued = etcd.get(holder_key)[0] is not None and waiter.state == "waiting"
+
+        stopped = time.time()
+        holder.stop_keepalive()                      # the holder is alive, but silent
+        wait_until(lambda: etcd.get(holder_key)[0] is None, "etcd to delete the holder's key", timeout=ttl + 10)
+        key_gone_after = time.time() - stopped
+        waiter.wait_reply(request, timeout=10)
+        acquired_after = history.events(client=waiter.name, kind="acquired")[0].time - stopped
+        noticed_after = history.wait_for("lost", client=holder.name, timeout=ttl + 10)[0].time - stopped
+        time.sleep(work)                             # the new holder's work (a chosen time, not a wait)
+        waiter.release()
+        return KeepaliveStop(key_gone_after, acquired_after, noticed_after, queued, holder.state, history)
+
+
 def guarded_put(mutex: EtcdMutex, key: str, value: str) -> bool:
     """Write only while ``mutex`` is held: the comparison and the put are one step on the server."""
     client = mutex.client
@@ -277,3 +326,128 @@ def _answers(client: Any, key: str) -> bool:
         return True
     except Exception:  # not yet: the cluster is electing a leader
         return False
+
+
+# ---- counters, members, other locks --------------------------------------------------------
+def counter_plots(axes: Any, expected: int, plain_total: int, cas_total: int, cas_attempts: list[list[int]],
+                  title: str) -> Any:
+    """On two axes: the counter each way of adding one reached; how many transactions each
+    compare-and-swap increment needed (1 = no conflict)."""
+    totals_axes, attempts_axes = axes
+    bars = totals_axes.bar(["expected", "plain get / put", "txn compare mod_revision"],
+                           [expected, plain_total, cas_total], color=["gray", "tab:red", "tab:green"])
+    totals_axes.bar_label(bars)
+    totals_axes.set(title=title, ylabel="counter at the end")
+    attempts = [attempt for round_attempts in cas_attempts for attempt in round_attempts]
+    counts = range(1, max(attempts) + 1)
+    attempts_axes.bar(counts, [attempts.count(number) for number in counts], color="tab:green",
+                      label="compare-and-swap increments")
+    attempts_axes.set(title="Transactions needed per increment", xlabel="attempts (1 = no conflict)",
+                      ylabel="increments", xticks=list(counts))
+    attempts_axes.legend()
+    return axes
+
+
+def member_views(lab: "Lab") -> dict[str, tuple[int, int]]:
+    """Each member's (store revision, raft log index applied), from its own status."""
+    statuses = {node.name: node.status() for node in lab.etcd.nodes}
+    return {name: (int(status["header"]["revision"]), int(status["raftAppliedIndex"]))
+            for name, status in statuses.items()}
+
+
+UNREFRESHED, REFRESHED = "python-etcd3 Lock's lease (never refreshed)", "EtcdMutex's lease (its session refreshes it)"
+
+
+@dataclass
+class PastTtl:
+    """Both locks held past their TTL: the lease samples (``sample_leases``), when
+    python-etcd3's key went (seconds held) and how long both were held; whether its Lock
+    object still had its token; the rival's token on python-etcd3's lock; whether a Mutex
+    rival was refused; the lock objects, for the asserts and the clean-up."""
+
+    samples: list
+    key_gone_at: float | None
+    held_for: float
+    reference_key_gone: bool
+    still_says_held: bool
+    rival_token: int | None
+    mutex_rival_refused: bool
+    reference: Etcd3ReferenceLock
+    ported: EtcdMutex
+    rival: Etcd3ReferenceLock
+
+
+def hold_past_ttl(etcd: Any, new_client: Callable[[], Any], new_session: Callable[[], Any], ttl: int) -> PastTtl:
+    """Take python-etcd3's Lock and an EtcdMutex with the same ``ttl``, hold both while
+    sampling their leases until python-etcd3's key has been gone for a second, then let a
+    rival ask for each lock."""
+    reference = Etcd3ReferenceLock(new_client(), "nightly-job", ttl=ttl, identifier="python-etcd3 Lock")
+    ported = EtcdMutex(new_session(), "/locks/nightly-job", identifier="EtcdMutex")
+    reference.acquire(timeout=5)
+    ported.lock(timeout=5)
+    held_since = time.monotonic()
+    samples = sample_leases(etcd, {UNREFRESHED: reference.etcd3_lock.lease.id, REFRESHED: ported.session.lease_id},
+                            reference.key, ttl=ttl)
+    key_gone_at = next((t for t, _, exists in samples if not exists), None)
+    held_for = time.monotonic() - held_since
+    reference_key_gone = etcd.get(reference.key)[0] is None
+    still_says_held = reference.token is not None          # nothing told the Lock object anything
+
+    rival = Etcd3ReferenceLock(new_client(), "nightly-job", ttl=30, identifier="rival")
+    rival_token = rival.acquire(timeout=2)
+    mutex_rival = EtcdMutex(new_session(), "/locks/nightly-job", identifier="Mutex rival")
+    try:
+        mutex_rival.try_lock()
+        mutex_rival_refused = False
+    except Locked:
+        mutex_rival_refused = True
+    return PastTtl(samples, key_gone_at, held_for, reference_key_gone, still_says_held, rival_token,
+                   mutex_rival_refused, reference, ported, rival)
+
+
+@dataclass
+class BehindEtcdctl:
+    """Our Mutex and a lock held by ``etcdctl lock``: was it refused and still waiting while
+    etcdctl held; the queue then and once ours; etcdctl's key, its result and our token;
+    our Mutex and the History (etcdctl's hold added as seen from here)."""
+
+    refused_while_go_holds: bool
+    still_waiting: bool
+    queue_while_go_holds: list[str]
+    queue_once_ours: list[str]
+    go_key: str
+    go_result: Any
+    our_token: int
+    ours: EtcdMutex
+    history: History
+
+
+def queue_behind_etcdctl(lab: "Lab", session: Any, path: str, pool: ThreadPoolExecutor,
+                         hold: float = 2.0, work: float = 0.3) -> BehindEtcdctl:
+    """``etcdctl lock path`` holds for ``hold`` s (its command prints the key, then sleeps);
+    meanwhile our Mutex on ``session`` tries, then queues and waits its turn."""
+    history = History()
+    ours = EtcdMutex(session, path, identifier="our EtcdMutex", on_event=history.sink("our EtcdMutex (Python)"))
+    go_run = pool.submit(lab.etcd.etcdctl, "lock", path, "--", "sh", "-c", f'echo "$ETCD_LOCK_KEY"; sleep {hold}')
+    wait_until(lambda: ours.contenders(), f"etcdctl to hold {path}", timeout=15)
+    go_seen_at, go_key = time.time(), ours.contenders()[0]
+    try:
+        ours.try_lock()
+        refused = False
+    except Locked:
+        refused = True
+    our_turn = pool.submit(ours.lock, 30)
+    wait_until(lambda: len(ours.contenders()) == 2, "our key to queue behind etcdctl's")
+    queue_while_go_holds, still_waiting = ours.contenders(), not our_turn.done()
+    our_token = our_turn.result(timeout=30)
+    queue_once_ours = ours.contenders()
+    go_result = go_run.result(timeout=30)
+    time.sleep(work)                   # our work under the lock (a chosen time, not a wait)
+    ours.unlock()
+    # etcdctl's hold as seen from here: from when its key appeared to when our watch saw it deleted
+    woke = history.events(kind="woke")
+    history.append(Event(go_seen_at, "etcdctl lock (Go)", "acquired", {"key": go_key}))
+    if woke:
+        history.append(Event(woke[0].time, "etcdctl lock (Go)", "released", {"key": go_key}))
+    return BehindEtcdctl(refused, still_waiting, queue_while_go_holds, queue_once_ours, go_key, go_result,
+                         our_token, ours, history)
