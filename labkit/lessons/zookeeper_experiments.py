@@ -3,8 +3,13 @@ plots, so that a notebook cell shows the experiment and not its harness.
 (``zookeeper_recipe`` holds the server probes and teaching locks they build on.)
 
 * ``queue_order_plot``: place in the queue against turn, with the first-come-first-served line.
-* ``crash_holder``: SIGKILL a holder process just after a heartbeat and time the server's
-  deletion of its node and the next waiter's acquire.
+* ``wakeup_plots``: mean wakeups per release, and wakeups of the first release, against N.
+* ``crash_holder`` / ``crash_plot``: SIGKILL a holder process just after a heartbeat and time
+  the server's deletion of its node and the next waiter's acquire.
+* ``middle_waiter_dies``: four client processes queue; the middle waiter's session is closed
+  from a second connection; the waiter behind it wakes, re-checks and keeps waiting.
+* ``cut_off_holder_history``: a holder behind a ``TcpLink`` that is cut; the waiter's turn,
+  and what kazoo and the holder say at that moment.
 * ``herd_cost``: one release in front of N waiters: how many woke, and how many packets the
   server sent for it (``mntr``: zk_packets_sent), for a predecessor or a parent watch.
 * ``take_turns``: locks of different implementations share one path, several rounds each,
@@ -26,10 +31,15 @@ from typing import TYPE_CHECKING, Any
 from kazoo.client import KazooClient
 
 from labkit.clients import spawn_clients
+from labkit.faults.relay import TcpLink
+from labkit.lessons.common import queue_behind
 from labkit.lessons.handoff import hand_off, server_watches
 from labkit.lessons.zookeeper_recipe import RECIPES, kill_just_after_heartbeat, watchers_of
+from labkit.locks import SessionExpired
 from labkit.locks.registry import lock_factory
-from labkit.locks.zookeeper import sequence_of, sorted_contenders
+from labkit.locks.zookeeper import ZooKeeperLock, sequence_of, sorted_contenders
+from labkit.plots import wakeups_per_release_plot
+from labkit.record.events import Event
 from labkit.record.history import History
 from labkit.servers.zookeeper import parse_mntr
 from labkit.timing import wait_until
@@ -51,6 +61,23 @@ def queue_order_plot(ax: Any, creation_order: list[str], acquisition_order: list
            ylabel="place in the queue (by sequence number)")
     ax.legend()
     return ax
+
+
+def wakeup_plots(axes: Any, wakeups: dict[tuple[str, int], list[int]], waiter_counts: tuple[int, ...],
+                 labels: list[str]) -> Any:
+    """On two axes: the mean wakeups per release against N (the third label's line dashed:
+    it lies on top of the first), and the wakeups of the first release against N."""
+    mean_axes, first_axes = axes
+    wakeups_per_release_plot({label: {n: sum(wakeups[label, n]) / len(wakeups[label, n]) for n in waiter_counts}
+                              for label in labels}, ax=mean_axes, title="Waiters woken per release (mean over N releases)")
+    mean_axes.get_lines()[2].set(linestyle="--", marker="s")
+    for label, style in zip(labels, ("-o", "-o", "--s")):
+        first_axes.plot(waiter_counts, [wakeups[label, n][0] for n in waiter_counts], style, label=label)
+    first_axes.set(title="Waiters woken by the first release", xlabel="waiters N (each with its own session)",
+                   ylabel="clients woken by one release")
+    first_axes.grid(alpha=0.3)
+    first_axes.legend()
+    return axes
 
 
 @dataclass(frozen=True)
@@ -88,6 +115,106 @@ def crash_holder(lab: "Lab", observer: KazooClient, path: str, session_timeout: 
         next_holder_after = history.events(client=waiter.name, kind="acquired")[0].time - killed_at
         waiter.release()
     return CrashRun(session_timeout, node_deleted_after, next_holder_after, history)
+
+
+def crash_plot(ax: Any, runs: dict[float, CrashRun], tick: float) -> Any:
+    """Seconds from the kill until the node was deleted and the waiter held the lock, against
+    the session timeout, with the band the notebook asserts (timeout - 1 tick ... + 1 s)."""
+    timeouts = list(runs)
+    ax.plot(timeouts, [runs[t].next_holder_after for t in timeouts], marker="o", label="next waiter holds the lock")
+    ax.plot(timeouts, [runs[t].node_deleted_after for t in timeouts], marker="x", linestyle="none",
+            label="holder's node deleted (observer)")
+    ax.plot(timeouts, timeouts, color="gray", linestyle=":", label="exactly the session timeout")
+    ax.fill_between(timeouts, [t - tick for t in timeouts], [t + 1.0 for t in timeouts], color="gray", alpha=0.15,
+                    label="asserted band: timeout − 1 tick … timeout + 1 s")
+    ax.set(title="SIGKILL the holder: how long the lock stays blocked", xlabel="session timeout (s)",
+           ylabel="seconds after the kill")
+    ax.legend(fontsize=8)
+    return ax
+
+
+@dataclass(frozen=True)
+class MiddleWaiter:
+    """Four clients, ``client-1`` holding: the nodes they created, their states right after
+    ``client-3``'s session was closed, the queue then, how ``client-3``'s acquire ended, and
+    the run's History."""
+
+    node_of: dict[str, str]
+    states_after_expiry: dict[str, str]
+    queue_after_expiry: list[str]
+    middle_outcome: str
+    history: History
+
+
+def middle_waiter_dies(lab: "Lab", observer: KazooClient, path: str, session_timeout: float,
+                       work: float = 0.5) -> MiddleWaiter:
+    """client-1 holds ``path``; 2, 3, 4 queue in that order; client-3's session is closed
+    from a second connection once client-4's watch on its node is set; client-1 works for
+    ``work`` s more, then each waiter in turn takes the lock and lets it go."""
+    history = History()
+    with spawn_clients(lab, "zookeeper", n=4, name=path, session_timeout=session_timeout, history=history) as four:
+        holder, first_waiter, middle, last = four
+        requests = queue_behind(four)          # the queue order is the client order
+        node_of = {event.client: event.detail["node"] for event in history.events(kind="created")}
+        wait_until(lambda: last.session["session_id"] in watchers_of(lab.zookeeper, node_of[middle.name]),
+                   "client-4's watch on client-3's node to be set on the server", timeout=10)
+
+        middle.expire_session()                # closeSession from a second connection
+        history.wait_for("watch", client=last.name, count=2, timeout=10)   # client-4 woke, re-checked, watches again
+        wait_until(lambda: last.session["session_id"] in watchers_of(lab.zookeeper, node_of[first_waiter.name]),
+                   "client-4's new watch to be set on the server", timeout=10)
+        states = four.states()
+        observer.sync(path)
+        queue = sorted_contenders(observer.get_children(path))
+        try:
+            middle.wait_reply(requests[middle.name], timeout=10)
+            outcome = "acquired (?)"
+        except SessionExpired as error:        # an error reply, not an event: put it on the timeline
+            outcome = f"SessionExpired: {error}"
+            history.append(Event(time.time(), middle.name, "error", {"message": str(error)}))
+
+        time.sleep(work)                       # client-1 keeps working for a while (a chosen time)
+        holder.release()
+        for waiter in (first_waiter, last):    # then each waiter in turn takes the lock and lets it go
+            waiter.wait_reply(requests[waiter.name], timeout=10)
+            waiter.release()
+    return MiddleWaiter(node_of, states, queue, outcome, history)
+
+
+@dataclass(frozen=True)
+class CutOffHolder:
+    """When the waiter got the lock: kazoo's state on the holder's client and the holder's
+    ``is_held``; the run's History (holder's ``lost``, waiter's ``woke`` and ``acquired``)."""
+
+    kazoo_state_then: str
+    holder_says_held: bool
+    history: History
+
+
+def cut_off_holder_history(lab: "Lab", waiter_client: KazooClient, path: str, session_timeout: float,
+                           on_close: Any) -> CutOffHolder:
+    """A holder reaches one ZooKeeper server only through a ``TcpLink``; a waiter (on
+    ``waiter_client``) queues behind it; the link is cut until the waiter holds the lock.
+    ``on_close(callback)`` registers the holder client's clean-up (an ExitStack's
+    ``callback``): a client cut off at the end is closed with the notebook's others."""
+    history = History()
+    with TcpLink(lab.zookeeper.nodes[0].endpoint) as link:    # the holder's only way to ZooKeeper
+        cut_off = KazooClient(hosts=link.address, timeout=session_timeout)
+        cut_off.start(timeout=15)
+        on_close(cut_off.close)
+        on_close(cut_off.stop)
+        holder = ZooKeeperLock(cut_off, path, identifier="holder", on_event=history.sink("holder"))
+        waiter = ZooKeeperLock(waiter_client, path, identifier="waiter", on_event=history.sink("waiter"))
+        holder.acquire(timeout=10)
+        with ThreadPoolExecutor(1) as waiting:
+            waiter_turn = waiting.submit(waiter.acquire, 30)
+            history.wait_for("watch", client="waiter", timeout=10)
+            history.record_fault("cut the holder's link", "holder")
+            link.cut()
+            waiter_turn.result(timeout=30)
+        kazoo_state_then, holder_says_held = cut_off.state, holder.is_held   # the moment the waiter holds
+        waiter.release()
+    return CutOffHolder(kazoo_state_then, holder_says_held, history)
 
 
 def mntr_number(node: ZooKeeperNode, name: str) -> int:
