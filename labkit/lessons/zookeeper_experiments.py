@@ -14,6 +14,9 @@ plots, so that a notebook cell shows the experiment and not its harness.
   server sent for it (``mntr``: zk_packets_sent), for a predecessor or a parent watch.
 * ``take_turns``: locks of different implementations share one path, several rounds each,
   while an observer checks that each holder owns the lowest node.
+* ``lost_create_reply``: a ``NaiveLock`` whose first create's reply is lost queues behind a
+  holder, a bystander behind it; the holder releases; nobody gets the free lock.
+* ``three_implementations``: ZooKeeperLock, kazoo's Lock and (when installed) Curator on one path.
 * ``naive_queue``: who owns each node of a ``NaiveLock`` path, and which one is an orphan.
 
 What can fail: ``TimeoutError`` naming what was awaited (a contender that does not finish, a
@@ -34,8 +37,11 @@ from labkit.clients import spawn_clients
 from labkit.faults.relay import TcpLink
 from labkit.lessons.common import queue_behind
 from labkit.lessons.handoff import hand_off, server_watches
-from labkit.lessons.zookeeper_recipe import RECIPES, kill_just_after_heartbeat, watchers_of
+from labkit.lessons.zookeeper_recipe import (RECIPES, LosesFirstCreateReply, NaiveLock, kill_just_after_heartbeat,
+                                             watchers_of)
 from labkit.locks import SessionExpired
+from labkit.locks.curator import CuratorPeer, CuratorUnavailable
+from labkit.locks.kazoo_reference import KazooReferenceLock
 from labkit.locks.registry import lock_factory
 from labkit.locks.zookeeper import ZooKeeperLock, sequence_of, sorted_contenders
 from labkit.plots import wakeups_per_release_plot
@@ -308,3 +314,63 @@ def naive_queue(observer: KazooClient, path: str, unlucky: Any) -> list[dict[str
         role = "orphan: its create's reply was lost" if f"{path}/{child}" in unlucky.lost_replies else "its node"
         rows.append({"node": child, "owner (session)": owner, "what it is": role})
     return rows
+
+
+@dataclass(frozen=True)
+class LostReply:
+    """The queue right after the holder released (``naive_queue`` rows); each waiter's
+    acquire result after 3 s; the queue once both gave up; whether a latecomer got the lock;
+    the unlucky client and the bystander's lock, for the rest of the lesson."""
+
+    queue_after_release: list[dict[str, str]]
+    outcomes: dict[str, bool]
+    left_behind: list[dict[str, str]]
+    latecomer_got_it: bool
+    unlucky_client: LosesFirstCreateReply
+    bystander: NaiveLock
+
+
+def lost_create_reply(lab: "Lab", new_client: Any, observer: KazooClient, path: str, session_timeout: float,
+                      on_close: Any, patience: float = 3.0) -> LostReply:
+    """A NaiveLock holder; an unlucky NaiveLock (its first create's reply is lost) queues,
+    then a bystander; the holder releases; both wait ``patience`` s; then a latecomer tries
+    for 1 s. ``new_client()`` gives a client with its own session; ``on_close`` registers
+    the unlucky client's clean-up."""
+    holder = NaiveLock(new_client(), path)
+    unlucky_client = LosesFirstCreateReply(hosts=lab.zookeeper.hosts, timeout=session_timeout)
+    unlucky_client.start(timeout=15)
+    on_close(unlucky_client.close)
+    on_close(unlucky_client.stop)
+    unlucky, bystander = NaiveLock(unlucky_client, path), NaiveLock(new_client(), path)
+    if not holder.acquire(timeout=5):
+        raise TimeoutError(f"the first NaiveLock could not take the free lock {path}")
+    with ThreadPoolExecutor(2) as waiting:
+        unlucky_turn = waiting.submit(unlucky.acquire, patience)      # its first create's reply is lost
+        wait_until(lambda: unlucky.node is not None, "the unlucky client to queue", timeout=10)
+        bystander_turn = waiting.submit(bystander.acquire, patience)
+        wait_until(lambda: bystander.node is not None, "the bystander to queue", timeout=10)
+        holder.release()                                             # the lock is free now
+        queue_after_release = naive_queue(observer, path, unlucky_client)
+        outcomes = {"unlucky": unlucky_turn.result(patience + 10), "bystander": bystander_turn.result(patience + 10)}
+    left_behind = naive_queue(observer, path, unlucky_client)
+    latecomer_got_it = bystander.acquire(timeout=1)   # anyone who comes now queues behind the orphan
+    return LostReply(queue_after_release, outcomes, left_behind, latecomer_got_it, unlucky_client, bystander)
+
+
+def three_implementations(new_client: Any, hosts: str, path: str, session_timeout: float, history: History,
+                          on_close: Any) -> dict[str, Any]:
+    """{"ZooKeeperLock": ..., "kazoo's Lock": ..., "Curator": ...} on ``path``, each with its
+    own session and events to ``history``; Curator (a JVM, through CuratorPeer) is left out,
+    with a printed reason, when it is not installed."""
+    locks: dict[str, Any] = {
+        "ZooKeeperLock": ZooKeeperLock(new_client(), path, identifier="ZooKeeperLock",
+                                       on_event=history.sink("ZooKeeperLock")),
+        "kazoo's Lock": KazooReferenceLock(new_client(), path, identifier="kazoo's Lock",
+                                           on_event=history.sink("kazoo's Lock"))}
+    try:
+        locks["Curator"] = CuratorPeer(hosts, path, session_timeout=session_timeout, identifier="Curator",
+                                       on_event=history.sink("Curator"))
+        on_close(locks["Curator"].close)
+    except CuratorUnavailable as error:
+        print(f"Curator is not installed here, so this run leaves it out: {error}")
+    return locks
