@@ -51,6 +51,7 @@ class LockClient:
     def __init__(self, group: "LockClients", name: str, spec: dict[str, Any]):
         self.group = group
         self.name = name
+        self.spec = spec  # what the child was started with: LockClients.replace starts another
         self.recipe = spec["recipe"]
         self.session: dict[str, Any] = {}
         self._condition = threading.Condition()

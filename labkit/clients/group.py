@@ -115,6 +115,28 @@ class LockClients:
         return {client.name: client.wait_reply(command_id, max(0.1, deadline - time.monotonic()))
                 for client, command_id in started.items()}
 
+    def replace(self, key: int | str, start_timeout: float = START_TIMEOUT) -> LockClient:
+        """Start a new process in place of a client that died (killed or crashed): the same
+        name and spec, new connections and a new session, as a crashed process restarted by
+        its supervisor rejoins. Its events go on under the same name. Raises ClientError if
+        that client is still running (kill it first) or the new one does not start."""
+        old = self[key]
+        if old.state not in ("dead", "stopped"):
+            raise ClientError(f"{old.name} is still running ({old.state}); only a dead client can be replaced",
+                              hint=f"kill it first: clients[{old.name!r}].kill()")
+        old.finish_close(time.monotonic())
+        new = LockClient(self, old.name, old.spec)
+        self.clients[self.clients.index(old)] = new
+        try:
+            if self._closed:  # close() ran meanwhile and did not see the new process
+                raise ClientError(f"these clients were closed while {old.name} was being replaced")
+            new.wait_until_ready(start_timeout)
+        except BaseException:
+            new.begin_close()
+            new.finish_close(time.monotonic() + 1.0)
+            raise
+        return new
+
     def etcd_client(self) -> Any:
         """An etcd client in this process (for revoke_lease), made on first use."""
         if self._etcd_client is None:
