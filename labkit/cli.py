@@ -1,9 +1,10 @@
-"""The `labkit` command: up, status, down, net, doctor, bench."""
+"""The `labkit` command: up, status, down, net, doctor, bench, torture."""
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+import time
 
 from labkit import bench
 from labkit.errors import LabError
@@ -151,6 +152,18 @@ def cmd_bench(args) -> int:
     return bench.main(args.rest) or 0
 
 
+def cmd_torture(args) -> int:
+    from labkit.servers.run_folder import labkit_home
+    from labkit.torture import torture
+
+    report = args.report or labkit_home() / "torture" / time.strftime(f"%Y%m%d-%H%M%S-{args.recipe}-seed{args.seed}")
+    result = torture(args.recipe, clients=args.clients, duration=args.time, nemesis=args.nemesis, seed=args.seed,
+                     fenced=args.fenced, trials=args.trials, report=report, timeout=args.timeout, hold=args.hold,
+                     replay=args.replay)
+    print(repr(result))
+    return 0 if result.ok else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="labkit", description="Real lock servers for the Distributed Locks Lab.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -197,6 +210,22 @@ def main(argv: list[str] | None = None) -> int:
     bench_command = commands.add_parser("bench", help="latency and wakeup benchmark (python -m labkit.bench)")
     bench_command.add_argument("rest", nargs=argparse.REMAINDER)
     bench_command.set_defaults(handler=cmd_bench)
+
+    torture = commands.add_parser("torture", help="run a recipe under a seeded nemesis and judge it (exit 1: violations)")
+    torture.add_argument("--recipe", default="zookeeper", help="zookeeper, etcd, redis, kazoo, etcd3-lock, ...")
+    torture.add_argument("--clients", type=int, default=8, help="lock client processes (default 8)")
+    torture.add_argument("--time", type=float, default=60.0, help="seconds of each trial (default 60)")
+    torture.add_argument("--nemesis", default="pause,kill", help="comma-separated: pause,kill,expire,leader,partition,clock")
+    torture.add_argument("--seed", type=int, default=42, help="the seed of the fault schedule (trial k: seed + k)")
+    torture.add_argument("--fenced", dest="fenced", action="store_true", default=None,
+                         help="the store rejects stale tokens (default when the recipe gives tokens)")
+    torture.add_argument("--unfenced", dest="fenced", action="store_false", help="the store accepts every write")
+    torture.add_argument("--trials", type=int, default=1, help="runs, each with its own schedule (default 1)")
+    torture.add_argument("--timeout", type=float, default=2.0, help="session timeout / lease TTL in seconds (default 2)")
+    torture.add_argument("--hold", type=float, default=0.1, help="seconds each client holds the lock (default 0.1)")
+    torture.add_argument("--report", default=None, help="report folder (default: $LABKIT_HOME/torture/...)")
+    torture.add_argument("--replay", default=None, metavar="REPORT", help="run the schedule of a report.json again")
+    torture.set_defaults(handler=cmd_torture)
 
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["bench"]:

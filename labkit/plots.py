@@ -193,3 +193,36 @@ def store_writes_plot(writes: Iterable[Any], ax: Axes | None = None,
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, title="token above each mark",
               title_fontsize=8)
     return ax
+
+
+def fault_bands(ax: Axes, periods: Iterable[tuple[float, float, str]], origin: float = 0.0,
+                labels: bool = True, min_width: float = 0.1) -> Axes:
+    """Shade each fault period ``(start, end, label)`` (times in seconds, like the events)
+    as a band across ``ax``, from ``start - origin``; an instantaneous fault (a kill) gets
+    ``min_width`` seconds so that it shows. Returns ``ax``."""
+    for start, end, label in periods:
+        begin = start - origin
+        ax.axvspan(begin, max(end - origin, begin + min_width), color=FAULT_COLOR, alpha=0.12, linewidth=0)
+        if labels:
+            ax.annotate(label, (begin, 1.0), xycoords=("data", "axes fraction"), xytext=(2, -2),
+                        textcoords="offset points", rotation=90, va="top", fontsize=7, color=FAULT_COLOR)
+    return ax
+
+
+def latency_over_time(points: Iterable[tuple[float, float]], ax: Axes | None = None,
+                      title: str = "How long each acquire waited") -> Axes:
+    """One dot per acquire: when it was asked for (s, x) and how long it waited (ms, y,
+    logarithmic). Raises ValueError when there are no points."""
+    points = list(points)
+    if not points:
+        raise ValueError("no acquires to plot: expected [(seconds since start, seconds waited), ...]")
+    ax = _axes(ax, height=2.5)
+    ax.plot([at for at, _ in points], [max(1000.0 * waited, 0.01) for _, waited in points], linestyle="none",
+            marker=".", markersize=4, color=HOLDING_COLOR)
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    ax.set_xlabel("time since the first event (s)")
+    ax.set_ylabel("acquire wait (ms)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3, which="major")
+    return ax

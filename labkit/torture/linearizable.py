@@ -1,0 +1,186 @@
+"""Is a lock history linearizable against a mutex with leases? A search, for this one model.
+
+What can go wrong first: the search is exponential in the worst case (Wing & Gong), so it
+has a budget of explored states; past it the verdict is "unknown", never a guess. And the
+verdict is only as good as the operations fed to it: an interval that is too narrow (an
+invoke stamped late, a completion stamped early) can invent a violation; too wide only
+hides one. ``labkit.torture.verdict`` builds the operations from a History so that every
+interval is at least as wide as the real one.
+
+The model. The lock's state is its holder (or nobody) and the clients whose lease lapsed
+while they held it. Operations, each with the time it was invoked and the time it
+completed (None: it never completed, e.g. the client was killed; it may have taken effect
+at any time after its invoke, or never, as Knossos treats an indeterminate operation):
+
+* ``acquire(p)``: legal when nobody holds; p holds.
+* ``release(p)``: legal when p holds (nobody holds then), or when p's lease had lapsed
+  (a release of a lock already lost changes nothing); otherwise illegal.
+* ``lapse(p)``: the server ended p's session, lease or TTL. Either p held and now nobody
+  does (p is remembered as lapsed), or nothing changed: a lapse is always optional. Its
+  interval is the window in which the server may have done it (after a pause or a kill of
+  p began, before p heard "lost", after its TTL ran out).
+
+The search is Wing & Gong's, with Lowe's memoization of (linearized set, state) as in
+Porcupine: walk the calls in time order, linearize a call whose step is legal, and
+backtrack when a completion is reached whose call is not yet linearized.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Iterable
+
+NOBODY = None
+KINDS = ("acquire", "release", "lapse")
+DEFAULT_BUDGET = 500_000
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One operation on the lock. ``complete`` None: it never completed (indeterminate)."""
+
+    process: str
+    kind: str
+    invoke: float
+    complete: float | None
+    why: str = ""  # where it came from, for explanations ("pause of client-2", ...)
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown operation {self.kind!r}; one of {', '.join(KINDS)}")
+        if self.complete is not None and self.complete < self.invoke:
+            raise ValueError(f"{self.kind} of {self.process} completes ({self.complete}) before it "
+                             f"is invoked ({self.invoke})")
+
+    def describe(self, origin: float = 0.0) -> str:
+        end = "never completed" if self.complete is None else f"{self.complete - origin:.3f} s"
+        what = f"{self.kind} by {self.process}" if self.kind != "lapse" else f"lapse of {self.process}'s lease"
+        return f"{what} [{self.invoke - origin:.3f} s → {end}]" + (f" ({self.why})" if self.why else "")
+
+
+State = tuple  # (holder or None, frozenset of lapsed processes)
+INITIAL: State = (NOBODY, frozenset())
+
+
+def step(state: State, op: Operation) -> list[State]:
+    """The states ``op`` can lead to from ``state`` (empty: illegal there)."""
+    holder, lapsed = state
+    if op.kind == "acquire":
+        return [(op.process, lapsed - {op.process})] if holder is NOBODY else []
+    if op.kind == "release":
+        if holder == op.process:
+            return [(NOBODY, lapsed)]
+        return [(holder, lapsed - {op.process})] if op.process in lapsed else []
+    if holder == op.process:  # a lapse: the holder's lease ends, or it did not end yet
+        return [(NOBODY, lapsed | {op.process}), state]
+    return [state]
+
+
+@dataclass
+class Linearizability:
+    """``ok``: True (a legal order exists), False (none does), None (budget exhausted)."""
+
+    ok: bool | None
+    operations: int
+    explored: int
+    explanation: str
+    stuck_at: Operation | None = None
+    blocking: Operation | None = None  # the acquire still holding the lock where the search got stuck
+    order: list[Operation] = field(default_factory=list)  # the longest legal prefix found
+
+
+def check_mutex(operations: Iterable[Operation], budget: int = DEFAULT_BUDGET, origin: float = 0.0) -> Linearizability:
+    """Search for a legal order of ``operations`` that respects their real-time intervals."""
+    ops = list(operations)
+    count = len(ops)
+    # entries: (time, 0 = call / 1 = return, op index); calls first at equal times (more permissive)
+    entries = sorted([(op.invoke, 0, i) for i, op in enumerate(ops)]
+                     + [(math.inf if op.complete is None else op.complete, 1, i) for i, op in enumerate(ops)])
+    # a doubly linked list over entries; slot 0 is the head sentinel
+    size = len(entries) + 1
+    following = list(range(1, size + 1))
+    following[-1] = -1
+    preceding = list(range(-1, size - 1))
+    call_slot, return_slot = [0] * count, [0] * count
+    for slot, (_, kind, index) in enumerate(entries, start=1):
+        (call_slot if kind == 0 else return_slot)[index] = slot
+
+    def lift(index: int) -> None:
+        for slot in (call_slot[index], return_slot[index]):
+            preceding_slot, following_slot = preceding[slot], following[slot]
+            following[preceding_slot] = following_slot
+            if following_slot != -1:
+                preceding[following_slot] = preceding_slot
+
+    def unlift(index: int) -> None:
+        for slot in (return_slot[index], call_slot[index]):
+            following[preceding[slot]] = slot
+            if following[slot] != -1:
+                preceding[following[slot]] = slot
+
+    state, linearized = INITIAL, 0
+    seen: set[tuple[int, State]] = set()
+    stack: list[tuple[int, State, int]] = []  # (op index, state before, outcome taken)
+    best: tuple[float, Operation | None, State, list[int]] = (-math.inf, None, INITIAL, [])
+    explored = 0
+    slot = following[0]
+
+    def try_from(index: int, first_outcome: int) -> bool:
+        nonlocal state, linearized, slot, explored
+        outcomes = step(state, ops[index])
+        for outcome in range(first_outcome, len(outcomes)):
+            key = (linearized | (1 << index), outcomes[outcome])
+            if key in seen:
+                continue
+            seen.add(key)
+            explored += 1
+            stack.append((index, state, outcome))
+            state, linearized = outcomes[outcome], linearized | (1 << index)
+            lift(index)
+            slot = following[0]
+            return True
+        return False
+
+    while following[0] != -1:
+        if explored > budget:
+            return Linearizability(None, count, explored, f"undecided: the search explored {explored} states "
+                                   "without an answer; check a shorter run")
+        time_of, kind, index = entries[slot - 1]
+        if time_of == math.inf:
+            break  # only indeterminate operations are left: they may never have happened
+        if kind == 0:
+            if not try_from(index, 0):
+                slot = following[slot]
+            continue
+        # a completion whose call could not be linearized before it: note how far we got, backtrack
+        if time_of > best[0]:
+            best = (time_of, ops[index], state, [entry[0] for entry in stack])
+        if not stack:
+            return _violation(ops, count, explored, best, origin)
+        popped, state, outcome = stack.pop()
+        linearized &= ~(1 << popped)
+        unlift(popped)
+        if not try_from(popped, outcome + 1):  # its other outcome, else move past its call
+            slot = following[call_slot[popped]]
+    order = [ops[entry[0]] for entry in stack]
+    return Linearizability(True, count, explored, f"linearizable: {count} operations fit a mutex with leases "
+                           f"in real-time order ({explored} states explored).", order=order)
+
+
+def _violation(ops: list[Operation], count: int, explored: int, best, origin: float) -> Linearizability:
+    _, stuck, state, prefix = best
+    order = [ops[index] for index in prefix]
+    holder = state[0]
+    blocking = next((op for op in reversed(order) if op.kind == "acquire" and op.process == holder), None)
+    if stuck is None:
+        text = "not linearizable: no operation could be placed first."
+    elif stuck.kind == "acquire" and blocking is not None:
+        text = (f"not linearizable: {stuck.describe(origin)} completed while {holder} held the lock "
+                f"(since its {blocking.describe(origin)}), and no release by {holder} and no lapse of its "
+                f"lease (no fault on it, no TTL run out) could have ended that hold before.")
+    elif stuck.kind == "release":
+        text = (f"not linearizable: {stuck.describe(origin)}, but in every legal order {stuck.process} did not "
+                f"hold the lock then (holder: {holder or 'nobody'}).")
+    else:
+        text = f"not linearizable: {stuck.describe(origin)} cannot be placed (holder then: {holder or 'nobody'})."
+    return Linearizability(False, count, explored, text, stuck_at=stuck, blocking=blocking, order=order)

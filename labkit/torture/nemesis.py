@@ -1,0 +1,218 @@
+"""The nemesis: a schedule of faults drawn from a seed, then carried out on a running lab.
+
+What can go wrong first. A step aimed at "the holder" finds whoever holds the lock when it
+runs, which the seed cannot decide: the schedule (what, when, at whom, how long) is the
+same for the same seed, the processes it hit are what the run found, and both go into the
+report. A step whose target is not there (a client still restarting after a kill, an etcd
+lease not granted yet) is skipped and the report says why; the run goes on. A step that
+runs late (a slow restart) delays the ones after it, never reorders them.
+
+``plan`` is a pure function of its arguments, so a schedule can be checked, printed and
+replayed without any server; ``Nemesis`` carries one out.
+"""
+from __future__ import annotations
+
+import random
+import threading
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Callable
+
+from labkit import faults
+from labkit.faults import redis as redis_faults
+
+# every nemesis, in the order the schedule draws from (the order asked for does not matter)
+NEMESES = {
+    "pause": "SIGSTOP a lock client past its session timeout, then SIGCONT (a long GC pause)",
+    "kill": "SIGKILL a lock client; it rejoins as a new process with a new session",
+    "expire": "the server ends a client's session now (ZooKeeper session expiry, etcd lease revoke)",
+    "leader": "kill the coordinator's leader and restart it (Redis: fail over to a replica that missed writes)",
+    "partition": "cut a client off from the servers, then heal",
+    "clock": "step a server's wall clock forward by a few TTLs, then back",
+}
+HOLDER = "holder"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One planned fault: ``at`` seconds after the workload began, for ``seconds``
+    (0: instantaneous); ``shift`` is the clock step in seconds (clock only)."""
+
+    at: float
+    nemesis: str
+    target: str
+    seconds: float = 0.0
+    shift: float = 0.0
+
+    def describe(self) -> str:
+        length = f" for {self.seconds:.1f} s" if self.seconds else ""
+        shift = f" by {self.shift:+.1f} s" if self.shift else ""
+        return f"t={self.at:5.1f} s  {self.nemesis} {self.target}{shift}{length}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Step":
+        return cls(float(data["at"]), str(data["nemesis"]), str(data["target"]), float(data.get("seconds", 0.0)),
+                   float(data.get("shift", 0.0)))
+
+
+def plan(seed: int, nemeses: list[str], clients: int, duration: float, timeout: float) -> list[Step]:
+    """The schedule for ``seed``: faults one after another, each followed by a quiet time
+    to recover, none starting later than ``duration`` minus a timeout. Pauses and
+    partitions last 1.5-3 timeouts (past the session timeout, so they bite)."""
+    rng = random.Random(seed)
+    kinds = [name for name in NEMESES if name in nemeses]
+    steps: list[Step] = []
+    at = min(1.0, 0.1 * duration) + rng.uniform(0.0, timeout)
+    while kinds:
+        kind = rng.choice(kinds)
+        target, seconds, shift = _draw(rng, kind, clients, timeout)
+        if at + seconds > duration - timeout:
+            break
+        steps.append(Step(round(at, 3), kind, target, round(seconds, 3), round(shift, 3)))
+        at += seconds + timeout * rng.uniform(1.0, 2.0)
+    return steps
+
+
+def _draw(rng: random.Random, kind: str, clients: int, timeout: float) -> tuple[str, float, float]:
+    if kind in ("pause", "kill", "expire", "partition"):
+        # half the faults hit whoever holds the lock then: a waiter's pause rarely shows anything
+        target = HOLDER if rng.random() < 0.5 else f"client-{rng.randint(1, clients)}"
+        seconds = timeout * rng.uniform(1.5, 3.0) if kind in ("pause", "partition") else 0.0
+        return target, seconds, 0.0
+    if kind == "leader":
+        return "leader", timeout * rng.uniform(1.0, 2.0), 0.0
+    return "leader", timeout * rng.uniform(1.0, 2.0), timeout * rng.uniform(2.0, 4.0)  # clock
+
+
+@dataclass
+class Executed:
+    """What a step did: the target it found, when it began and ended (time.time()), or why
+    it was skipped."""
+
+    step: Step
+    target: str
+    start: float
+    end: float
+    note: str = ""
+
+    @property
+    def skipped(self) -> bool:
+        return self.note.startswith("skipped")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"step": self.step.to_dict(), "target": self.target, "start": self.start, "end": self.end,
+                "note": self.note}
+
+
+class Nemesis:
+    """Carries out a schedule on ``rig`` (a ``labkit.torture.run.Rig``: the lab, the clients,
+    the recipe's service). ``run(began, stop)`` blocks until the schedule is done or
+    ``stop`` is set; ``executed`` lists what each step did."""
+
+    def __init__(self, rig: Any, steps: list[Step], say: Callable[[str], None] = lambda line: None):
+        self.rig = rig
+        self.steps = steps
+        self.say = say
+        self.executed: list[Executed] = []
+
+    def run(self, began: float, stop: threading.Event) -> None:
+        for step in self.steps:
+            if stop.wait(max(0.0, began + step.at - time.time())):
+                return
+            start = time.time()
+            try:
+                target, end = getattr(self, f"_{step.nemesis}")(step, stop)
+                note = ""
+            except Exception as error:  # a fault that cannot be done now must not end the run
+                target, end = step.target, None
+                note = f"skipped: {type(error).__name__}: {(str(error).splitlines() or [''])[0]}"
+            done = Executed(step, target, start, time.time() if end is None else end, note)
+            self.executed.append(done)
+            self.say(f"  t={start - began:5.1f} s  {step.nemesis} {target}"
+                     + (f" for {step.seconds:.1f} s" if step.seconds and not done.skipped else "")
+                     + (f"  ({note})" if note else ""))
+
+    # ---- targets -------------------------------------------------------------------------
+    def _client(self, step: Step, stop: threading.Event):
+        """The client a step aims at; "holder": whoever holds now (waiting up to a timeout)."""
+        clients = self.rig.clients
+        if step.target != HOLDER:
+            return clients[step.target]
+        deadline = time.monotonic() + self.rig.timeout
+        while not stop.is_set():
+            holders = clients.holders()
+            if holders:
+                return holders[0]
+            if time.monotonic() > deadline:
+                raise LookupError("nobody held the lock")
+            time.sleep(0.01)
+        raise LookupError("the run is stopping")
+
+    # ---- the faults ----------------------------------------------------------------------
+    def _pause(self, step: Step, stop: threading.Event):
+        client = self._client(step, stop)
+        client.pause(step.seconds)  # a timer thread resumes it
+        return client.name, time.time() + step.seconds
+
+    def _kill(self, step: Step, stop: threading.Event):
+        client = self._client(step, stop)
+        client.kill()  # the workload starts a new process in its place
+        return client.name, None
+
+    def _expire(self, step: Step, stop: threading.Event):
+        client = self._client(step, stop)
+        if "session_id" in client.session:
+            client.expire_session()
+        else:
+            client.revoke_lease()
+        return client.name, None
+
+    def _partition(self, step: Step, stop: threading.Event):
+        raise NotImplementedError("partition needs network faults (coming)")
+
+    def _leader(self, step: Step, stop: threading.Event):
+        service, history = self.rig.service, self.rig.history
+        if self.rig.service_name == "redis":
+            return self._fail_over_redis(step, stop)
+        node = faults.kill_leader(service, history)
+        if stop.wait(step.seconds):
+            return node.name, None  # the run ends: the lab is stopped, or healed before the next trial
+        node.start()
+        node.wait_ready()
+        history.record_fault("restart", node.name)
+        self.rig.lab.save_state()  # its new pid, for the reaper
+        return node.name, None
+
+    def _fail_over_redis(self, step: Step, stop: threading.Event):
+        """Cut replication, let writes land on the primary alone, then fail over to the
+        replica (which never saw them) and point the clients' relay at it; the old primary
+        comes back as the new replica, so that the next failover can happen too."""
+        service, history = self.rig.service, self.rig.history
+        old = service.primary
+        redis_faults.cut_replication(service)
+        history.record_fault("cut_replication", old.name)
+        if stop.wait(step.seconds):
+            return old.name, None  # the replica stays frozen until the lab stops or is healed
+        deadline = time.monotonic() + self.rig.timeout  # fail over while someone holds: the lesson
+        while not self.rig.clients.holders() and time.monotonic() < deadline and not stop.is_set():
+            time.sleep(0.01)
+        new = redis_faults.fail_over(service)
+        self.rig.point_redis_at(new)
+        history.record_fault("fail_over", new.name, old_primary=old.name)
+        old.start()
+        old.wait_ready()
+        old.client().execute_command("REPLICAOF", new.host, str(new.port))
+        service.wait_replica_in_sync()
+        self.rig.lab.save_state()
+        return f"{old.name} → {new.name}", None
+
+    def _clock(self, step: Step, stop: threading.Event):
+        service = self.rig.service
+        node = service.primary if self.rig.service_name == "redis" else service.leader()
+        node.clock.step(step.shift, history=self.rig.history)
+        stop.wait(step.seconds)
+        node.clock.reset(history=self.rig.history)
+        return node.name, None

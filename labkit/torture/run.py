@@ -1,0 +1,248 @@
+"""``torture()``: start servers, run the workload under the nemesis, judge, report.
+
+What can go wrong first. Bad requests fail before anything starts, with one line
+(``TortureError``): an unknown recipe or nemesis, a nemesis the lab cannot perform on that
+recipe (``expire`` on Redis, which has only a TTL; ``clock`` on etcd, which cannot be
+stepped; ``partition``, until labkit has network faults), no clients, no time. A torture
+starts servers of its own, because it kills leaders and steps clocks: never a learner's
+lab. Whatever happens, Ctrl-C included, every client and server it started is stopped
+before it returns or raises.
+"""
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from labkit.clients import spawn_clients
+from labkit.errors import LabError
+from labkit.faults.relay import TcpLink
+from labkit.locks.registry import RECIPES, connections_of
+from labkit.record.fencing import FencedStore
+from labkit.record.history import History
+from labkit.servers import up
+from labkit.torture.nemesis import NEMESES, Nemesis, Step, plan
+from labkit.torture.report import TortureResult, Trial
+from labkit.torture.verdict import judge, lease_kind
+from labkit.torture.workload import Workload
+
+
+class TortureError(LabError):
+    """A torture that cannot be run as asked (the message says why, in one line)."""
+
+
+def _unable(recipe: str, nemesis: str, service: str) -> str | None:
+    """Why ``nemesis`` cannot be done to ``recipe``, or None."""
+    if nemesis == "partition":
+        return ("partition needs network faults (coming: labkit.up(network=True) is not in this labkit yet); "
+                "use pause, which silences a client the same way")
+    if nemesis == "expire" and lease_kind(recipe) == "ttl" and recipe != "etcd3-lock":
+        return f"expire needs a session or a lease to end, and a {recipe} lock has only a TTL: use pause or kill"
+    if nemesis == "clock" and service == "etcd":
+        return ("clock cannot step etcd: Go reads the clock through the vDSO, not libc (docs/CLOCKS.md); "
+                "use a ZooKeeper or Redis recipe")
+    return None
+
+
+def check_request(recipe: str, clients: int, duration: float, nemesis: str | list[str], fenced: bool | None,
+                  trials: int, timeout: float = 2.0, hold: float = 0.1) -> tuple[list[str], bool]:
+    """The nemeses as a list and whether the store fences, or TortureError saying what is wrong."""
+    if recipe not in RECIPES:
+        if recipe == "redlock":
+            raise TortureError("recipe 'redlock' needs Redlock on 5 Redis primaries, which this labkit does not have "
+                               f"yet; choose one of {', '.join(RECIPES)}")
+        raise TortureError(f"no recipe named {recipe!r}; choose one of {', '.join(RECIPES)}")
+    names = [name.strip() for name in nemesis.split(",")] if isinstance(nemesis, str) else list(nemesis)
+    names = [name for name in names if name]
+    for name in names:
+        if name not in NEMESES:
+            raise TortureError(f"no nemesis named {name!r}; choose from {', '.join(NEMESES)}")
+        problem = _unable(recipe, name, RECIPES[recipe].service)
+        if problem:
+            raise TortureError(problem)
+    if isinstance(clients, bool) or not isinstance(clients, int) or clients < 1:
+        raise TortureError(f"clients must be a whole number of at least 1 (got {clients!r})")
+    for what, value in (("time", duration), ("timeout", timeout)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+            raise TortureError(f"{what} must be a positive number of seconds (got {value!r})")
+    if isinstance(hold, bool) or not isinstance(hold, (int, float)) or not 0 <= hold < math.inf:
+        raise TortureError(f"hold must be zero or more seconds (got {hold!r})")
+    if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
+        raise TortureError(f"trials must be a whole number of at least 1 (got {trials!r})")
+    gives_tokens = lease_kind(recipe) != "ttl" or recipe == "etcd3-lock"
+    if fenced and not gives_tokens:
+        raise TortureError(f"a {recipe} lock gives no fencing token, so a fenced store would refuse every write; "
+                           "run it unfenced (--unfenced)")
+    return names, gives_tokens if fenced is None else fenced
+
+
+@dataclass
+class Rig:
+    """What the nemesis acts on during one trial."""
+
+    lab: Any
+    service_name: str
+    clients: Any
+    history: History
+    timeout: float
+    relay: TcpLink | None = None
+
+    @property
+    def service(self) -> Any:
+        return getattr(self.lab, self.service_name)
+
+    def point_redis_at(self, node: Any) -> None:
+        """Clients reach Redis through a relay: after a failover it leads to the new primary,
+        as a Sentinel-aware client would find it."""
+        if self.relay is not None:
+            self.relay.target = (node.host, node.port)
+
+
+def torture(recipe: str = "zookeeper", clients: int = 8, duration: float = 60.0,
+            nemesis: str | list[str] = "pause,kill", seed: int = 42, fenced: bool | None = None, trials: int = 1,
+            report: str | Path | None = None, timeout: float = 2.0, hold: float = 0.1,
+            replay: str | Path | None = None, quiet: bool = False) -> TortureResult:
+    """Run ``recipe`` with ``clients`` lock client processes for ``duration`` seconds under
+    the nemeses (names of ``NEMESES``, or "pause,kill"), on servers started for the run.
+
+    Trial k (from 0) draws its schedule from ``seed + k``. ``fenced`` None: fence when the
+    recipe gives tokens. ``timeout``: session timeout / lease TTL / Redis TTL (s). ``report``:
+    a folder for report.json, timeline.png, report.html. ``replay``: a report.json (or its
+    folder) whose parameters and schedules are run again. Raises TortureError before
+    starting anything for a request that cannot be run.
+    """
+    say: Callable[[str], None] = (lambda line: None) if quiet else (lambda line: print(line, flush=True))
+    schedules: list[tuple[int, list[Step]]] | None = None
+    if replay is not None:
+        saved = _load_replay(replay)
+        parameters = saved["parameters"]
+        recipe, clients, duration = parameters["recipe"], parameters["clients"], parameters["duration"]
+        nemesis, fenced, timeout, hold = parameters["nemeses"], parameters["fenced"], parameters["timeout"], parameters["hold"]
+        schedules = [(trial["seed"], [Step.from_dict(step) for step in trial["schedule"]]) for trial in saved["trials"]]
+        trials, seed = len(schedules), schedules[0][0]
+    nemeses, fenced = check_request(recipe, clients, duration, nemesis, fenced, trials, timeout, hold)
+    if schedules is None:
+        schedules = [(seed + k, plan(seed + k, nemeses, clients, duration, timeout)) for k in range(trials)]
+    parameters = {"recipe": recipe, "clients": clients, "duration": duration, "nemeses": nemeses, "seed": seed,
+                  "fenced": fenced, "trials": trials, "timeout": timeout, "hold": hold}
+    service = RECIPES[recipe].service
+    result = TortureResult(parameters, [])
+    lab = store_lab = relay = None
+    try:
+        say(f"torture: {recipe}, {clients} clients, {duration:g} s, nemesis {','.join(nemeses) or 'none'}, "
+            f"seed {seed}, {'fenced' if fenced else 'unfenced'} store")
+        lab = _start_lab(service, nemeses)
+        store_lab = up(zookeeper=0, etcd=0, redis=True, quiet=True)
+        if service == "redis":
+            relay = TcpLink(f"{lab.redis.host}:{lab.redis.port}")
+        say(f"  servers: {', '.join(f'{node.name} {node.endpoint}' for node in lab.nodes)}; "
+            f"store: {store_lab.redis.primary.endpoint}")
+        for number, (trial_seed, steps) in enumerate(schedules, start=1):
+            say(f"trial {number}/{len(schedules)}: seed {trial_seed}, {len(steps)} faults planned")
+            trial = _run_trial(lab, store_lab, relay, service, parameters, number, trial_seed, steps, say)
+            result.trials.append(trial)
+            for line in trial.judgement.lines():
+                say("  " + line)
+    finally:
+        if relay is not None:
+            relay.close()
+        for started in (store_lab, lab):
+            if started is not None:
+                started.down()
+    if report is not None:
+        folder = result.save(report)
+        say(f"report: {folder / 'report.html'}")
+    return result
+
+
+def _start_lab(service: str, nemeses: list[str]) -> Any:
+    size = 3 if "leader" in nemeses else 1  # a leader to kill, and a majority to go on without it
+    return up(zookeeper=size if service == "zookeeper" else 0, etcd=size if service == "etcd" else 0,
+              redis=service == "redis", replica=service == "redis" and "leader" in nemeses,
+              clocks="clock" in nemeses, quiet=True)
+
+
+def _run_trial(lab: Any, store_lab: Any, relay: TcpLink | None, service: str, parameters: dict[str, Any],
+               number: int, seed: int, steps: list[Step], say: Callable[[str], None]) -> Trial:
+    _heal(lab, relay)
+    name = f"/torture/{uuid.uuid4().hex[:8]}"
+    store = FencedStore(store_lab.redis.client(), f"torture-store:{name}", fenced=parameters["fenced"])
+    store.reset()
+    history = History()
+    timeout, hold = parameters["timeout"], parameters["hold"]
+    with spawn_clients(lab, parameters["recipe"], n=parameters["clients"], name=name, history=history, store=store,
+                       session_timeout=timeout, ttl=timeout, hold=hold,
+                       connections=_connections(lab, service, relay)) as clients:
+        rig = Rig(lab, service, clients, history, timeout, relay)
+        workload = Workload(clients, hold)
+        nemesis = Nemesis(rig, steps, say)
+        stop = threading.Event()
+        interrupted = True
+        start = time.time()
+        runner = threading.Thread(target=nemesis.run, args=(start, stop), name="nemesis", daemon=True)
+        workload.start()
+        try:
+            runner.start()
+            while time.time() < start + parameters["duration"]:
+                time.sleep(0.1)  # the main thread only waits, so that Ctrl-C reaches it at once
+            interrupted = False
+        finally:
+            stop.set()
+            end = time.time()
+            # a client still waiting gets the lock once more before it stops; not after Ctrl-C
+            workload.stop(timeout=0.0 if interrupted else 2 * timeout + parameters["clients"] * hold + 5.0)
+            if runner.is_alive():
+                runner.join(30.0)  # a server it is restarting must be ours again before the lab stops
+    writes = store.writes()
+    store.reset()
+    judgement = judge(history, writes, nemesis.executed, parameters["recipe"], timeout, timeout, start, end)
+    return Trial(number, seed, steps, nemesis.executed, history, writes, judgement, start, end,
+                 {kind: {"count": count, "example": workload.examples.get(kind, "")}
+                  for kind, count in workload.problems.items()}, workload.rejoined)
+
+
+def _connections(lab: Any, service: str, relay: TcpLink | None) -> dict[str, str]:
+    """Where the clients connect. Redis: through the relay a failover re-points. etcd:
+    python-etcd3 talks to one member only, so a follower: killing the leader then tests
+    the cluster's failover, not a client that lost its only server."""
+    connections = connections_of(lab)
+    if relay is not None:
+        connections["redis"] = relay.address
+    if service == "etcd" and len(lab.etcd.nodes) > 1:
+        leader = lab.etcd.wait_for_leader()
+        connections["etcd"] = next(node.endpoint for node in lab.etcd.nodes if node is not leader)
+    return connections
+
+
+def _heal(lab: Any, relay: TcpLink | None) -> None:
+    """Every node running, every clock on time, before a trial (the last one may have broken them)."""
+    for node in lab.nodes:
+        if node.state == "paused":
+            node.resume()
+        if node.state == "stopped":
+            node.start()
+            node.wait_ready()
+        if lab.clocks and node.clock_problem is None:
+            node.clock.reset()
+    for ensemble in (lab.zookeeper, lab.etcd):
+        if ensemble is not None and len(ensemble.nodes) > 1:
+            ensemble.wait_for_leader()
+    if relay is not None:
+        relay.target = (lab.redis.primary.host, lab.redis.primary.port)
+
+
+def _load_replay(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    if path.is_dir():
+        path = path / "report.json"
+    try:
+        saved = json.loads(path.read_text())
+        saved["parameters"], saved["trials"][0]["schedule"]  # noqa: B018 (the keys a replay needs)
+    except (OSError, ValueError, KeyError, IndexError, TypeError) as error:
+        raise TortureError(f"cannot replay {path}: {error}; give the report.json a torture wrote") from None
+    return saved
