@@ -8,7 +8,7 @@ judge the history (``torture``), from the command line as ``labkit torture``.
 from labkit.torture.linearizable import Operation, check_mutex
 from labkit.torture.nemesis import NEMESES, Step, plan
 from labkit.torture.report import TortureResult, Trial
-from labkit.torture.run import TortureError, check_request, torture
+from labkit.torture.run import TortureError, check_request, read_replay, torture
 
 __all__ = ["NEMESES", "Operation", "Step", "TortureError", "TortureResult", "Trial", "check_mutex",
-           "check_request", "plan", "torture"]
+           "check_request", "plan", "read_replay", "torture"]

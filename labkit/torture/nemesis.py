@@ -31,6 +31,7 @@ NEMESES = {
     "clock": "step a server's wall clock forward by a few TTLs, then back",
 }
 HOLDER = "holder"
+COORDINATOR = "coordinator"
 
 
 @dataclass(frozen=True)
@@ -82,9 +83,10 @@ def _draw(rng: random.Random, kind: str, clients: int, timeout: float) -> tuple[
         target = HOLDER if rng.random() < 0.5 else f"client-{rng.randint(1, clients)}"
         seconds = timeout * rng.uniform(1.5, 3.0) if kind in ("pause", "partition") else 0.0
         return target, seconds, 0.0
+    # "coordinator": the leader of ZooKeeper or etcd, the primary of Redis, found when the step runs
     if kind == "leader":
-        return "leader", timeout * rng.uniform(1.0, 2.0), 0.0
-    return "leader", timeout * rng.uniform(1.0, 2.0), timeout * rng.uniform(2.0, 4.0)  # clock
+        return COORDINATOR, timeout * rng.uniform(1.0, 2.0), 0.0
+    return COORDINATOR, timeout * rng.uniform(1.0, 2.0), timeout * rng.uniform(2.0, 4.0)  # clock
 
 
 @dataclass

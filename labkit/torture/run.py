@@ -119,11 +119,9 @@ def torture(recipe: str = "zookeeper", clients: int = 8, duration: float = 60.0,
     say: Callable[[str], None] = (lambda line: None) if quiet else (lambda line: print(line, flush=True))
     schedules: list[tuple[int, list[Step]]] | None = None
     if replay is not None:
-        saved = _load_replay(replay)
-        parameters = saved["parameters"]
+        parameters, schedules = read_replay(replay)
         recipe, clients, duration = parameters["recipe"], parameters["clients"], parameters["duration"]
         nemesis, fenced, timeout, hold = parameters["nemeses"], parameters["fenced"], parameters["timeout"], parameters["hold"]
-        schedules = [(trial["seed"], [Step.from_dict(step) for step in trial["schedule"]]) for trial in saved["trials"]]
         trials, seed = len(schedules), schedules[0][0]
     nemeses, fenced = check_request(recipe, clients, duration, nemesis, fenced, trials, timeout, hold)
     if schedules is None:
@@ -236,13 +234,19 @@ def _heal(lab: Any, relay: TcpLink | None) -> None:
         relay.target = (lab.redis.primary.host, lab.redis.primary.port)
 
 
-def _load_replay(path: str | Path) -> dict[str, Any]:
+def read_replay(path: str | Path) -> tuple[dict[str, Any], list[tuple[int, list[Step]]]]:
+    """The parameters and the (seed, schedule) of every trial of a report.json (or its
+    folder), to run them again. Raises TortureError for anything else."""
     path = Path(path)
     if path.is_dir():
         path = path / "report.json"
     try:
         saved = json.loads(path.read_text())
-        saved["parameters"], saved["trials"][0]["schedule"]  # noqa: B018 (the keys a replay needs)
-    except (OSError, ValueError, KeyError, IndexError, TypeError) as error:
+        schedules = [(int(trial["seed"]), [Step.from_dict(step) for step in trial["schedule"]])
+                     for trial in saved["trials"]]
+        parameters = saved["parameters"]
+        if not schedules:
+            raise ValueError("it has no trials")
+    except (OSError, ValueError, KeyError, TypeError) as error:
         raise TortureError(f"cannot replay {path}: {error}; give the report.json a torture wrote") from None
-    return saved
+    return parameters, schedules
