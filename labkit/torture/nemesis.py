@@ -26,9 +26,10 @@ NEMESES = {
     "pause": "SIGSTOP a lock client past its session timeout, then SIGCONT (a long GC pause)",
     "kill": "SIGKILL a lock client; it rejoins as a new process with a new session",
     "expire": "the server ends a client's session now (ZooKeeper session expiry, etcd lease revoke)",
-    "leader": "kill the coordinator's leader and restart it (Redis: fail over to a replica that missed writes)",
+    "leader": "kill the coordinator's leader and restart it (Redis: fail over to a replica that missed writes; "
+              "Redlock: crash-restart a majority of its instances, which forget their keys)",
     "partition": "cut a client off from the servers, then heal",
-    "clock": "step a server's wall clock forward by a few TTLs, then back",
+    "clock": "step a server's wall clock forward by a few TTLs, then back (Redlock: a majority's)",
 }
 HOLDER = "holder"
 COORDINATOR = "coordinator"
@@ -179,6 +180,8 @@ class Nemesis:
         service, history = self.rig.service, self.rig.history
         if self.rig.service_name == "redis":
             return self._fail_over_redis(step, stop)
+        if self.rig.service_name == "redlock":
+            return self._restart_redlock_majority(step, stop)
         node = faults.kill_leader(service, history)
         if stop.wait(step.seconds):
             return node.name, None  # the run ends: the lab is stopped, or healed before the next trial
@@ -211,10 +214,32 @@ class Nemesis:
         self.rig.lab.save_state()
         return f"{old.name} → {new.name}", None
 
+    def _redlock_majority(self, step: Step) -> list[Any]:
+        """A majority of Redlock's instances, drawn from the step itself (the same every replay)."""
+        nodes = self.rig.service.nodes
+        return sorted(random.Random(repr(step)).sample(nodes, len(nodes) // 2 + 1), key=lambda node: node.name)
+
+    def _restart_redlock_majority(self, step: Step, stop: threading.Event):
+        """Redlock has no leader: crash a majority of its instances and start them again at
+        once with no data (nothing was fsynced), so every vote they gave is forgotten."""
+        nodes = self._redlock_majority(step)
+        for node in nodes:
+            self.rig.service.crash_restart(node)
+            self.rig.history.record_fault("crash_restart", node.name)
+        self.rig.lab.save_state()
+        return ",".join(node.name for node in nodes), None
+
     def _clock(self, step: Step, stop: threading.Event):
+        """Step the coordinator's wall clock forward, then back: Redis and Redlock keys
+        expire early (on a majority of Redlock's instances); ZooKeeper's sessions do not care."""
         service = self.rig.service
-        node = service.primary if self.rig.service_name == "redis" else service.leader()
-        node.clock.step(step.shift, history=self.rig.history)
+        if self.rig.service_name == "redlock":
+            nodes = self._redlock_majority(step)
+        else:
+            nodes = [service.primary if self.rig.service_name == "redis" else service.leader()]
+        for node in nodes:
+            node.clock.step(step.shift, history=self.rig.history)
         stop.wait(step.seconds)
-        node.clock.reset(history=self.rig.history)
-        return node.name, None
+        for node in nodes:
+            node.clock.reset(history=self.rig.history)
+        return ",".join(node.name for node in nodes), None

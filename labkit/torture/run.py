@@ -28,8 +28,11 @@ from labkit.record.history import History
 from labkit.servers import up
 from labkit.torture.nemesis import NEMESES, Nemesis, Step, plan
 from labkit.torture.report import TortureResult, Trial
-from labkit.torture.verdict import judge, lease_kind
+from labkit.torture.verdict import judge
 from labkit.torture.workload import Workload
+
+
+REDLOCK_INSTANCES = 5  # the algorithm's own example
 
 
 class TortureError(LabError):
@@ -41,7 +44,7 @@ def _unable(recipe: str, nemesis: str, service: str) -> str | None:
     if nemesis == "partition":
         return ("partition needs network faults (coming: labkit.up(network=True) is not in this labkit yet); "
                 "use pause, which silences a client the same way")
-    if nemesis == "expire" and lease_kind(recipe) == "ttl" and recipe != "etcd3-lock":
+    if nemesis == "expire" and RECIPES[recipe].ttl_only:
         return f"expire needs a session or a lease to end, and a {recipe} lock has only a TTL: use pause or kill"
     if nemesis == "clock" and service == "etcd":
         return ("clock cannot step etcd: Go reads the clock through the vDSO, not libc (docs/CLOCKS.md); "
@@ -53,9 +56,6 @@ def check_request(recipe: str, clients: int, duration: float, nemesis: str | lis
                   trials: int, timeout: float = 2.0, hold: float = 0.1) -> tuple[list[str], bool]:
     """The nemeses as a list and whether the store fences, or TortureError saying what is wrong."""
     if recipe not in RECIPES:
-        if recipe == "redlock":
-            raise TortureError("recipe 'redlock' needs Redlock on 5 Redis primaries, which this labkit does not have "
-                               f"yet; choose one of {', '.join(RECIPES)}")
         raise TortureError(f"no recipe named {recipe!r}; choose one of {', '.join(RECIPES)}")
     names = [name.strip() for name in nemesis.split(",")] if isinstance(nemesis, str) else list(nemesis)
     names = [name for name in names if name]
@@ -74,7 +74,7 @@ def check_request(recipe: str, clients: int, duration: float, nemesis: str | lis
         raise TortureError(f"hold must be zero or more seconds (got {hold!r})")
     if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
         raise TortureError(f"trials must be a whole number of at least 1 (got {trials!r})")
-    gives_tokens = lease_kind(recipe) != "ttl" or recipe == "etcd3-lock"
+    gives_tokens = not RECIPES[recipe].ttl_only
     if fenced and not gives_tokens:
         raise TortureError(f"a {recipe} lock gives no fencing token, so a fenced store would refuse every write; "
                            "run it unfenced (--unfenced)")
@@ -162,7 +162,7 @@ def _start_lab(service: str, nemeses: list[str]) -> Any:
     size = 3 if "leader" in nemeses else 1  # a leader to kill, and a majority to go on without it
     return up(zookeeper=size if service == "zookeeper" else 0, etcd=size if service == "etcd" else 0,
               redis=service == "redis", replica=service == "redis" and "leader" in nemeses,
-              clocks="clock" in nemeses, quiet=True)
+              redlock=REDLOCK_INSTANCES if service == "redlock" else 0, clocks="clock" in nemeses, quiet=True)
 
 
 def _run_trial(lab: Any, store_lab: Any, relay: TcpLink | None, service: str, parameters: dict[str, Any],

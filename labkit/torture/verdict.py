@@ -29,18 +29,20 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+from labkit.locks.registry import RECIPES
 from labkit.record.checker import Verdict, check_mutual_exclusion
 from labkit.record.history import FAULT_CLIENT, History
 from labkit.torture.linearizable import Linearizability, Operation, check_mutex
 from labkit.torture.nemesis import Executed
 
-TTL_RECIPES = ("redis", "etcd3-lock", "redlock")
 CLIENT_FAULTS = ("pause", "kill", "expire", "partition")
 LAPSE_GRACE = 1.0  # seconds after a client fault ends during which its session may still be ended
 
 
 def lease_kind(recipe: str) -> str:
-    return "ttl" if recipe in TTL_RECIPES else "session"
+    """"ttl" for the recipes whose lock ends when a TTL runs out (Redis, Redlock, and
+    python-etcd3's Lock, whose lease nothing refreshes), else "session"."""
+    return "ttl" if RECIPES[recipe].ttl_only or recipe == "etcd3-lock" else "session"
 
 
 @dataclass
