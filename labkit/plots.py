@@ -221,6 +221,7 @@ def latency_over_time(points: Iterable[tuple[float, float]], ax: Axes | None = N
             marker=".", markersize=4, color=HOLDING_COLOR)
     ax.set_yscale("log")
     ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("time since the first event (s)")
     ax.set_ylabel("acquire wait (ms)")
     ax.set_title(title)

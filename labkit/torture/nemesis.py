@@ -135,6 +135,7 @@ class Nemesis:
             done = Executed(step, target, start, time.time() if end is None else end, note)
             self.executed.append(done)
             self.say(f"  t={start - began:5.1f} s  {step.nemesis} {target}"
+                     + (f" {step.shift:+.1f} s" if step.shift and not done.skipped else "")
                      + (f" for {step.seconds:.1f} s" if step.seconds and not done.skipped else "")
                      + (f"  ({note})" if note else ""))
 
@@ -153,6 +154,13 @@ class Nemesis:
                 raise LookupError("nobody held the lock")
             time.sleep(0.01)
         raise LookupError("the run is stopping")
+
+    def _wait_for_a_holder(self, stop: threading.Event) -> None:
+        """Up to a timeout, until some client holds the lock (a fault on the servers then
+        shows what it does to a hold; if nobody holds, it goes ahead anyway)."""
+        deadline = time.monotonic() + self.rig.timeout
+        while not self.rig.clients.holders() and time.monotonic() < deadline and not stop.is_set():
+            time.sleep(0.01)
 
     # ---- the faults ----------------------------------------------------------------------
     def _pause(self, step: Step, stop: threading.Event):
@@ -201,9 +209,7 @@ class Nemesis:
         history.record_fault("cut_replication", old.name)
         if stop.wait(step.seconds):
             return old.name, None  # the replica stays frozen until the lab stops or is healed
-        deadline = time.monotonic() + self.rig.timeout  # fail over while someone holds: the lesson
-        while not self.rig.clients.holders() and time.monotonic() < deadline and not stop.is_set():
-            time.sleep(0.01)
+        self._wait_for_a_holder(stop)  # fail over while someone holds: the lesson
         new = redis_faults.fail_over(service)
         self.rig.point_redis_at(new)
         history.record_fault("fail_over", new.name, old_primary=old.name)
@@ -223,6 +229,7 @@ class Nemesis:
         """Redlock has no leader: crash a majority of its instances and start them again at
         once with no data (nothing was fsynced), so every vote they gave is forgotten."""
         nodes = self._redlock_majority(step)
+        self._wait_for_a_holder(stop)  # its votes are the ones forgotten
         for node in nodes:
             self.rig.service.crash_restart(node)
             self.rig.history.record_fault("crash_restart", node.name)

@@ -112,7 +112,7 @@ def torture(recipe: str = "zookeeper", clients: int = 8, duration: float = 60.0,
 
     Trial k (from 0) draws its schedule from ``seed + k``. ``fenced`` None: fence when the
     recipe gives tokens. ``timeout``: session timeout / lease TTL / Redis TTL (s). ``report``:
-    a folder for report.json, timeline.png, report.html. ``replay``: a report.json (or its
+    a folder for report.json, trial-N.png, report.html. ``replay``: a report.json (or its
     folder) whose parameters and schedules are run again. Raises TortureError before
     starting anything for a request that cannot be run.
     """
@@ -198,6 +198,7 @@ def _run_trial(lab: Any, store_lab: Any, relay: TcpLink | None, service: str, pa
                 runner.join(30.0)  # a server it is restarting must be ours again before the lab stops
     writes = store.writes()
     store.reset()
+    store.client.close()
     judgement = judge(history, writes, nemesis.executed, parameters["recipe"], timeout, timeout, start, end)
     return Trial(number, seed, steps, nemesis.executed, history, writes, judgement, start, end,
                  {kind: {"count": count, "example": workload.examples.get(kind, "")}

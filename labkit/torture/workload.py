@@ -57,7 +57,8 @@ class Workload:
             try:
                 if client.state in ("dead", "stopped"):
                     self.clients.replace(name)
-                    self.rejoined += 1
+                    with self._problems_lock:
+                        self.rejoined += 1
                     continue
                 command = client.run(FOREVER, self.hold, wait=False)
                 while True:
