@@ -143,7 +143,9 @@ class TortureResult:
         (folder / "report.json").write_text(json.dumps(self.to_dict(), indent=1, default=str))
         for trial in self.trials:
             trial.figure().savefig(folder / f"trial-{trial.number}.png", dpi=90)
-        (folder / "report.html").write_text(self.html(embed=False))
+        page = (f"<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>Torture: {html.escape(self.title())}"
+                f"</title></head>\n<body>{self.html(embed=False)}</body></html>\n")
+        (folder / "report.html").write_text(page, encoding="utf-8")
         self.folder = folder
         return folder
 
