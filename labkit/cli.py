@@ -153,6 +153,8 @@ def cmd_bench(args) -> int:
 
 
 def cmd_torture(args) -> int:
+    # here, not at the top: matplotlib and every client library take a second and more to
+    # import, which `labkit status` and `labkit down` should not pay
     from labkit.servers.run_folder import labkit_home
     from labkit.torture import torture
 
