@@ -62,6 +62,10 @@ class Trial:
     def figure(self) -> Figure:
         """The timeline of holds with the faults shaded, and acquire waits over time."""
         clients = len(self.history.clients())
+        if not clients:
+            figure = Figure(figsize=(8, 1.5))
+            figure.text(0.02, 0.5, f"Trial {self.number}: no client event was recorded (did the clients start?)")
+            return figure
         figure = Figure(figsize=(11, 2.5 + 0.45 * clients + 2.5), layout="constrained")
         timeline, waits = figure.subplots(2, 1, sharex=True, height_ratios=[0.45 * clients + 1.5, 2.0])
         origin = self.history.events()[0].time
