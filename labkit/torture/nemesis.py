@@ -28,7 +28,7 @@ NEMESES = {
     "expire": "the server ends a client's session now (ZooKeeper session expiry, etcd lease revoke)",
     "leader": "kill the coordinator's leader and restart it (Redis: fail over to a replica that missed writes; "
               "Redlock: crash-restart a majority of its instances, which forget their keys)",
-    "partition": "cut a client off from the servers, then heal",
+    "partition": "cut a client off from every server, then heal (labkit.up(network=True))",
     "clock": "step a server's wall clock forward by a few TTLs, then back (Redlock: a majority's)",
 }
 HOLDER = "holder"
@@ -182,7 +182,13 @@ class Nemesis:
         return client.name, None
 
     def _partition(self, step: Step, stop: threading.Event):
-        raise NotImplementedError("partition needs network faults (coming)")
+        """Cut the client off from every server (its process runs on, believing it holds),
+        then heal: the network faults of labkit.up(network=True)."""
+        client = self._client(step, stop)
+        self.rig.lab.isolate(client.name, history=self.rig.history)
+        stop.wait(step.seconds)
+        self.rig.lab.heal(history=self.rig.history)
+        return client.name, None
 
     def _leader(self, step: Step, stop: threading.Event):
         service, history = self.rig.service, self.rig.history

@@ -3,7 +3,7 @@
 What can go wrong first. Bad requests fail before anything starts, with one line
 (``TortureError``): an unknown recipe or nemesis, a nemesis the lab cannot perform on that
 recipe (``expire`` on Redis, which has only a TTL; ``clock`` on etcd, which cannot be
-stepped; ``partition``, until labkit has network faults), no clients, no time. A torture
+stepped), no clients, no time. A torture
 starts servers of its own, because it kills leaders and steps clocks: never a learner's
 lab. Whatever happens, Ctrl-C included, every client and server it started is stopped
 before it returns or raises.
@@ -41,9 +41,6 @@ class TortureError(LabError):
 
 def _unable(recipe: str, nemesis: str, service: str) -> str | None:
     """Why ``nemesis`` cannot be done to ``recipe``, or None."""
-    if nemesis == "partition":
-        return ("partition needs network faults (coming: labkit.up(network=True) is not in this labkit yet); "
-                "use pause, which silences a client the same way")
     if nemesis == "expire" and RECIPES[recipe].ttl_only:
         return f"expire needs a session or a lease to end, and a {recipe} lock has only a TTL: use pause or kill"
     if nemesis == "clock" and service == "etcd":
@@ -74,6 +71,9 @@ def check_request(recipe: str, clients: int, duration: float, nemesis: str | lis
         raise TortureError(f"hold must be zero or more seconds (got {hold!r})")
     if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
         raise TortureError(f"trials must be a whole number of at least 1 (got {trials!r})")
+    if "partition" in names and "leader" in names and RECIPES[recipe].service == "redis":
+        raise TortureError("partition and leader together on redis: each client reaches the primary through links "
+                           "of its own, which a failover cannot re-point; run them in two tortures")
     gives_tokens = not RECIPES[recipe].ttl_only
     if fenced and not gives_tokens:
         raise TortureError(f"a {recipe} lock gives no fencing token, so a fenced store would refuse every write; "
@@ -136,7 +136,7 @@ def torture(recipe: str = "zookeeper", clients: int = 8, duration: float = 60.0,
             f"seed {seed}, {'fenced' if fenced else 'unfenced'} store")
         lab = _start_lab(service, nemeses)
         store_lab = up(zookeeper=0, etcd=0, redis=True, quiet=True)
-        if service == "redis":
+        if service == "redis" and lab.network is None:
             relay = TcpLink(f"{lab.redis.host}:{lab.redis.port}")
         say(f"  servers: {', '.join(f'{node.name} {node.endpoint}' for node in lab.nodes)}; "
             f"store: {store_lab.redis.primary.endpoint}")
@@ -162,7 +162,8 @@ def _start_lab(service: str, nemeses: list[str]) -> Any:
     size = 3 if "leader" in nemeses else 1  # a leader to kill, and a majority to go on without it
     return up(zookeeper=size if service == "zookeeper" else 0, etcd=size if service == "etcd" else 0,
               redis=service == "redis", replica=service == "redis" and "leader" in nemeses,
-              redlock=REDLOCK_INSTANCES if service == "redlock" else 0, clocks="clock" in nemeses, quiet=True)
+              redlock=REDLOCK_INSTANCES if service == "redlock" else 0, clocks="clock" in nemeses,
+              network="partition" in nemeses, quiet=True)
 
 
 def _run_trial(lab: Any, store_lab: Any, relay: TcpLink | None, service: str, parameters: dict[str, Any],
@@ -174,8 +175,8 @@ def _run_trial(lab: Any, store_lab: Any, relay: TcpLink | None, service: str, pa
     history = History()
     timeout, hold = parameters["timeout"], parameters["hold"]
     with spawn_clients(lab, parameters["recipe"], n=parameters["clients"], name=name, history=history, store=store,
-                       session_timeout=timeout, ttl=timeout, hold=hold,
-                       connections=_connections(lab, service, relay)) as clients:
+                       session_timeout=timeout, ttl=timeout, hold=hold, connections=_connections(lab, service, relay),
+                       proxied=lab.network is not None) as clients:
         rig = Rig(lab, service, clients, history, timeout, relay)
         workload = Workload(clients, hold)
         nemesis = Nemesis(rig, steps, say)
@@ -208,7 +209,8 @@ def _run_trial(lab: Any, store_lab: Any, relay: TcpLink | None, service: str, pa
 def _connections(lab: Any, service: str, relay: TcpLink | None) -> dict[str, str]:
     """Where the clients connect. Redis: through the relay a failover re-points. etcd:
     python-etcd3 talks to one member only, so a follower: killing the leader then tests
-    the cluster's failover, not a client that lost its only server."""
+    the cluster's failover, not a client that lost its only server. With network faults
+    each client has links of its own instead (``spawn_clients(proxied=True)``)."""
     connections = connections_of(lab)
     if relay is not None:
         connections["redis"] = relay.address
