@@ -52,6 +52,9 @@ LINEARIZABLE = {
     "a paused holder releases a lapsed lock": [acquire("A", 0, 1), lapse("A", 1.5, 2), acquire("B", 3, 4),
                                                release("A", 5, 6), release("B", 7, 8)],
     "a lapse that was not needed": [acquire("A", 0, 1), lapse("A", 1, 2), release("A", 3, 4)],
+    "a failed release that took effect": [acquire("A", 0, 1), release("A", 1, None), acquire("B", 2, 3)],
+    "a failed release, then the holder finds its own entry": [acquire("A", 0, 1), release("A", 1, None),
+                                                              acquire("A", 2, 3), release("A", 4, 5)],
 }
 NOT_LINEARIZABLE = {
     "two holders": [acquire("A", 0, 1), acquire("B", 2, 3), release("A", 4, 5)],
@@ -137,8 +140,9 @@ def test_a_paused_zookeeper_holder_whose_session_lapsed_is_linearizable():
     pause = [executed("pause", "c1", 0.5, 3.0)]
     ops, _ = operations(history, pause, "session", 1.0, 1.0, end=4.0)
     assert check_mutex(ops).ok is True
-    silent = History(event for event in history.events() if event.kind != "lost")
-    ops, _ = operations(silent, [], "session", 1.0, 1.0, end=4.0)  # no fault, never "lost": two holders
+    unaware = History(event if event.kind != "lost" else Event(event.time, event.client, "released")
+                      for event in history.events())
+    ops, _ = operations(unaware, [], "session", 1.0, 1.0, end=4.0)  # no fault, and c1 let go at 3.1: two holders
     assert check_mutex(ops).ok is False
 
 
@@ -150,6 +154,17 @@ def test_a_redis_key_lost_before_its_ttl_is_a_violation():
     assert check_mutex(ops).ok is False
     ops, _ = operations(history, [], "ttl", ttl=0.2, timeout=0.2, end=1.0)  # a TTL that ran out: legal
     assert check_mutex(ops).ok is True
+
+
+def test_a_release_that_never_answered_may_have_happened():
+    history = history_of((0.0, "c1", "requested", {}), (0.1, "c1", "acquired", {"token": 1}),
+                         (0.2, "c1", "write", {"token": 1}), (0.3, "c2", "requested", {}),
+                         (2.0, "c1", "requested", {}),  # a new round: the release before it failed
+                         (3.0, "c2", "acquired", {"token": 2}), (3.1, "c2", "released", {}))
+    ops, holds = operations(history, [], "session", 1.0, 1.0, end=4.0)
+    assert [op for op in ops if op.kind == "release" and op.complete is None][0].invoke == 0.2
+    assert check_mutex(ops).ok is True
+    assert holds[0] == ("c1", 0.1, 0.2)
 
 
 def test_a_killed_client_rejoins_as_a_new_life():
@@ -185,7 +200,7 @@ def test_a_schedule_stays_inside_the_run_and_its_pauses_bite():
 BAD = {
     ("--recipe", "nope"): "no recipe named 'nope'",
     ("--nemesis", "pause,boom"): "no nemesis named 'boom'",
-    ("--nemesis", "partition"): "partition needs network faults",
+    ("--recipe", "redis", "--nemesis", "partition,leader"): "cannot re-point",
     ("--recipe", "redis", "--nemesis", "expire"): "only a TTL",
     ("--recipe", "etcd", "--nemesis", "clock"): "cannot step etcd",
     ("--clients", "0"): "clients must be",
@@ -207,8 +222,8 @@ def test_bad_requests_fail_with_one_line(argv, capsys, tmp_path):
 def test_the_function_raises_the_same_errors():
     with pytest.raises(TortureError, match="time must be"):
         torture("zookeeper", duration=0)
-    with pytest.raises(TortureError, match="needs network faults"):
-        check_request("zookeeper", 8, 60.0, ["partition"], None, 1)
+    with pytest.raises(TortureError, match="partition and leader together"):
+        check_request("redis", 8, 60.0, ["partition", "leader"], None, 1)
     assert check_request("redis", 8, 60.0, "pause,kill", None, 1) == (["pause", "kill"], False)
     assert set(NEMESES) == {"pause", "kill", "expire", "leader", "partition", "clock"}
 
@@ -236,6 +251,17 @@ def test_unfenced_zookeeper_is_caught_by_the_checker(tmp_path):
     assert not judgement.mutual_exclusion.ok, repr(result)
     assert judgement.linearizability.ok is True, repr(result)  # the lock service itself was right
     assert "both holds were writing" in judgement.lines()[0]
+
+
+def test_a_partitioned_holder_writes_late_without_fencing():
+    """A holder cut off from ZooKeeper runs on and writes while its successor holds (C20):
+    holds longer than the session timeout, so the cut lands mid-hold."""
+    result = torture("zookeeper", nemesis="partition", seed=16, fenced=False, clients=3, duration=10.0,
+                     timeout=1.0, hold=1.5, quiet=True)
+    trial = result.trials[0]
+    assert [done.step.nemesis for done in trial.executed if not done.skipped] == ["partition", "partition"]
+    assert not trial.judgement.mutual_exclusion.ok, repr(result)
+    assert trial.judgement.linearizability.ok is True, repr(result)
 
 
 def test_fenced_etcd_survives_killed_holders_and_leaders():

@@ -12,7 +12,8 @@ while they held it. Operations, each with the time it was invoked and the time i
 completed (None: it never completed, e.g. the client was killed; it may have taken effect
 at any time after its invoke, or never, as Knossos treats an indeterminate operation):
 
-* ``acquire(p)``: legal when nobody holds; p holds.
+* ``acquire(p)``: legal when nobody holds, or p holds already (after a release that failed
+  and did not happen, a recipe finds its own queue entry again); p holds.
 * ``release(p)``: legal when p holds (nobody holds then), or when p's lease had lapsed
   (a release of a lock already lost changes nothing); otherwise illegal.
 * ``lapse(p)``: the server ended p's session, lease or TTL. Either p held and now nobody
@@ -66,7 +67,7 @@ def step(state: State, op: Operation) -> list[State]:
     """The states ``op`` can lead to from ``state`` (empty: illegal there)."""
     holder, lapsed = state
     if op.kind == "acquire":
-        return [(op.process, lapsed - {op.process})] if holder is NOBODY else []
+        return [(op.process, lapsed - {op.process})] if holder in (NOBODY, op.process) else []
     if op.kind == "release":
         if holder == op.process:
             return [(NOBODY, lapsed)]

@@ -97,10 +97,13 @@ def operations(history: History, executed: list[Executed], lease: str, ttl: floa
             process = lives.process(client, event.time)
             mine = state.setdefault(process, {"pending": None, "hold": None, "last": event.time})
             kind, at = event.kind, event.time
+            if kind == "requested" and mine["hold"] is not None:
+                # a new round without "released" or "lost": the release failed (its server was
+                # unreachable), and may or may not have happened
+                ops.append(Operation(process, "release", mine["last"], None, "its release failed"))
+                _end_hold(holds, ttl_holds, process, mine, mine["last"], "failed")
             if kind == "requested":
                 mine["pending"] = at  # a request without an answer before it failed: no effect
-            elif kind == "acquired" and mine["hold"] is not None:
-                mine["pending"] = None  # acquired again without letting go (its release failed): the same hold
             elif kind == "acquired":
                 invoke = mine["pending"] if mine["pending"] is not None else mine["last"]
                 ops.append(Operation(process, "acquire", invoke, at))
@@ -119,6 +122,8 @@ def operations(history: History, executed: list[Executed], lease: str, ttl: floa
             killed = lives.killed_at(process)
             if mine["pending"] is not None:  # killed while waiting, or still waiting at the end
                 ops.append(Operation(process, "acquire", mine["pending"], None, "it never heard back"))
+            if mine["hold"] is not None:  # a release may have been under way when it died or the run ended
+                ops.append(Operation(process, "release", mine["last"], None, "its release never answered"))
             if mine["hold"] is not None:
                 _end_hold(holds, ttl_holds, process, mine, end if killed is None else killed, "open")
     if lease == "ttl":
