@@ -136,7 +136,7 @@ def executed(nemesis, target, start, end):
 def test_a_paused_zookeeper_holder_whose_session_lapsed_is_linearizable():
     history = history_of((0.0, "c1", "requested", {}), (0.1, "c1", "acquired", {"token": 1}),
                          (0.2, "c2", "requested", {}), (2.0, "c2", "acquired", {"token": 2}),
-                         (3.1, "c1", "lost", {}), (3.2, "c2", "released", {}))
+                         (3.0, "c1", "write", {"token": 1}), (3.1, "c1", "lost", {}), (3.2, "c2", "released", {}))
     pause = [executed("pause", "c1", 0.5, 3.0)]
     ops, _ = operations(history, pause, "session", 1.0, 1.0, end=4.0)
     assert check_mutex(ops).ok is True
