@@ -281,12 +281,14 @@ def test_redis_failover_grants_the_lock_twice():
     assert trial.judgement.linearizability.ok is False, repr(result)
 
 
-def test_redlock_forgets_its_votes_when_a_majority_restarts():
+def test_redlock_has_no_token_and_forgets_its_votes():
     result = torture("redlock", nemesis="pause,leader", seed=2, **SOAK)
     trial = result.trials[0]
     restarted = [done for done in trial.executed if done.step.nemesis == "leader" and not done.skipped]
     assert restarted and len(restarted[0].target.split(",")) == 3, repr(result)  # 3 of 5 instances
-    assert trial.judgement.linearizability.ok is False, repr(result)
+    # a holder paused past the TTL writes late, and Redlock has no token to fence it with;
+    # the restart grants the lock twice when it lands inside a hold (not every run)
+    assert not trial.judgement.mutual_exclusion.ok, repr(result)
 
 
 # ---- Ctrl-C ---------------------------------------------------------------------------------

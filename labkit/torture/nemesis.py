@@ -236,8 +236,12 @@ class Nemesis:
         once with no data (nothing was fsynced), so every vote they gave is forgotten."""
         nodes = self._redlock_majority(step)
         self._wait_for_a_holder(stop)  # its votes are the ones forgotten
-        for node in nodes:
-            self.rig.service.crash_restart(node)
+        # all at once, so that they forget while the holder still holds
+        restarts = [threading.Thread(target=self.rig.service.crash_restart, args=(node,)) for node in nodes]
+        for restart in restarts:
+            restart.start()
+        for restart, node in zip(restarts, nodes):
+            restart.join()
             self.rig.history.record_fault("crash_restart", node.name)
         self.rig.lab.save_state()
         return ",".join(node.name for node in nodes), None
