@@ -65,6 +65,9 @@ NOT_LINEARIZABLE = {
                                         release("A", 5, 6), release("A", 6.5, 6.6)],
     "an acquire after a crashed holder without lapse": [acquire("A", 0, None), acquire("B", 1, 2),
                                                         acquire("C", 3, 4)],
+    "an old hold's TTL does not end the next hold": [Operation("A", "acquire", 0, 1, hold=1),
+                                                     Operation("A", "lapse", 0.5, None, hold=1),
+                                                     Operation("A", "acquire", 2, 3, hold=2), acquire("B", 3.5, 4)],
 }
 
 

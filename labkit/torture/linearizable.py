@@ -45,6 +45,7 @@ class Operation:
     invoke: float
     complete: float | None
     why: str = ""  # where it came from, for explanations ("pause of client-2", ...)
+    hold: int | None = 0  # which of the process's holds it acquires, releases or ends (lapse: None = any)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -59,21 +60,25 @@ class Operation:
         return f"{what} [{self.invoke - origin:.3f} s → {end}]" + (f" ({self.why})" if self.why else "")
 
 
-State = tuple  # (holder or None, frozenset of lapsed processes)
+State = tuple  # (holder: (process, hold) or None, frozenset of lapsed (process, hold))
 INITIAL: State = (NOBODY, frozenset())
 
 
 def step(state: State, op: Operation) -> list[State]:
     """The states ``op`` can lead to from ``state`` (empty: illegal there)."""
     holder, lapsed = state
+    mine = (op.process, op.hold)
     if op.kind == "acquire":
-        return [(op.process, lapsed - {op.process})] if holder in (NOBODY, op.process) else []
+        free = holder is NOBODY or holder[0] == op.process
+        return [(mine, lapsed - {mine})] if free else []
     if op.kind == "release":
-        if holder == op.process:
+        if holder == mine:
             return [(NOBODY, lapsed)]
-        return [(holder, lapsed - {op.process})] if op.process in lapsed else []
-    if holder == op.process:  # a lapse: the holder's lease ends, or it did not end yet
-        return [(NOBODY, lapsed | {op.process}), state]
+        return [(holder, lapsed - {mine})] if mine in lapsed else []
+    # a lapse: the holder's lease ends (this hold's, or any of the process's if hold is None),
+    # or it did not end yet
+    if holder is not NOBODY and holder[0] == op.process and op.hold in (None, holder[1]):
+        return [(NOBODY, lapsed | {holder}), state]
     return [state]
 
 
@@ -171,7 +176,7 @@ def check_mutex(operations: Iterable[Operation], budget: int = DEFAULT_BUDGET, o
 def _violation(ops: list[Operation], count: int, explored: int, best, origin: float) -> Linearizability:
     _, stuck, state, prefix = best
     order = [ops[index] for index in prefix]
-    holder = state[0]
+    holder = state[0][0] if state[0] is not None else None
     blocking = next((op for op in reversed(order) if op.kind == "acquire" and op.process == holder), None)
     if stuck is None:
         text = "not linearizable: no operation could be placed first."

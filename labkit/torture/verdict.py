@@ -90,30 +90,32 @@ def operations(history: History, executed: list[Executed], lease: str, ttl: floa
     lives = _Incarnations(history)
     ops: list[Operation] = []
     holds: list[tuple[str, float, float]] = []
-    ttl_holds: list[tuple[str, float, float, float, str]] = []  # (process, invoke, acquired, ended, how)
+    ttl_holds: list[tuple[str, int, float, float, float, str]] = []  # (process, hold, invoke, acquired, ended, how)
     for client in history.clients():
         state: dict[str, dict[str, Any]] = {}
         for event in history.events(client=client):
             process = lives.process(client, event.time)
-            mine = state.setdefault(process, {"pending": None, "hold": None, "last": event.time})
+            mine = state.setdefault(process, {"pending": None, "hold": None, "last": event.time, "holds": 0})
             kind, at = event.kind, event.time
             if kind == "requested" and mine["hold"] is not None:
                 # a new round without "released" or "lost": the release failed (its server was
                 # unreachable), and may or may not have happened
-                ops.append(Operation(process, "release", mine["last"], None, "its release failed"))
+                ops.append(Operation(process, "release", mine["last"], None, "its release failed", mine["holds"]))
                 _end_hold(holds, ttl_holds, process, mine, mine["last"], "failed")
             if kind == "requested":
                 mine["pending"] = at  # a request without an answer before it failed: no effect
             elif kind == "acquired":
                 invoke = mine["pending"] if mine["pending"] is not None else mine["last"]
-                ops.append(Operation(process, "acquire", invoke, at))
+                mine["holds"] += 1
+                ops.append(Operation(process, "acquire", invoke, at, hold=mine["holds"]))
                 mine["pending"], mine["hold"] = None, (invoke, at)
             elif kind == "released" and mine["hold"] is not None:
-                ops.append(Operation(process, "release", mine["last"], at))
+                ops.append(Operation(process, "release", mine["last"], at, hold=mine["holds"]))
                 _end_hold(holds, ttl_holds, process, mine, at, "released")
             elif kind == "lost" and mine["hold"] is not None:
                 if lease == "session":
-                    ops.append(Operation(process, "lapse", mine["hold"][0], at, f"{process} heard 'lost'"))
+                    ops.append(Operation(process, "lapse", mine["hold"][0], at, f"{process} heard 'lost'",
+                                         mine["holds"]))
                 _end_hold(holds, ttl_holds, process, mine, at, "lost")
             elif kind in ("timeout", "error", "lost"):
                 mine["pending"] = None
@@ -121,13 +123,15 @@ def operations(history: History, executed: list[Executed], lease: str, ttl: floa
         for process, mine in state.items():
             killed = lives.killed_at(process)
             if mine["pending"] is not None:  # killed while waiting, or still waiting at the end
-                ops.append(Operation(process, "acquire", mine["pending"], None, "it never heard back"))
+                ops.append(Operation(process, "acquire", mine["pending"], None, "it never heard back",
+                                     mine["holds"] + 1))
             if mine["hold"] is not None:  # a release may have been under way when it died or the run ended
-                ops.append(Operation(process, "release", mine["last"], None, "its release never answered"))
+                ops.append(Operation(process, "release", mine["last"], None, "its release never answered",
+                                     mine["holds"]))
             if mine["hold"] is not None:
                 _end_hold(holds, ttl_holds, process, mine, end if killed is None else killed, "open")
     if lease == "ttl":
-        for process, invoke, acquired, ended, how in ttl_holds:
+        for process, number, invoke, acquired, ended, how in ttl_holds:
             # The TTL starts at the successful SET (or lease grant), not at "requested": a client
             # may poll for seconds first. Assume "acquired" is stamped within half a TTL of it,
             # unless the nemesis froze or killed that client meanwhile.
@@ -135,21 +139,21 @@ def operations(history: History, executed: list[Executed], lease: str, ttl: floa
                       and lives.process(done.target, done.start) == process for done in executed)
             began = invoke if hit else max(invoke, acquired - ttl / 2)
             if how != "released" or ended > began + ttl:
-                ops.append(Operation(process, "lapse", began + ttl, None, "its TTL ran out"))
+                ops.append(Operation(process, "lapse", began + ttl, None, "its TTL ran out", number))
     else:
         for done in executed:
             if done.step.nemesis in CLIENT_FAULTS and not done.skipped:
                 process = lives.process(done.target, done.start)  # the life it hit: a kill comes after start
                 window_end = None if done.step.nemesis == "kill" else done.end + timeout + LAPSE_GRACE
                 ops.append(Operation(process, "lapse", done.start, window_end,
-                                     f"{done.step.nemesis} of {done.target}"))
+                                     f"{done.step.nemesis} of {done.target}", hold=None))
     return ops, sorted(holds, key=lambda hold: hold[1])
 
 
 def _end_hold(holds, ttl_holds, process: str, mine: dict[str, Any], at: float, how: str) -> None:
     invoke, acquired = mine["hold"]
     holds.append((process, acquired, max(acquired, at)))
-    ttl_holds.append((process, invoke, acquired, at, how))
+    ttl_holds.append((process, mine["holds"], invoke, acquired, at, how))
     mine["hold"] = None
 
 
