@@ -7,8 +7,8 @@ invoke stamped late, a completion stamped early) can invent a violation; too wid
 hides one. ``labkit.torture.verdict`` builds the operations from a History so that every
 interval is at least as wide as the real one.
 
-The model. The lock's state is its holder (or nobody) and the clients whose lease lapsed
-while they held it. Operations, each with the time it was invoked and the time it
+The model. The lock's state is its holder (a client and which of its holds, or nobody) and
+the holds whose lease lapsed. Operations, each with the time it was invoked and the time it
 completed (None: it never completed, e.g. the client was killed; it may have taken effect
 at any time after its invoke, or never, as Knossos treats an indeterminate operation):
 
@@ -16,10 +16,11 @@ at any time after its invoke, or never, as Knossos treats an indeterminate opera
   and did not happen, a recipe finds its own queue entry again); p holds.
 * ``release(p)``: legal when p holds (nobody holds then), or when p's lease had lapsed
   (a release of a lock already lost changes nothing); otherwise illegal.
-* ``lapse(p)``: the server ended p's session, lease or TTL. Either p held and now nobody
-  does (p is remembered as lapsed), or nothing changed: a lapse is always optional. Its
-  interval is the window in which the server may have done it (after a pause or a kill of
-  p began, before p heard "lost", after its TTL ran out).
+* ``lapse(p)``: the server ended p's session, lease or TTL. Either p held (that hold, for
+  a TTL, which belongs to the key it was set with; any hold, for a session) and now nobody
+  does, the hold being remembered as lapsed, or nothing changed: a lapse is always
+  optional. Its interval is the window in which the server may have done it (after a
+  pause or a kill of p began, before p heard "lost", after its TTL ran out).
 
 The search is Wing & Gong's, with Lowe's memoization of (linearized set, state) as in
 Porcupine: walk the calls in time order, linearize a call whose step is legal, and
