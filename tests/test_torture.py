@@ -23,7 +23,8 @@ from labkit.cli import main as cli_main
 from labkit.record.events import Event
 from labkit.record.history import FAULT_CLIENT, History
 from labkit.torture import NEMESES, Operation, TortureError, check_mutex, check_request, plan, read_replay, torture
-from labkit.torture.nemesis import Executed, Step
+from labkit.torture.nemesis import Executed
+from labkit.torture.schedule import Step
 from labkit.torture.verdict import operations
 
 SOAK = dict(clients=4, duration=10.0, timeout=1.0, quiet=True)

@@ -6,9 +6,10 @@ judge the history (``torture``), from the command line as ``labkit torture``.
     result.save("report")   # report.json (replayable), trial-1.png, report.html
 """
 from labkit.torture.linearizable import Operation, check_mutex
-from labkit.torture.nemesis import NEMESES, Step, plan
 from labkit.torture.report import TortureResult, Trial
-from labkit.torture.run import TortureError, check_request, read_replay, torture
+from labkit.torture.request import TortureError, check_request
+from labkit.torture.run import read_replay, torture
+from labkit.torture.schedule import NEMESES, Step, plan
 
 __all__ = ["NEMESES", "Operation", "Step", "TortureError", "TortureResult", "Trial", "check_mutex",
            "check_request", "plan", "read_replay", "torture"]

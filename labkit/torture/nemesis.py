@@ -1,4 +1,4 @@
-"""The nemesis: a schedule of faults drawn from a seed, then carried out on a running lab.
+"""The nemesis: carries out a schedule of faults (``labkit.torture.schedule``) on a running lab.
 
 What can go wrong first. A step aimed at "the holder" finds whoever holds the lock when it
 runs, which the seed cannot decide: the schedule (what, when, at whom, how long) is the
@@ -6,88 +6,18 @@ same for the same seed, the processes it hit are what the run found, and both go
 report. A step whose target is not there (a client still restarting after a kill, an etcd
 lease not granted yet) is skipped and the report says why; the run goes on. A step that
 runs late (a slow restart) delays the ones after it, never reorders them.
-
-``plan`` is a pure function of its arguments, so a schedule can be checked, printed and
-replayed without any server; ``Nemesis`` carries one out.
 """
 from __future__ import annotations
 
 import random
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from labkit import faults
 from labkit.faults import redis as redis_faults
-
-# every nemesis, in the order the schedule draws from (the order asked for does not matter)
-NEMESES = {
-    "pause": "SIGSTOP a lock client past its session timeout, then SIGCONT (a long GC pause)",
-    "kill": "SIGKILL a lock client; it rejoins as a new process with a new session",
-    "expire": "the server ends a client's session now (ZooKeeper session expiry, etcd lease revoke)",
-    "leader": "kill the coordinator's leader and restart it (Redis: fail over to a replica that missed writes; "
-              "Redlock: crash-restart a majority of its instances, which forget their keys)",
-    "partition": "cut a client off from every server, then heal (labkit.up(network=True))",
-    "clock": "step a server's wall clock forward by a few TTLs, then back (Redlock: a majority's)",
-}
-HOLDER = "holder"
-COORDINATOR = "coordinator"
-
-
-@dataclass(frozen=True)
-class Step:
-    """One planned fault: ``at`` seconds after the workload began, for ``seconds``
-    (0: instantaneous); ``shift`` is the clock step in seconds (clock only)."""
-
-    at: float
-    nemesis: str
-    target: str
-    seconds: float = 0.0
-    shift: float = 0.0
-
-    def describe(self) -> str:
-        length = f" for {self.seconds:.1f} s" if self.seconds else ""
-        shift = f" by {self.shift:+.1f} s" if self.shift else ""
-        return f"t={self.at:5.1f} s  {self.nemesis} {self.target}{shift}{length}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Step":
-        return cls(float(data["at"]), str(data["nemesis"]), str(data["target"]), float(data.get("seconds", 0.0)),
-                   float(data.get("shift", 0.0)))
-
-
-def plan(seed: int, nemeses: list[str], clients: int, duration: float, timeout: float) -> list[Step]:
-    """The schedule for ``seed``: faults one after another, each followed by a quiet time
-    to recover, none starting later than ``duration`` minus a timeout. Pauses and
-    partitions last 1.5-3 timeouts (past the session timeout, so they bite)."""
-    rng = random.Random(seed)
-    kinds = [name for name in NEMESES if name in nemeses]
-    steps: list[Step] = []
-    at = min(1.0, 0.1 * duration) + rng.uniform(0.0, timeout)
-    while kinds:
-        kind = rng.choice(kinds)
-        target, seconds, shift = _draw(rng, kind, clients, timeout)
-        if at + seconds > duration - timeout:
-            break
-        steps.append(Step(round(at, 3), kind, target, round(seconds, 3), round(shift, 3)))
-        at += seconds + timeout * rng.uniform(1.0, 2.0)
-    return steps
-
-
-def _draw(rng: random.Random, kind: str, clients: int, timeout: float) -> tuple[str, float, float]:
-    if kind in ("pause", "kill", "expire", "partition"):
-        # half the faults hit whoever holds the lock then: a waiter's pause rarely shows anything
-        target = HOLDER if rng.random() < 0.5 else f"client-{rng.randint(1, clients)}"
-        seconds = timeout * rng.uniform(1.5, 3.0) if kind in ("pause", "partition") else 0.0
-        return target, seconds, 0.0
-    # "coordinator": the leader of ZooKeeper or etcd, the primary of Redis, found when the step runs
-    if kind == "leader":
-        return COORDINATOR, timeout * rng.uniform(1.0, 2.0), 0.0
-    return COORDINATOR, timeout * rng.uniform(1.0, 2.0), timeout * rng.uniform(2.0, 4.0)  # clock
+from labkit.torture.schedule import HOLDER, Step
 
 
 @dataclass

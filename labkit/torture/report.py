@@ -21,7 +21,8 @@ from matplotlib.figure import Figure
 
 from labkit.plots import fault_bands, hold_timeline, latency_over_time
 from labkit.record.history import History
-from labkit.torture.nemesis import Executed, Step
+from labkit.torture.nemesis import Executed
+from labkit.torture.schedule import Step
 from labkit.torture.verdict import Judgement
 
 

@@ -1,17 +1,13 @@
 """``torture()``: start servers, run the workload under the nemesis, judge, report.
 
-What can go wrong first. Bad requests fail before anything starts, with one line
-(``TortureError``): an unknown recipe or nemesis, a nemesis the lab cannot perform on that
-recipe (``expire`` on Redis, which has only a TTL; ``clock`` on etcd, which cannot be
-stepped), no clients, no time. A torture
-starts servers of its own, because it kills leaders and steps clocks: never a learner's
-lab. Whatever happens, Ctrl-C included, every client and server it started is stopped
+What can go wrong first. A request that cannot be run fails before anything starts, with
+one line (``TortureError``, see ``labkit.torture.request``). A torture starts servers of
+its own, because it kills leaders and steps clocks: never a learner's lab. Whatever happens, Ctrl-C included, every client and server it started is stopped
 before it returns or raises.
 """
 from __future__ import annotations
 
 import json
-import math
 import threading
 import time
 import uuid
@@ -20,65 +16,19 @@ from pathlib import Path
 from typing import Any, Callable
 
 from labkit.clients import spawn_clients
-from labkit.errors import LabError
 from labkit.faults.relay import TcpLink
 from labkit.locks.registry import RECIPES, connections_of
 from labkit.record.fencing import FencedStore
 from labkit.record.history import History
 from labkit.servers import up
-from labkit.torture.nemesis import NEMESES, Nemesis, Step, plan
+from labkit.torture.nemesis import Nemesis
+from labkit.torture.request import TortureError, check_request
 from labkit.torture.report import TortureResult, Trial
+from labkit.torture.schedule import Step, plan
 from labkit.torture.verdict import judge
 from labkit.torture.workload import Workload
 
-
 REDLOCK_INSTANCES = 5  # the algorithm's own example
-
-
-class TortureError(LabError):
-    """A torture that cannot be run as asked (the message says why, in one line)."""
-
-
-def _unable(recipe: str, nemesis: str, service: str) -> str | None:
-    """Why ``nemesis`` cannot be done to ``recipe``, or None."""
-    if nemesis == "expire" and RECIPES[recipe].ttl_only:
-        return f"expire needs a session or a lease to end, and a {recipe} lock has only a TTL: use pause or kill"
-    if nemesis == "clock" and service == "etcd":
-        return ("clock cannot step etcd: Go reads the clock through the vDSO, not libc (docs/CLOCKS.md); "
-                "use a ZooKeeper or Redis recipe")
-    return None
-
-
-def check_request(recipe: str, clients: int, duration: float, nemesis: str | list[str], fenced: bool | None,
-                  trials: int, timeout: float = 2.0, hold: float = 0.1) -> tuple[list[str], bool]:
-    """The nemeses as a list and whether the store fences, or TortureError saying what is wrong."""
-    if recipe not in RECIPES:
-        raise TortureError(f"no recipe named {recipe!r}; choose one of {', '.join(RECIPES)}")
-    names = [name.strip() for name in nemesis.split(",")] if isinstance(nemesis, str) else list(nemesis)
-    names = [name for name in names if name]
-    for name in names:
-        if name not in NEMESES:
-            raise TortureError(f"no nemesis named {name!r}; choose from {', '.join(NEMESES)}")
-        problem = _unable(recipe, name, RECIPES[recipe].service)
-        if problem:
-            raise TortureError(problem)
-    if isinstance(clients, bool) or not isinstance(clients, int) or clients < 1:
-        raise TortureError(f"clients must be a whole number of at least 1 (got {clients!r})")
-    for what, value in (("time", duration), ("timeout", timeout)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
-            raise TortureError(f"{what} must be a positive number of seconds (got {value!r})")
-    if isinstance(hold, bool) or not isinstance(hold, (int, float)) or not 0 <= hold < math.inf:
-        raise TortureError(f"hold must be zero or more seconds (got {hold!r})")
-    if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
-        raise TortureError(f"trials must be a whole number of at least 1 (got {trials!r})")
-    if "partition" in names and "leader" in names and RECIPES[recipe].service == "redis":
-        raise TortureError("partition and leader together on redis: each client reaches the primary through links "
-                           "of its own, which a failover cannot re-point; run them in two tortures")
-    gives_tokens = not RECIPES[recipe].ttl_only
-    if fenced and not gives_tokens:
-        raise TortureError(f"a {recipe} lock gives no fencing token, so a fenced store would refuse every write; "
-                           "run it unfenced (--unfenced)")
-    return names, gives_tokens if fenced is None else fenced
 
 
 @dataclass

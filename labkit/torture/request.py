@@ -1,0 +1,59 @@
+"""What a torture can be asked to do: ``check_request`` turns a request into the nemeses
+and the store's fencing, or says in one line (``TortureError``) why it cannot be run: an
+unknown recipe or nemesis, a nemesis the lab cannot perform on that recipe (``expire`` on
+Redis, which has only a TTL; ``clock`` on etcd, which cannot be stepped), no clients, no
+time. Nothing is started before the request is checked.
+"""
+from __future__ import annotations
+
+import math
+
+from labkit.errors import LabError
+from labkit.locks.registry import RECIPES
+from labkit.torture.schedule import NEMESES
+
+
+class TortureError(LabError):
+    """A torture that cannot be run as asked (the message says why, in one line)."""
+
+
+def _unable(recipe: str, nemesis: str, service: str) -> str | None:
+    """Why ``nemesis`` cannot be done to ``recipe``, or None."""
+    if nemesis == "expire" and RECIPES[recipe].ttl_only:
+        return f"expire needs a session or a lease to end, and a {recipe} lock has only a TTL: use pause or kill"
+    if nemesis == "clock" and service == "etcd":
+        return ("clock cannot step etcd: Go reads the clock through the vDSO, not libc (docs/CLOCKS.md); "
+                "use a ZooKeeper or Redis recipe")
+    return None
+
+
+def check_request(recipe: str, clients: int, duration: float, nemesis: str | list[str], fenced: bool | None,
+                  trials: int, timeout: float = 2.0, hold: float = 0.1) -> tuple[list[str], bool]:
+    """The nemeses as a list and whether the store fences, or TortureError saying what is wrong."""
+    if recipe not in RECIPES:
+        raise TortureError(f"no recipe named {recipe!r}; choose one of {', '.join(RECIPES)}")
+    names = [name.strip() for name in nemesis.split(",")] if isinstance(nemesis, str) else list(nemesis)
+    names = [name for name in names if name]
+    for name in names:
+        if name not in NEMESES:
+            raise TortureError(f"no nemesis named {name!r}; choose from {', '.join(NEMESES)}")
+        problem = _unable(recipe, name, RECIPES[recipe].service)
+        if problem:
+            raise TortureError(problem)
+    if isinstance(clients, bool) or not isinstance(clients, int) or clients < 1:
+        raise TortureError(f"clients must be a whole number of at least 1 (got {clients!r})")
+    for what, value in (("time", duration), ("timeout", timeout)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+            raise TortureError(f"{what} must be a positive number of seconds (got {value!r})")
+    if isinstance(hold, bool) or not isinstance(hold, (int, float)) or not 0 <= hold < math.inf:
+        raise TortureError(f"hold must be zero or more seconds (got {hold!r})")
+    if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
+        raise TortureError(f"trials must be a whole number of at least 1 (got {trials!r})")
+    if "partition" in names and "leader" in names and RECIPES[recipe].service == "redis":
+        raise TortureError("partition and leader together on redis: each client reaches the primary through links "
+                           "of its own, which a failover cannot re-point; run them in two tortures")
+    gives_tokens = not RECIPES[recipe].ttl_only
+    if fenced and not gives_tokens:
+        raise TortureError(f"a {recipe} lock gives no fencing token, so a fenced store would refuse every write; "
+                           "run it unfenced (--unfenced)")
+    return names, gives_tokens if fenced is None else fenced

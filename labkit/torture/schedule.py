@@ -1,0 +1,80 @@
+"""The schedule of a torture run: which faults, when, at whom and for how long, drawn from a seed.
+
+``plan`` is a pure function of its arguments (the seed, the nemeses, the number of
+clients, the time and the timeout), so a schedule can be checked, printed and replayed
+without any server; ``labkit.torture.nemesis`` carries one out. What the seed cannot
+decide: a step aimed at "holder" hits whoever holds the lock when it runs.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import asdict, dataclass
+from typing import Any
+
+# every nemesis, in the order the schedule draws from (the order asked for does not matter)
+NEMESES = {
+    "pause": "SIGSTOP a lock client past its session timeout, then SIGCONT (a long GC pause)",
+    "kill": "SIGKILL a lock client; it rejoins as a new process with a new session",
+    "expire": "the server ends a client's session now (ZooKeeper session expiry, etcd lease revoke)",
+    "leader": "kill the coordinator's leader and restart it (Redis: fail over to a replica that missed writes; "
+              "Redlock: crash-restart a majority of its instances, which forget their keys)",
+    "partition": "cut a client off from every server, then heal (labkit.up(network=True))",
+    "clock": "step a server's wall clock forward by a few TTLs, then back (Redlock: a majority's)",
+}
+HOLDER = "holder"
+COORDINATOR = "coordinator"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One planned fault: ``at`` seconds after the workload began, for ``seconds``
+    (0: instantaneous); ``shift`` is the clock step in seconds (clock only)."""
+
+    at: float
+    nemesis: str
+    target: str
+    seconds: float = 0.0
+    shift: float = 0.0
+
+    def describe(self) -> str:
+        length = f" for {self.seconds:.1f} s" if self.seconds else ""
+        shift = f" by {self.shift:+.1f} s" if self.shift else ""
+        return f"t={self.at:5.1f} s  {self.nemesis} {self.target}{shift}{length}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Step":
+        return cls(float(data["at"]), str(data["nemesis"]), str(data["target"]), float(data.get("seconds", 0.0)),
+                   float(data.get("shift", 0.0)))
+
+
+def plan(seed: int, nemeses: list[str], clients: int, duration: float, timeout: float) -> list[Step]:
+    """The schedule for ``seed``: faults one after another, each followed by a quiet time
+    to recover, none starting later than ``duration`` minus a timeout. Pauses and
+    partitions last 1.5-3 timeouts (past the session timeout, so they bite)."""
+    rng = random.Random(seed)
+    kinds = [name for name in NEMESES if name in nemeses]
+    steps: list[Step] = []
+    at = min(1.0, 0.1 * duration) + rng.uniform(0.0, timeout)
+    while kinds:
+        kind = rng.choice(kinds)
+        target, seconds, shift = _draw(rng, kind, clients, timeout)
+        if at + seconds > duration - timeout:
+            break
+        steps.append(Step(round(at, 3), kind, target, round(seconds, 3), round(shift, 3)))
+        at += seconds + timeout * rng.uniform(1.0, 2.0)
+    return steps
+
+
+def _draw(rng: random.Random, kind: str, clients: int, timeout: float) -> tuple[str, float, float]:
+    if kind in ("pause", "kill", "expire", "partition"):
+        # half the faults hit whoever holds the lock then: a waiter's pause rarely shows anything
+        target = HOLDER if rng.random() < 0.5 else f"client-{rng.randint(1, clients)}"
+        seconds = timeout * rng.uniform(1.5, 3.0) if kind in ("pause", "partition") else 0.0
+        return target, seconds, 0.0
+    # "coordinator": the leader of ZooKeeper or etcd, the primary of Redis, found when the step runs
+    if kind == "leader":
+        return COORDINATOR, timeout * rng.uniform(1.0, 2.0), 0.0
+    return COORDINATOR, timeout * rng.uniform(1.0, 2.0), timeout * rng.uniform(2.0, 4.0)  # clock
