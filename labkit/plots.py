@@ -202,10 +202,10 @@ def fault_bands(ax: Axes, periods: Iterable[tuple[float, float, str]], origin: f
     ``min_width`` seconds so that it shows. Returns ``ax``."""
     for start, end, label in periods:
         begin = start - origin
-        ax.axvspan(begin, max(end - origin, begin + min_width), color=FAULT_COLOR, alpha=0.12, linewidth=0)
+        ax.axvspan(begin, max(end - origin, begin + min_width), color=FAULT_COLOUR, alpha=0.12, linewidth=0)
         if labels:
             ax.annotate(label, (begin, 1.0), xycoords=("data", "axes fraction"), xytext=(2, -2),
-                        textcoords="offset points", rotation=90, va="top", fontsize=7, color=FAULT_COLOR)
+                        textcoords="offset points", rotation=90, va="top", fontsize=7, color=FAULT_COLOUR)
     return ax
 
 
@@ -216,9 +216,9 @@ def latency_over_time(points: Iterable[tuple[float, float]], ax: Axes | None = N
     points = list(points)
     if not points:
         raise ValueError("no acquires to plot: expected [(seconds since start, seconds waited), ...]")
-    ax = _axes(ax, height=2.5)
+    ax = new_axes(ax, height=2.5)
     ax.plot([at for at, _ in points], [max(1000.0 * waited, 0.01) for _, waited in points], linestyle="none",
-            marker=".", markersize=4, color=HOLDING_COLOR)
+            marker=".", markersize=4, color=HOLDING_COLOUR)
     ax.set_yscale("log")
     ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
     ax.yaxis.set_minor_formatter(NullFormatter())

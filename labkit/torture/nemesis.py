@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 from labkit import faults
 from labkit.faults import redis as redis_faults
+from labkit.timing import became_true
 from labkit.torture.schedule import HOLDER, Step
 
 
@@ -75,22 +76,20 @@ class Nemesis:
         clients = self.rig.clients
         if step.target != HOLDER:
             return clients[step.target]
-        deadline = time.monotonic() + self.rig.timeout
-        while not stop.is_set():
-            holders = clients.holders()
-            if holders:
-                return holders[0]
-            if time.monotonic() > deadline:
-                raise LookupError("nobody held the lock")
-            time.sleep(0.01)
-        raise LookupError("the run is stopping")
+        holders: list[Any] = []
+
+        def someone_holds() -> bool:
+            holders[:] = clients.holders()
+            return bool(holders) or stop.is_set()
+
+        if not became_true(someone_holds, self.rig.timeout) or not holders:
+            raise LookupError("nobody held the lock" if not stop.is_set() else "the run is stopping")
+        return holders[0]
 
     def _wait_for_a_holder(self, stop: threading.Event) -> None:
         """Up to a timeout, until some client holds the lock (a fault on the servers then
         shows what it does to a hold; if nobody holds, it goes ahead anyway)."""
-        deadline = time.monotonic() + self.rig.timeout
-        while not self.rig.clients.holders() and time.monotonic() < deadline and not stop.is_set():
-            time.sleep(0.01)
+        became_true(lambda: self.rig.clients.holders() or stop.is_set(), self.rig.timeout)
 
     # ---- the faults ----------------------------------------------------------------------
     def _pause(self, step: Step, stop: threading.Event):

@@ -25,13 +25,13 @@ service breaking its promise.
 from __future__ import annotations
 
 import bisect
-import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
 from labkit.locks.registry import RECIPES
 from labkit.record.checker import Verdict, check_mutual_exclusion
 from labkit.record.history import FAULT_CLIENT, History
+from labkit.stats import percentile
 from labkit.torture.linearizable import Linearizability, Operation, check_mutex
 from labkit.torture.nemesis import Executed
 
@@ -180,7 +180,7 @@ def availability(holds: list[tuple[str, float, float]], start: float, end: float
         if following < len(starts) and starts[following] - finish < 10.0:
             handoffs.append(starts[following] - finish)
     return Availability(held / max(end - start, 1e-9), longest, longest_at - start,
-                        statistics.median(handoffs) if handoffs else None, holds)
+                        percentile(handoffs, 0.5) if handoffs else None, holds)
 
 
 @dataclass
@@ -221,7 +221,7 @@ class Judgement:
                 "longest_gap_s": round(self.availability.longest_gap, 3),
                 "handoff_median_ms": None if self.availability.handoff_median is None
                 else round(1000 * self.availability.handoff_median, 2),
-                "acquire_wait_median_ms": round(1000 * statistics.median(waits), 2) if waits else None}
+                "acquire_wait_median_ms": round(1000 * percentile(waits, 0.5), 2) if waits else None}
 
 
 def judge(history: History, writes: list[Any], executed: list[Executed], recipe: str, ttl: float,
