@@ -12,6 +12,7 @@ from labkit.servers import lab as lab_module
 from labkit.servers import state
 from labkit.servers.discovery import doctor
 from labkit.servers.lab import down_all
+from labkit.servers.run_folder import labkit_home
 
 
 def _print_status(status: dict) -> None:
@@ -155,7 +156,6 @@ def cmd_bench(args) -> int:
 def cmd_torture(args) -> int:
     # here, not at the top: matplotlib and every client library take a second and more to
     # import, which `labkit status` and `labkit down` should not pay
-    from labkit.servers.run_folder import labkit_home
     from labkit.torture import torture
 
     report = args.report or labkit_home() / "torture" / time.strftime(f"%Y%m%d-%H%M%S-{args.recipe}-seed{args.seed}")
