@@ -87,8 +87,10 @@ def test_leader_crash_keeps_the_queue_and_a_lost_majority_stops_writes():
         history = History()
         observer = lab.zookeeper.client(timeout=6.0)
         try:
+            # a holder that hears nothing for 0.8 of its session timeout gives up (its client-side
+            # deadline): the timeout must outlast an election on a busy machine by a wide margin
             with spawn_clients(lab, "zookeeper", n=3, name="/locks/crash", history=history,
-                               session_timeout=6.0) as clients:
+                               session_timeout=10.0) as clients:
                 pending = queue_behind(clients)
                 before = sorted_contenders(observer.get_children("/locks/crash"))
                 killed_at = time.monotonic()
