@@ -16,7 +16,7 @@ from labkit.servers.docker_backend import DockerContainer
 from labkit.servers.docker_engine import engine_problem
 from labkit.servers.etcd import EtcdService
 from labkit.servers.layout import (NODE_CLASSES, build_nodes, build_redlock_and_sentinels, check_ensemble_size,
-                                   check_redis_extras, find_binaries)
+                                   check_redis_extras, find_binaries, sentinel_aliases)
 from labkit.servers.network import Network, not_enabled
 from labkit.servers.process import LocalProcess, process_start_time
 from labkit.servers.redis import RedisService, RedlockService
@@ -213,7 +213,7 @@ def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = Fa
     try:
         if network:
             lab.network = Network.start(run_dir)
-        build_nodes(lab, binaries, ports, zookeeper, etcd, redis_count)
+        build_nodes(lab, binaries, ports, zookeeper, etcd, redis_count, sentinels)
         extra_ports = ports[len(ports) - redlock - sentinels:]  # the last ones: _build_nodes takes the first
         build_redlock_and_sentinels(lab, binaries, extra_ports, redlock, sentinels)
         _join_network(lab)
@@ -347,6 +347,7 @@ def attach(lab_id: str | None = None) -> Lab:
         lab.redlock = RedlockService(by_kind["redlock"])
     if "sentinel" in by_kind and lab.redis is not None:
         lab.sentinel = lab.redis.sentinels = SentinelService(by_kind["sentinel"])
+        lab.sentinel.aliases = sentinel_aliases(lab)
     _join_network(lab)
     return lab
 

@@ -9,6 +9,7 @@ for a size labkit refuses (even ensembles, Sentinel without a replica),
 """
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
@@ -90,7 +91,8 @@ def port_via_network(lab: Lab, src: str, dst: str, port: int, kind: str = "tcp",
     return port if lab.network is None else lab.network.route(src, dst, port, kind, **extra)
 
 
-def build_nodes(lab: Lab, binaries: dict, ports: list[int], zookeeper: int, etcd: int, redis_count: int) -> None:
+def build_nodes(lab: Lab, binaries: dict, ports: list[int], zookeeper: int, etcd: int, redis_count: int,
+                sentinels: int = 0) -> None:
     take = iter(ports)
     if zookeeper:
         triples = [(i + 1, next(take), next(take), next(take)) for i in range(zookeeper)]
@@ -131,8 +133,13 @@ def build_nodes(lab: Lab, binaries: dict, ports: list[int], zookeeper: int, etcd
         primary_port = ports_of[0][1]
 
         def redis(name: str, port: int, folder: str) -> list[str]:   # redis1 is the primary; the others replicate it
-            replica_of = None if name == "redis1" else port_via_network(lab, name, "redis1", primary_port)
-            return redis_argv(binaries["redis"], port, folder, replica_of=replica_of)
+            replica_of = announce = None
+            if sentinels and lab.network is not None:
+                announce = redis_link(lab, name, port, sentinels)
+            if name != "redis1":
+                replica_of = (redis_link(lab, "redis1", primary_port, sentinels) if sentinels
+                              else port_via_network(lab, name, "redis1", primary_port))
+            return redis_argv(binaries["redis"], port, folder, replica_of=replica_of, announce_port=announce)
         lab.redis = RedisService([one_port_node(lab, RedisNode, name, port, redis) for name, port in ports_of])
 
 
@@ -157,13 +164,46 @@ def build_redlock_and_sentinels(lab: Lab, binaries: dict, ports: list[int], redl
                                                     redis_argv(binaries["redis"], port, folder))
                                       for i in range(redlock)])
     if sentinels:
-        def sentinel(_: str, port: int, folder: str) -> list[str]:
+        def sentinel(name: str, port: int, folder: str) -> list[str]:
             config = Path(folder) / "sentinel.conf"
-            config.write_text(sentinel_config(port, folder, lab.redis.primary.port, sentinels // 2 + 1))
+            monitored = redis_link(lab, "redis1", lab.redis.primary.port, sentinels)
+            config.write_text(sentinel_config(port, folder, monitored, sentinels // 2 + 1,
+                                              myid=sentinel_myid(lab, name)))
             return sentinel_argv(binaries["redis"], str(config))
         lab.sentinel = SentinelService([one_port_node(lab, SentinelNode, f"sentinel{i + 1}", next(take), sentinel)
                                         for i in range(sentinels)])
         lab.redis.sentinels = lab.sentinel
+        lab.sentinel.aliases = sentinel_aliases(lab)
+
+
+def sentinel_myid(lab: Lab, name: str) -> str:
+    """A sentinel's run id, fixed by labkit so that the network can tell its connections apart."""
+    return hashlib.sha1(f"{lab.id}/{name}".encode()).hexdigest()
+
+
+def redis_link(lab: Lab, name: str, port: int, sentinels: int) -> int:
+    """With Sentinel, the port the sentinels and the other Redis server dial to reach
+    ``name``. With a network, one proxy shared by all of them (Sentinel rewrites a replica
+    whose primary address differs from its own, so they must all dial the same address; the
+    server announces it as its own with replica-announce-port); the proxy tells a sentinel's
+    connection by its client name, anything else on it is the other Redis server."""
+    if lab.network is None:
+        return port
+    names = [f"sentinel{i + 1}" for i in range(sentinels)]
+    other = "redis2" if name == "redis1" else "redis1"
+    members = {sentinel_myid(lab, sentinel)[:8]: sentinel for sentinel in names}
+    members[""] = other
+    return lab.network.route("*", name, port, "redis-shared", peers=names + [other], members=members)
+
+
+def sentinel_aliases(lab: Lab) -> dict[str, str]:
+    """Each Redis server's proxy address (what the sentinels name) -> its own address."""
+    aliases = {}
+    for node in lab.redis.nodes:
+        link = redis_link(lab, node.name, node.port, len(lab.sentinel.nodes))
+        if link != node.port:
+            aliases[f"{node.host}:{link}"] = node.endpoint
+    return aliases
 
 
 def one_port_node(lab: Lab, node_class: type[Node], name: str, port: int,

@@ -19,7 +19,10 @@ one proxy for every sender: the sender is read from the ``X-Server-From`` header
 rafthttp puts on each request; a connection without it (a /version probe) counts as cut
 only when every other member is cut from its target. ZooKeeper peers announce their own
 election address when they dial; the proxy rewrites it to the proxy of the reverse link, or
-the higher id would dial back around it.
+the higher id would dial back around it. With Sentinel, the primary has one proxy shared by
+the sentinels and the replica (they must all name the same primary address, or Sentinel
+"fixes" the replica back and forth): a sentinel names itself in its first command
+(``CLIENT SETNAME sentinel-<first 8 of its myid>-cmd``); any other connection is the replica.
 
 Control: JSON lines on a loopback port written to ``proxy.port`` in the run folder:
 ``{"op": "route", "src", "dst", "target", "kind"}`` -> ``{"port"}``; ``{"op": "set",
@@ -32,6 +35,7 @@ import asyncio
 import json
 import os
 import random
+import re
 import socket
 import struct
 import sys
@@ -96,6 +100,10 @@ class Network:
                 src = route["members"].get(src) if src else None
             elif route["kind"] == "zk-election":
                 head = await self.rewrite_election_address(route, reader)
+            elif route["kind"] == "redis-shared":
+                head = await asyncio.wait_for(_first_command(reader), 5)
+                found = re.search(rb"sentinel-([0-9a-f]{8})-", head)
+                src = route["members"].get(found.group(1).decode() if found else "")
         except (asyncio.TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, OSError):
             pass
         peers = [p for p in route["peers"] if p != dst]
@@ -235,6 +243,16 @@ def _header(head: bytes, name: bytes) -> str | None:
         if key.strip().lower() == name:
             return value.strip().decode()
     return None
+
+
+async def _first_command(reader) -> bytes:
+    """The bytes up to the end of the first RESP command (``*n`` then n bulk strings):
+    what a client sends before it waits for a reply."""
+    head = await reader.readuntil(b"\r\n")
+    words = int(head[1:-2]) if head.startswith(b"*") else 0
+    for _ in range(2 * words):
+        head += await reader.readuntil(b"\r\n")
+    return head
 
 
 def _reset(writer) -> None:

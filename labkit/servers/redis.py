@@ -19,7 +19,10 @@ from labkit.errors import LabError, NodeStartError, UnknownNode
 from labkit.servers.node import HOST, Node, Service
 
 
-def redis_argv(redis_server: str, port: int, data_dir: str, replica_of: int | None = None) -> list[str]:
+def redis_argv(redis_server: str, port: int, data_dir: str, replica_of: int | None = None,
+               announce_port: int | None = None) -> list[str]:
+    """``announce_port``: the port this server gives as its own when it replicates (the
+    port Sentinel then dials): with a network, its proxy's."""
     argv = [redis_server, "--port", str(port), "--bind", HOST, "--protected-mode", "yes",
             "--save", "", "--appendonly", "no", "--dir", data_dir, "--daemonize", "no",
             "--loglevel", "notice",
@@ -27,6 +30,8 @@ def redis_argv(redis_server: str, port: int, data_dir: str, replica_of: int | No
             "--repl-diskless-sync-delay", "0"]
     if replica_of is not None:
         argv += ["--replicaof", HOST, str(replica_of)]
+    if announce_port is not None:
+        argv += ["--replica-announce-port", str(announce_port)]
     return argv
 
 

@@ -47,10 +47,12 @@ class FailoverTimeout(LabError):
 
 
 def sentinel_config(port: int, data_dir: str, primary_port: int, quorum: int,
-                    down_after_ms: int = DOWN_AFTER_MS, failover_timeout_ms: int = FAILOVER_TIMEOUT_MS) -> str:
+                    down_after_ms: int = DOWN_AFTER_MS, failover_timeout_ms: int = FAILOVER_TIMEOUT_MS,
+                    myid: str | None = None) -> str:
     """A sentinel's config file. Sentinel rewrites it as it learns (other sentinels, the
-    replica, a new primary), so it must live in a writable folder of the lab."""
-    return "\n".join([
+    replica, a new primary), so it must live in a writable folder of the lab. ``myid``
+    (40 hex digits): the sentinel's run id, else it picks one at random."""
+    return "\n".join(([f"sentinel myid {myid}"] if myid else []) + [
         f"port {port}",
         f"bind {HOST}",
         "protected-mode yes",
@@ -125,13 +127,20 @@ class SentinelService(Service):
     name = "sentinel"
     nodes: list[SentinelNode]
 
+    def __init__(self, nodes: list[SentinelNode], aliases: dict[str, str] | None = None):
+        super().__init__(nodes)
+        # with a network the sentinels reach a Redis server through a proxy and name that
+        # address; aliases maps it back to the server's own, which the rest of labkit uses
+        self.aliases = aliases or {}
+
     @property
     def majority(self) -> int:
         return len(self.nodes) // 2 + 1
 
     def named_primaries(self) -> dict[str, str | None]:
         """What each sentinel names as primary right now (None: it does not answer)."""
-        return {node.name: node.primary_endpoint() if node.state == "running" else None for node in self.nodes}
+        named = {node.name: node.primary_endpoint() if node.state == "running" else None for node in self.nodes}
+        return {name: self.aliases.get(endpoint, endpoint) for name, endpoint in named.items()}
 
     def primary_endpoint(self) -> str:
         named = self.named_primaries()
