@@ -22,6 +22,11 @@ TICK_MS = 200
 # ZooKeeper's default is a minute; half a second lets a lesson watch a parent vanish and
 # come back (its sequence numbers restart at 0). A JVM system property, not a zoo.cfg key.
 CONTAINER_CHECK_MS = 500
+# A member looking for a leader resends its vote when nothing arrives for a while, and
+# doubles that wait each time, up to a minute by default. A cut-off peer that never
+# answers makes it double: elections after a partition took 5-18 s. Capped at a few
+# ticks, a new leader is elected about a second after the followers miss the old one.
+MAX_NOTIFICATION_INTERVAL_MS = 4 * TICK_MS
 
 
 def four_letter(host: str, port: int, word: str, timeout: float = 2.0) -> str:
@@ -72,6 +77,7 @@ def zookeeper_argv(java: str, install: ZooKeeperInstall, config_path: str) -> li
             "-Dorg.slf4j.simpleLogger.log.org.apache.zookeeper.server.quorum=info",
             "-Dzookeeper.root.logger=INFO,CONSOLE", "-Dzookeeper.jmx.log4j.disable=true",
             f"-Dznode.container.checkIntervalMs={CONTAINER_CHECK_MS}",
+            f"-Dzookeeper.fastleader.maxNotificationInterval={MAX_NOTIFICATION_INTERVAL_MS}",
             "-cp", classpath, "org.apache.zookeeper.server.quorum.QuorumPeerMain", config_path]
 
 
