@@ -1,0 +1,494 @@
+"""Partitions and client-side expiry (notebook 07), on a lab started with
+``labkit.up(zookeeper=3, etcd=3, redis=True, replica=True, sentinels=3, network=True)``.
+
+What can fail, first: ``TimeoutError`` (from ``wait_until``) when an election, a grant or a
+failover does not come within its deadline, naming what was awaited; ``FailoverTimeout``
+with the sentinels' logs when Sentinel does not promote the replica; ``NetworkNotEnabled``
+on a lab without ``network=True``. Every experiment heals the network before it returns,
+even when it fails, and stops the clients it made. The clients each experiment makes have
+names of their own (``via=``), so a partition can put a client on one side or the other.
+
+The experiments:
+
+* ``zookeeper_minority`` / ``etcd_minority`` / ``redis_minority_still_grants`` (C19): the old
+  leader and one client on the small side cannot grant; the majority elects and grants.
+* ``cut_off_zookeeper_holder`` (C20): kazoo's own Lock keeps "holding" while SUSPENDED and the server
+  grants the lock to another; ``ZooKeeperLock``'s client-side deadline stops first.
+* ``sentinel_split_brain`` (C22): real Sentinel promotes the replica; two clients hold.
+* ``slow_links`` (C23): acquire time against a delay per link, predicted from round trips.
+"""
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+
+import redis
+from kazoo.protocol.states import KazooState
+from kazoo.recipe.lock import Lock as KazooLock
+
+from labkit.locks.etcd_mutex import EtcdMutex
+from labkit.locks.etcd_session import EtcdSession
+from labkit.locks.zookeeper import ZooKeeperLock
+from labkit.timing import wait_until
+
+
+def _roles(service) -> dict[str, str]:
+    return {node.name: node.role for node in service.nodes}
+
+
+def _unique(prefix: str) -> str:
+    return f"/{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+def _attempt(action, outcome: list) -> threading.Thread:
+    """Run ``action`` in a daemon thread; its result or its exception lands in ``outcome``."""
+    def run():
+        try:
+            outcome.append(action())
+        except Exception as error:  # the lesson shows which error the minority side got
+            outcome.append(error)
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+# ---- C19: the minority cannot grant ----------------------------------------------------------
+@dataclass
+class MinorityOutcome:
+    """One partition of a consensus cluster's leader, with a client on each side."""
+
+    system: str
+    old_leader: str
+    new_leader: str
+    elected_s: float                 # cut -> the majority side has a leader
+    majority_token: int | None       # the lock the majority side granted
+    minority_result: str             # what the minority client's acquire gave, while cut
+    old_leader_role_while_cut: str   # etcd: not "leader" (check-quorum); ZooKeeper: not serving
+    rejoined_as: str                 # the old leader's role after the heal
+    rejoined_s: float
+
+    def row(self) -> dict:
+        return {"system": self.system, "old leader": self.old_leader, "new leader": self.new_leader,
+                "elected after (s)": round(self.elected_s, 1), "majority granted": self.majority_token is not None,
+                "minority client got": self.minority_result, "old leader rejoined as": self.rejoined_as}
+
+
+def zookeeper_minority(lab, session_timeout: float = 2.0) -> MinorityOutcome:
+    """Partition the ZooKeeper leader with ``client-1`` away from the other two servers and
+    ``client-2``. The minority client's acquire must not succeed while cut (kazoo queues its
+    request: no server on its side serves); the majority elects a leader and grants."""
+    old = lab.zookeeper.leader()
+    rest = [node for node in lab.zookeeper.nodes if node is not old]
+    stranded = lab.zookeeper.client(timeout=session_timeout, via="client-1", nodes=[old],
+                                    connection_retry={"max_tries": -1, "max_delay": 0.5})
+    majority = lab.zookeeper.client(timeout=8, via="client-2", nodes=rest)
+    path = _unique("minority")
+    outcome: list = []
+    try:
+        began = time.monotonic()
+        lab.partition([old.name, "client-1"], [node.name for node in rest] + ["client-2"])
+        attempt = _attempt(lambda: ZooKeeperLock(stranded, path, "client-1").acquire(timeout=3), outcome)
+        wait_until(lambda: sorted(_roles(lab.zookeeper)[n.name] for n in rest) == ["follower", "leader"],
+                   "the majority side elects a ZooKeeper leader", timeout=30)
+        elected = time.monotonic() - began
+        new = next(node for node in rest if node.role == "leader")
+        lock = ZooKeeperLock(majority, path, "client-2")
+        token = lock.acquire(timeout=15)
+        old_role = old.role
+        attempt.join(max(0.0, 3.5 - (time.monotonic() - began)))
+        while_cut = "nothing (still waiting)" if not outcome else _describe(outcome[0])
+        lock.release()
+    finally:
+        lab.heal()
+    rejoined = wait_until(lambda: old.role == "follower", f"{old.name} rejoins as a follower", timeout=30)
+    try:
+        for client in (stranded, majority):
+            client.stop()
+            client.close()
+    finally:
+        lab.zookeeper.wait_for_leader(30)
+    return MinorityOutcome("zookeeper", old.name, new.name, elected, token, while_cut, old_role, old.role, rejoined)
+
+
+def etcd_minority(lab) -> MinorityOutcome:
+    """Partition the etcd leader with ``client-3`` away from the other two members and
+    ``client-4``. The isolated leader steps down by itself (check-quorum: no heartbeat
+    answers from a majority for an election timeout); the minority client cannot even get
+    a lease; the majority elects and grants."""
+    old = lab.etcd.leader()
+    rest = [node for node in lab.etcd.nodes if node is not old]
+    stranded = lab.etcd.client(node=old, via="client-3", timeout=1)
+    majority = lab.etcd.client(node=rest[0], via="client-4", timeout=5)
+    outcome: list = []
+    try:
+        began = time.monotonic()
+        lab.partition([old.name, "client-3"], [node.name for node in rest] + ["client-4"])
+        wait_until(lambda: [_roles(lab.etcd)[n.name] for n in rest].count("leader") == 1,
+                   "the majority side elects an etcd leader", timeout=30)
+        elected = time.monotonic() - began
+        wait_until(lambda: old.role != "leader", f"the isolated {old.name} steps down", timeout=10)
+        old_role = old.role
+        new = next(node for node in rest if node.role == "leader")
+        session = EtcdSession(majority, ttl=5)
+        mutex = EtcdMutex(session, _unique("minority"), "client-4")
+        token = mutex.lock(timeout=10)
+        _attempt(lambda: EtcdMutex(EtcdSession(stranded, ttl=2), "/minority-stranded", "client-3").lock(timeout=2),
+                 outcome).join(5)
+        while_cut = "nothing (still waiting)" if not outcome else _describe(outcome[0])
+        mutex.unlock()
+        session.close()
+    finally:
+        lab.heal()
+    try:
+        rejoined = wait_until(lambda: sorted(_roles(lab.etcd).values()) == ["follower", "follower", "leader"],
+                              "the etcd cluster is whole again", timeout=30)
+    finally:
+        for client in (stranded, majority):
+            client.close()
+    return MinorityOutcome("etcd", old.name, new.name, elected, token, while_cut, old_role, old.role, rejoined)
+
+
+def _describe(result) -> str:
+    if isinstance(result, Exception):
+        text = str(result).splitlines()[0] if str(result) else ""
+        return f"{type(result).__name__}: {text}"[:80]
+    return f"the lock (token {result})"
+
+
+def redis_minority_still_grants(lab) -> bool:
+    """Partition the Redis primary with ``client-5`` away from its replica (the sentinels
+    keep their links, so no failover starts): SET NX on the primary still succeeds. Redis
+    has no majority to lose. Returns what SET NX answered."""
+    primary, replica = lab.redis.primary, lab.redis.replica
+    client = lab.redis.client(via="client-5")
+    try:
+        client.ping()
+        lab.partition([primary.name, "client-5"], [replica.name])
+        granted = bool(client.set(f"minority-{uuid.uuid4().hex[:6]}", "client-5", nx=True, px=5000))
+    finally:
+        lab.heal()
+        client.close()
+    return granted
+
+
+# ---- C20: a cut-off holder -------------------------------------------------------------------
+@dataclass
+class CutOffRun:
+    """Seconds after the cut. ``gave_up_s`` is None when the holder never stopped by itself
+    (kazoo's Lock: it learns only when the link heals)."""
+
+    deadline: bool                     # ZooKeeperLock with its client-side deadline, or kazoo's Lock
+    session_timeout: float
+    deadline_s: float | None           # when the client-side deadline was due
+    acquired_s: float                  # the holder's acquire, before the cut (negative)
+    gave_up_s: float | None
+    waiter_acquired_s: float
+    healed_s: float
+    learned_lost_s: float | None       # kazoo's LOST after the heal (session expired)
+    holder_believed_at_grant: bool     # the holder's is_held/is_acquired when the waiter got the lock
+    holder_state_at_grant: str         # kazoo's connection state then
+
+    @property
+    def both_held(self) -> bool:
+        return self.holder_believed_at_grant
+
+    def row(self) -> dict:
+        def ms(value):
+            return "never" if value is None else round(1000 * value)
+        return {"holder": "ZooKeeperLock + deadline" if self.deadline else "kazoo Lock",
+                "holder gave up (ms)": ms(self.gave_up_s), "waiter acquired (ms)": ms(self.waiter_acquired_s),
+                "holder state then": self.holder_state_at_grant,
+                "holder believed it held": self.holder_believed_at_grant}
+
+
+def cut_off_zookeeper_holder(lab, deadline: bool, session_timeout: float = 1.0, heal_after: float = 0.5) -> CutOffRun:
+    """A holder (``holder-1``, kazoo client through its own links) takes the lock; a waiter
+    (``waiter-1``) queues; the holder is isolated. The server expires the holder's session
+    and grants the lock to the waiter; ``heal_after`` seconds later the link heals.
+    ``deadline``: the holder uses ``ZooKeeperLock`` (gives up on its own clock) rather than
+    kazoo's ``Lock`` (believes it holds until it hears otherwise)."""
+    holder_name = "holder-d" if deadline else "holder-k"
+    holder_client = lab.zookeeper.client(timeout=session_timeout, via=holder_name,
+                                         connection_retry={"max_tries": -1, "max_delay": 0.2})
+    waiter_client = lab.zookeeper.client(timeout=4, via="waiter-1")
+    times: dict[str, float] = {}
+
+    def note(what: str):
+        times.setdefault(what, time.monotonic())
+
+    def on_state(state):
+        if state == KazooState.LOST:
+            note("lost")
+    holder_client.add_listener(on_state)
+    path = _unique("cut-off")
+    if deadline:
+        holder = ZooKeeperLock(holder_client, path, "holder",
+                               on_event=lambda kind, **_: note("gave_up") if kind == "lost" else None)
+        deadline_s = (1 - holder.deadline_margin) * session_timeout
+    else:
+        holder = KazooLock(holder_client, path, "holder")
+        deadline_s = None
+    waiter = ZooKeeperLock(waiter_client, path, "waiter")
+    try:
+        holder.acquire(timeout=10)
+        note("holder_acquired")
+        waiting: list = []
+        thread = _attempt(lambda: waiter.acquire(timeout=30), waiting)
+        wait_until(lambda: len(waiter_client.get_children(path)) == 2, "the waiter queues behind the holder")
+        cut = time.monotonic()
+        lab.isolate(holder_name)
+        thread.join(30)
+        if not waiting or isinstance(waiting[0], Exception):
+            raise TimeoutError(f"the waiter did not get the lock after the holder was cut: {waiting}")
+        granted = time.monotonic()
+        believed = holder.is_held if deadline else holder.is_acquired
+        state = holder_client.state
+        time.sleep(heal_after)
+    finally:
+        lab.heal()
+    healed = time.monotonic()
+    try:
+        wait_until(lambda: "lost" in times, "the holder's client hears that its session expired", timeout=15)
+        waiter.release()
+    finally:
+        for client in (holder_client, waiter_client):
+            client.stop()
+            client.close()
+    after = lambda what: None if what not in times else times[what] - cut  # noqa: E731
+    return CutOffRun(deadline, session_timeout, deadline_s, times["holder_acquired"] - cut, after("gave_up"),
+                     granted - cut, healed - cut, after("lost"), believed, str(state))
+
+
+def plot_cut_off(runs: list[CutOffRun], axes=None):
+    """One panel per run: the partition as a shaded band, the session timeout and the
+    deadline as lines, the holder's hold (as it believes) and the waiter's hold as bars."""
+    import matplotlib.pyplot as plt
+
+    if axes is None:
+        _, axes = plt.subplots(len(runs), 1, figsize=(10, 2.2 * len(runs)), sharex=True, layout="constrained")
+    for ax, run in zip(axes, runs):
+        end = run.healed_s + 0.4
+        ax.axvspan(0, run.healed_s, color="tab:red", alpha=0.12, label="partition (holder cut off)")
+        ax.axvline(run.session_timeout, color="tab:red", linestyle="--", label="session timeout")
+        if run.deadline_s is not None:
+            ax.axvline(run.deadline_s, color="tab:green", linestyle=":", label="client-side deadline")
+        stopped = run.gave_up_s if run.gave_up_s is not None else run.learned_lost_s
+        ax.barh(1, stopped - run.acquired_s, left=run.acquired_s, color="tab:blue", height=0.5)
+        ax.barh(0, end - run.waiter_acquired_s, left=run.waiter_acquired_s, color="tab:orange", height=0.5)
+        ax.set_yticks([0, 1], ["waiter", "holder"])
+        ax.set_title("ZooKeeperLock with a client-side deadline" if run.deadline else "kazoo's Lock, no deadline",
+                     fontsize=10)
+        ax.set_xlim(min(run.acquired_s, -0.2), end)
+    axes[0].legend(loc="upper left", fontsize=8, ncol=3)
+    axes[-1].set_xlabel("seconds after the cut")
+    return axes
+
+
+# ---- C22: Redis split brain with real Sentinel -------------------------------------------------
+@dataclass
+class SplitBrainRun:
+    """One failover under a partition. Seconds after the cut."""
+
+    old_primary: str
+    new_primary: str
+    min_replicas: bool
+    acknowledged_before_cut: bool      # client-1's SET NX before the cut said OK
+    old_side_granted: bool             # client-1's SET NX on the old primary after the cut
+    failover_s: float
+    new_side_granted: bool             # client-2's SET NX on the new primary
+    key_on_new_primary_before_grant: str | None   # what the promoted replica had for the lock
+    writes_accepted_until_s: float     # the old primary's last accepted write after the cut
+    writes_refused_from_s: float | None
+    refusal: str = ""
+
+    @property
+    def both_hold(self) -> bool:
+        return (self.acknowledged_before_cut or self.old_side_granted) and self.new_side_granted
+
+    def row(self) -> dict:
+        return {"min-replicas": self.min_replicas, "old primary": self.old_primary, "new primary": self.new_primary,
+                "failover (s)": round(self.failover_s, 1),
+                "client-1 holds (old)": self.acknowledged_before_cut or self.old_side_granted,
+                "client-2 holds (new)": self.new_side_granted,
+                "old primary took writes until (s)": round(self.writes_accepted_until_s, 1),
+                "refused from (s)": "never" if self.writes_refused_from_s is None else round(self.writes_refused_from_s, 1)}
+
+
+def sentinel_split_brain(lab, min_replicas: bool = False, ttl_ms: int = 30_000,
+                         replication_delay_ms: int = 5000) -> SplitBrainRun:
+    """Partition the current primary with ``client-1`` away from the replica, the three
+    sentinels and ``client-2``; wait for Sentinel to promote the replica; ``client-2`` takes
+    the same lock there. client-1 writes to its primary every 50 ms throughout.
+
+    ``min_replicas``: the primary first gets ``min-replicas-to-write 1`` and
+    ``min-replicas-max-lag 1``, and its replication stream is slowed by
+    ``replication_delay_ms`` (the replica's acknowledgements are not), so that client-1's
+    lock is acknowledged *before* the cut yet never reaches the replica: the race every
+    asynchronous replication has, held open long enough to see. Without it, client-1 takes
+    the lock after the cut, on its side. After the heal the old primary is made a replica of
+    the new one (``REPLICAOF``, what Sentinel itself does about 8 s later)."""
+    old, replica = lab.redis.primary, lab.redis.replica
+    sentinels = [node.name for node in lab.sentinel.nodes]
+    client_1 = lab.redis.client(via="client-1", socket_timeout=2)
+    client_2 = lab.redis.client(node=replica, via="client-2", socket_timeout=2)
+    key, accepted, refused = f"lock:{uuid.uuid4().hex[:6]}", [], []
+    stop = threading.Event()
+    admin = old.client()
+    try:
+        client_2.ping()
+        if min_replicas:
+            admin.config_set("min-replicas-to-write", 1)
+            admin.config_set("min-replicas-max-lag", 1)
+            lab.delay(replication_delay_ms, links=[f"{old.name}->{replica.name}"])
+        acknowledged = bool(client_1.set(key, "client-1", nx=True, px=ttl_ms)) if min_replicas else False
+        cut = time.monotonic()
+        lab.partition([old.name, "client-1"], [replica.name, *sentinels, "client-2"])
+        old_side = False if min_replicas else bool(client_1.set(key, "client-1", nx=True, px=ttl_ms))
+
+        def keep_writing():
+            while not stop.is_set():
+                try:
+                    client_1.set(f"{key}:writes", time.monotonic() - cut)
+                    accepted.append(time.monotonic() - cut)
+                except redis.ResponseError as error:  # NOREPLICAS: the primary refuses
+                    refused.append((time.monotonic() - cut, str(error)))
+                time.sleep(0.05)
+        writer = threading.Thread(target=keep_writing, daemon=True)
+        writer.start()
+        new = lab.redis.wait_for_failover(30)
+        failover = time.monotonic() - cut
+        on_new = client_2.get(key)
+        granted = bool(client_2.set(key, "client-2", nx=True, px=ttl_ms))
+        if min_replicas:
+            wait_until(lambda: refused, "the isolated primary refuses writes (NOREPLICAS)", timeout=10)
+        stop.set()
+        writer.join(5)
+    finally:
+        stop.set()
+        lab.heal()
+        if min_replicas:
+            admin.config_set("min-replicas-to-write", 0)
+    try:
+        # the address the sentinels know the new primary by (its proxy), as Sentinel would send
+        announced = {own: alias for alias, own in lab.sentinel.aliases.items()}.get(new.endpoint, new.endpoint)
+        admin.execute_command("REPLICAOF", *announced.rsplit(":", 1))
+        wait_until(lambda: old.client().info("replication").get("master_link_status") == "up",
+                   f"{old.name} replicates from {new.name}", timeout=20)
+        lab.sentinel.wait_until_watching(30)   # the sentinels see the old primary as a replica
+    finally:
+        for client in (client_1, client_2, admin):
+            client.close()
+    return SplitBrainRun(old.name, new.name, min_replicas, acknowledged, old_side, failover, granted,
+                         None if on_new is None else on_new.decode(),
+                         max(accepted) if accepted else 0.0, refused[0][0] if refused else None,
+                         refused[0][1] if refused else "")
+
+
+# ---- C23: slow links ---------------------------------------------------------------------------
+# Round trips of one acquire on a free lock, through the client's link and between servers.
+ROUND_TRIPS = {
+    # SET NX PX: one request, one reply
+    "redis": {"client": 1, "quorum": 0},
+    # create (the leader commits it: one round trip to a follower) + getChildren (local)
+    "zookeeper": {"client": 2, "quorum": 1},
+    # lease grant + txn: both go through the leader's log (one quorum round trip each)
+    "etcd": {"client": 2, "quorum": 2},
+}
+
+
+@dataclass
+class SlowLinkPoint:
+    system: str
+    delay_ms: float
+    predicted_ms: float
+    measured_ms: float           # median acquire time
+    samples: list[float] = field(default_factory=list)
+
+
+def predicted_ms(system: str, delay_ms: float, base_ms: float) -> float:
+    """``base_ms`` (the acquire with no delay) plus one round trip (2 x delay) per trip."""
+    trips = ROUND_TRIPS[system]
+    return base_ms + 2 * delay_ms * (trips["client"] + trips["quorum"])
+
+
+def slow_links(lab, delays_ms=(0, 5, 20, 50), rounds: int = 5) -> list[SlowLinkPoint]:
+    """Every link of the lab (servers and the ``slow-1`` client) held ``d`` ms each way;
+    time ``rounds`` acquires and releases of a free lock per system. The clients talk to the
+    leaders, so that a write costs exactly one quorum round trip (leader -> follower -> leader);
+    through a follower it would add the forward to the leader. Points per system and delay;
+    the prediction uses the measured time at d = 0 as its base."""
+    zookeeper = lab.zookeeper.client(timeout=10, via="slow-1", nodes=[lab.zookeeper.leader()])
+    etcd = lab.etcd.client(node=lab.etcd.leader(), via="slow-1", timeout=10)
+    parent = _unique("slow")   # one parent for every acquire: creating it is not part of the price
+    redis_client = lab.redis.client(via="slow-1")
+
+    def redis_acquire():
+        name = f"slow:{uuid.uuid4().hex[:6]}"
+        began = time.perf_counter()
+        redis_client.set(name, "slow-1", nx=True, px=10_000)
+        took = time.perf_counter() - began
+        redis_client.delete(name)
+        return took
+
+    def zookeeper_acquire():
+        lock = ZooKeeperLock(zookeeper, parent, "slow-1")
+        began = time.perf_counter()
+        lock.acquire(timeout=10)
+        took = time.perf_counter() - began
+        lock.release()
+        return took
+
+    def etcd_acquire():
+        began = time.perf_counter()
+        session = EtcdSession(etcd, ttl=10)
+        mutex = EtcdMutex(session, parent, "slow-1")
+        mutex.lock(timeout=10)
+        took = time.perf_counter() - began
+        mutex.unlock()
+        session.close()
+        return took
+
+    acquires = {"redis": redis_acquire, "zookeeper": zookeeper_acquire, "etcd": etcd_acquire}
+    points, base = [], {}
+    try:
+        for acquire in acquires.values():
+            acquire()                      # warm: connections open, first-use costs paid
+        for delay in delays_ms:
+            lab.heal()
+            if delay:
+                lab.delay(delay)
+            for system, acquire in acquires.items():
+                samples = [1000 * acquire() for _ in range(rounds)]
+                measured = statistics.median(samples)
+                base.setdefault(system, measured)
+                points.append(SlowLinkPoint(system, delay, predicted_ms(system, delay, base[system]),
+                                            measured, samples))
+    finally:
+        lab.heal()
+        zookeeper.stop()
+        zookeeper.close()
+        etcd.close()
+        redis_client.close()
+    return points
+
+
+def plot_slow_links(points: list[SlowLinkPoint], ax=None):
+    """Measured (dots) and predicted (lines) acquire time against the delay per link."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 4), layout="constrained")
+    for color, system in zip(("tab:red", "tab:blue", "tab:green"), ROUND_TRIPS):
+        mine = [point for point in points if point.system == system]
+        delays = [point.delay_ms for point in mine]
+        ax.plot(delays, [point.predicted_ms for point in mine], color=color, alpha=0.6,
+                label=f"{system}: predicted ({sum(ROUND_TRIPS[system].values())} round trips)")
+        ax.plot(delays, [point.measured_ms for point in mine], "o", color=color, label=f"{system}: measured (median)")
+    ax.set_xlabel("delay per link, each way (ms)")
+    ax.set_ylabel("acquire time (ms)")
+    ax.set_title("A slow link multiplies the round trips of an acquire")
+    ax.legend(fontsize=8)
+    return ax
