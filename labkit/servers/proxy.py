@@ -19,10 +19,11 @@ one proxy for every sender: the sender is read from the ``X-Server-From`` header
 rafthttp puts on each request; a connection without it (a /version probe) counts as cut
 only when every other member is cut from its target. ZooKeeper peers announce their own
 election address when they dial; the proxy rewrites it to the proxy of the reverse link, or
-the higher id would dial back around it. With Sentinel, the primary has one proxy shared by
-the sentinels and the replica (they must all name the same primary address, or Sentinel
-"fixes" the replica back and forth): a sentinel names itself in its first command
-(``CLIENT SETNAME sentinel-<first 8 of its myid>-cmd``); any other connection is the replica.
+the higher id would dial back around it. With Sentinel, each Redis server has one proxy
+shared by the sentinels and the other Redis server (all must name a primary by the same
+address, or Sentinel "fixes" the replica back and forth): a sentinel names itself in its
+first command (``CLIENT SETNAME sentinel-<first 8 of its myid>-cmd``, labkit fixes the
+myid); any other connection is the other server. Sentinels reach each other directly.
 
 Control: JSON lines on a loopback port written to ``proxy.port`` in the run folder:
 ``{"op": "route", "src", "dst", "target", "kind"}`` -> ``{"port"}``; ``{"op": "set",
