@@ -11,7 +11,8 @@ from labkit.errors import LabError
 NOTEBOOKS = {"00_start_here.ipynb", "01_redis_vs_consensus.ipynb", "02_zookeeper_lock_recipe.ipynb",
              "03_etcd_leases_and_mutex.ipynb", "04_pauses_and_fencing.ipynb",
              "05_coordinator_crash_and_quorum.ipynb", "06_observing_lock_health.ipynb",
-             "07_interview_practice.ipynb", "08_redlock_and_clocks.ipynb", "sandbox.ipynb"}
+             "07_interview_practice.ipynb", "08_redlock_and_clocks.ipynb", "sandbox.ipynb",
+             "07_partitions_and_client_side_expiry.ipynb"}
 
 # Key phrases of each seed question (Q&A, then Pitfalls), checked case-insensitively.
 SEED_QUESTIONS = [
@@ -51,7 +52,7 @@ def test_every_card_links_to_a_fixed_notebook_section_and_a_claim():
 
 def test_cards_cover_the_claims_the_course_teaches():
     covered = {claim for card in CARDS for claim in card.claims}
-    assert {f"C{number}" for number in range(1, 19)} | {"C24"} <= covered
+    assert {f"C{number}" for number in range(1, 25)} <= covered
 
 
 def test_sandbox_headings_exist_in_the_sandbox_notebook():
@@ -65,6 +66,14 @@ def test_redlock_headings_exist_in_notebook_08():
     notebook = json.loads((Path(__file__).parent.parent / "notebooks" / "08_redlock_and_clocks.ipynb").read_text())
     markdown = "".join("".join(cell["source"]) + "\n" for cell in notebook["cells"] if cell["cell_type"] == "markdown")
     for heading in SECTIONS["08_redlock_and_clocks.ipynb"]:
+        assert f"\n## {heading}\n" in "\n" + markdown, heading
+
+
+def test_partitions_headings_exist_in_notebook_07():
+    notebook = json.loads((Path(__file__).parent.parent / "notebooks" /
+                           "07_partitions_and_client_side_expiry.ipynb").read_text())
+    markdown = "".join("".join(cell["source"]) + "\n" for cell in notebook["cells"] if cell["cell_type"] == "markdown")
+    for heading in SECTIONS["07_partitions_and_client_side_expiry.ipynb"]:
         assert f"\n## {heading}\n" in "\n" + markdown, heading
 
 

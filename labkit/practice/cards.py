@@ -80,6 +80,14 @@ SECTIONS: dict[str, tuple[str, ...]] = {
         "Clocks on all three systems",
         "The debate: efficiency or correctness",
     ),
+    "07_partitions_and_client_side_expiry.ipynb": (
+        "The minority cannot grant",
+        "A cut-off holder believes it holds",
+        "etcd: give up before the server revokes",
+        "Redis split brain with Sentinel",
+        "min-replicas-to-write narrows the window",
+        "Slow links: round trips times delay",
+    ),
 }
 
 
@@ -608,4 +616,51 @@ CARDS += (
             "Not as the only guard for writes outside Kubernetes that must not happen twice; pass "
             "leaseTransitions or the resourceVersion as a token to a resource that checks it.",
             (ETCD, "Leases and keep-alive"), (PAUSES, "A pause longer than the session timeout")),
+)
+
+
+# --- notebook 07: partitions and client-side expiry ---------------------------------------
+PARTITIONS = "07_partitions_and_client_side_expiry.ipynb"
+CARDS += (
+    _card("partition-minority", "course", "C19",
+          "A partition puts a ZooKeeper (or etcd) leader and one client on the small side. Can that client "
+          "get the lock? What does the old leader become?",
+          "No. Without a majority the old leader cannot commit, so ZooKeeper's stops serving and etcd's steps "
+          "down by itself (check-quorum); the client's request waits or fails. The majority elects a new "
+          "leader within seconds and keeps granting. After the heal the old leader rejoins as a follower. "
+          "A Redis primary on the small side would have granted: it has no majority to consult.",
+          (PARTITIONS, "The minority cannot grant")),
+    _card("partition-suspended-holder", "course", "C20",
+          "A kazoo client holding a lock is cut off for longer than its session timeout. What does it "
+          "believe when the server gives the lock to another client, and how do you stop it in time?",
+          "It is SUSPENDED with is_acquired still True: kazoo cannot know the session expired until it "
+          "reaches a server again, so both clients hold. Keep a client-side deadline: give the lock up "
+          "once (session timeout - margin) has passed since the last reply heard; the server cannot expire "
+          "the session before a full timeout after the last message it received, so the holder stops first.",
+          (PARTITIONS, "A cut-off holder believes it holds")),
+    _card("partition-etcd-send-time", "course", "C21",
+          "Why should an etcd lock holder count its lease deadline from when it sent its last acknowledged "
+          "keep-alive, not from when the reply came?",
+          "The server restarted the TTL when it received that keep-alive, which is after the send and "
+          "before the reply. Counting from the send makes the holder's deadline fall before the server's "
+          "revocation; from the reply it could fall up to a round trip later. Measured with a 2 s TTL and a "
+          "cut link: the holder gave up 0.3 to 0.7 s before the server revoked, every run.",
+          (PARTITIONS, "etcd: give up before the server revokes")),
+    _card("partition-sentinel-split-brain", "course", "C22 C8",
+          "Redis with Sentinel: a partition puts the primary and one client on one side, the replica and the "
+          "sentinels on the other. What happens to a lock? Does min-replicas-to-write fix it?",
+          "The sentinels promote the replica; the old primary keeps accepting its client's writes; a second "
+          "client takes the same lock on the new primary, and both hold it. min-replicas-to-write 1 with "
+          "min-replicas-max-lag makes the cut-off primary refuse writes after the lag, which shortens the "
+          "window, but a lock acknowledged just before the cut can be missing on the promoted replica and is "
+          "granted again. Replication stays asynchronous.",
+          (PARTITIONS, "Redis split brain with Sentinel"), (PARTITIONS, "min-replicas-to-write narrows the window")),
+    _card("partition-slow-link", "course", "C23 C5",
+          "The lock service is 50 ms away (100 ms round trip). Estimate one acquire on Redis, ZooKeeper and "
+          "etcd.",
+          "Count round trips. Redis SET NX: 1, about 100 ms. ZooKeeper: create + getChildren plus the "
+          "leader's commit round trip to a follower: 3, about 300 ms when the servers are as far apart. etcd "
+          "with a new lease: grant + txn, each committed through a follower: 4, about 400 ms; reuse the "
+          "session's lease to save two. Measured in the lab with a delay on every link, within a few ms.",
+          (PARTITIONS, "Slow links: round trips times delay")),
 )
