@@ -25,6 +25,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
+import matplotlib.pyplot as plt
 import redis
 from kazoo.protocol.states import KazooState
 from kazoo.recipe.lock import Lock as KazooLock
@@ -265,8 +266,6 @@ def cut_off_zookeeper_holder(lab, deadline: bool, session_timeout: float = 1.0, 
 def plot_cut_off(runs: list[CutOffRun], axes=None):
     """One panel per run: the partition as a shaded band, the session timeout and the
     deadline as lines, the holder's hold (as it believes) and the waiter's hold as bars."""
-    import matplotlib.pyplot as plt
-
     if axes is None:
         _, axes = plt.subplots(len(runs), 1, figsize=(10, 2.2 * len(runs)), sharex=True, layout="constrained")
     for ax, run in zip(axes, runs):
@@ -477,8 +476,6 @@ def slow_links(lab, delays_ms=(0, 5, 20, 50), rounds: int = 5) -> list[SlowLinkP
 
 def plot_slow_links(points: list[SlowLinkPoint], ax=None):
     """Measured (dots) and predicted (lines) acquire time against the delay per link."""
-    import matplotlib.pyplot as plt
-
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 4), layout="constrained")
     for color, system in zip(("tab:red", "tab:blue", "tab:green"), ROUND_TRIPS):
