@@ -14,6 +14,7 @@ The experiments:
   leader and one client on the small side cannot grant; the majority elects and grants.
 * ``cut_off_zookeeper_holder`` (C20): kazoo's own Lock keeps "holding" while SUSPENDED and the server
   grants the lock to another; ``ZooKeeperLock``'s client-side deadline stops first.
+* C21 reuses ``labkit.lessons.client_deadlines.cut_off_holder(lab, "etcd")``.
 * ``sentinel_split_brain`` (C22): real Sentinel promotes the replica; two clients hold.
 * ``slow_links`` (C23): acquire time against a delay per link, predicted from round trips.
 """
@@ -79,8 +80,8 @@ class MinorityOutcome:
 
 def zookeeper_minority(lab, session_timeout: float = 2.0) -> MinorityOutcome:
     """Partition the ZooKeeper leader with ``client-1`` away from the other two servers and
-    ``client-2``. The minority client's acquire must not succeed while cut (kazoo queues its
-    request: no server on its side serves); the majority elects a leader and grants."""
+    ``client-2``. The minority client's acquire must not succeed while cut (no server on its
+    side serves: its request waits, and the acquire times out); the majority elects and grants."""
     old = lab.zookeeper.leader()
     rest = [node for node in lab.zookeeper.nodes if node is not old]
     stranded = lab.zookeeper.client(timeout=session_timeout, via="client-1", nodes=[old],
@@ -89,28 +90,28 @@ def zookeeper_minority(lab, session_timeout: float = 2.0) -> MinorityOutcome:
     path = _unique("minority")
     outcome: list = []
     try:
-        began = time.monotonic()
-        lab.partition([old.name, "client-1"], [node.name for node in rest] + ["client-2"])
-        attempt = _attempt(lambda: ZooKeeperLock(stranded, path, "client-1").acquire(timeout=3), outcome)
-        wait_until(lambda: sorted(_roles(lab.zookeeper)[n.name] for n in rest) == ["follower", "leader"],
-                   "the majority side elects a ZooKeeper leader", timeout=30)
-        elected = time.monotonic() - began
-        new = next(node for node in rest if node.role == "leader")
-        lock = ZooKeeperLock(majority, path, "client-2")
-        token = lock.acquire(timeout=15)
-        old_role = old.role
-        attempt.join(max(0.0, 3.5 - (time.monotonic() - began)))
-        while_cut = "nothing (still waiting)" if not outcome else _describe(outcome[0])
-        lock.release()
+        try:
+            began = time.monotonic()
+            lab.partition([old.name, "client-1"], [node.name for node in rest] + ["client-2"])
+            attempt = _attempt(lambda: ZooKeeperLock(stranded, path, "client-1").acquire(timeout=3), outcome)
+            wait_until(lambda: sorted(_roles(lab.zookeeper)[n.name] for n in rest) == ["follower", "leader"],
+                       "the majority side elects a ZooKeeper leader", timeout=30)
+            elected = time.monotonic() - began
+            new = next(node for node in rest if node.role == "leader")
+            lock = ZooKeeperLock(majority, path, "client-2")
+            token = lock.acquire(timeout=15)
+            old_role = old.role
+            attempt.join(max(0.0, 3.5 - (time.monotonic() - began)))
+            while_cut = "nothing (still waiting)" if not outcome else _describe(outcome[0])
+            lock.release()
+        finally:
+            lab.heal()
+        rejoined = wait_until(lambda: old.role == "follower", f"{old.name} rejoins as a follower", timeout=30)
     finally:
-        lab.heal()
-    rejoined = wait_until(lambda: old.role == "follower", f"{old.name} rejoins as a follower", timeout=30)
-    try:
         for client in (stranded, majority):
             client.stop()
             client.close()
-    finally:
-        lab.zookeeper.wait_for_leader(30)
+    lab.zookeeper.wait_for_leader(30)
     return MinorityOutcome("zookeeper", old.name, new.name, elected, token, while_cut, old_role, old.role, rejoined)
 
 
@@ -125,25 +126,25 @@ def etcd_minority(lab) -> MinorityOutcome:
     majority = lab.etcd.client(node=rest[0], via="client-4", timeout=5)
     outcome: list = []
     try:
-        began = time.monotonic()
-        lab.partition([old.name, "client-3"], [node.name for node in rest] + ["client-4"])
-        wait_until(lambda: [_roles(lab.etcd)[n.name] for n in rest].count("leader") == 1,
-                   "the majority side elects an etcd leader", timeout=30)
-        elected = time.monotonic() - began
-        wait_until(lambda: old.role != "leader", f"the isolated {old.name} steps down", timeout=10)
-        old_role = old.role
-        new = next(node for node in rest if node.role == "leader")
-        session = EtcdSession(majority, ttl=5)
-        mutex = EtcdMutex(session, _unique("minority"), "client-4")
-        token = mutex.lock(timeout=10)
-        _attempt(lambda: EtcdMutex(EtcdSession(stranded, ttl=2), "/minority-stranded", "client-3").lock(timeout=2),
-                 outcome).join(5)
-        while_cut = "nothing (still waiting)" if not outcome else _describe(outcome[0])
-        mutex.unlock()
-        session.close()
-    finally:
-        lab.heal()
-    try:
+        try:
+            began = time.monotonic()
+            lab.partition([old.name, "client-3"], [node.name for node in rest] + ["client-4"])
+            wait_until(lambda: [_roles(lab.etcd)[n.name] for n in rest].count("leader") == 1,
+                       "the majority side elects an etcd leader", timeout=30)
+            elected = time.monotonic() - began
+            wait_until(lambda: old.role != "leader", f"the isolated {old.name} steps down", timeout=10)
+            old_role = old.role
+            new = next(node for node in rest if node.role == "leader")
+            session = EtcdSession(majority, ttl=5)
+            mutex = EtcdMutex(session, _unique("minority"), "client-4")
+            token = mutex.lock(timeout=10)
+            _attempt(lambda: EtcdMutex(EtcdSession(stranded, ttl=2), "/minority-stranded", "client-3").lock(timeout=2),
+                     outcome).join(5)
+            while_cut = "nothing (still waiting)" if not outcome else _describe(outcome[0])
+            mutex.unlock()
+            session.close()
+        finally:
+            lab.heal()
         rejoined = wait_until(lambda: sorted(_roles(lab.etcd).values()) == ["follower", "follower", "leader"],
                               "the etcd cluster is whole again", timeout=30)
     finally:
@@ -154,8 +155,8 @@ def etcd_minority(lab) -> MinorityOutcome:
 
 def _describe(result) -> str:
     if isinstance(result, Exception):
-        text = str(result).splitlines()[0] if str(result) else ""
-        return f"{type(result).__name__}: {text}"[:80]
+        text = str(result).splitlines()[0].split(";")[0] if str(result) else ""
+        return f"{type(result).__name__}: {text}"[:90]
     return f"the lock (token {result})"
 
 
@@ -308,12 +309,13 @@ class SplitBrainRun:
         return (self.acknowledged_before_cut or self.old_side_granted) and self.new_side_granted
 
     def row(self) -> dict:
+        refused = "never" if self.writes_refused_from_s is None else round(self.writes_refused_from_s, 1)
         return {"min-replicas": self.min_replicas, "old primary": self.old_primary, "new primary": self.new_primary,
                 "failover (s)": round(self.failover_s, 1),
                 "client-1 holds (old)": self.acknowledged_before_cut or self.old_side_granted,
                 "client-2 holds (new)": self.new_side_granted,
                 "old primary took writes until (s)": round(self.writes_accepted_until_s, 1),
-                "refused from (s)": "never" if self.writes_refused_from_s is None else round(self.writes_refused_from_s, 1)}
+                "refused from (s)": refused}
 
 
 def sentinel_split_brain(lab, min_replicas: bool = False, ttl_ms: int = 30_000,
