@@ -635,8 +635,9 @@ CARDS += (
           "believe when the server gives the lock to another client, and how do you stop it in time?",
           "It is SUSPENDED with is_acquired still True: kazoo cannot know the session expired until it "
           "reaches a server again, so both clients hold. Keep a client-side deadline: give the lock up "
-          "once (session timeout - margin) has passed since the last reply heard; the server cannot expire "
-          "the session before a full timeout after the last message it received, so the holder stops first.",
+          "once (session timeout - margin) has passed since it sent the newest request the server answered; "
+          "the server expires the session a full timeout after it received that request, later, so the "
+          "holder stops first.",
           (PARTITIONS, "A cut-off holder believes it holds")),
     _card("partition-etcd-send-time", "course", "C21",
           "Why should an etcd lock holder count its lease deadline from when it sent its last acknowledged "
