@@ -402,15 +402,23 @@ ROUND_TRIPS = {
 
 @dataclass
 class SlowLinkPoint:
+    """``fastest_ms`` is what the assertions use: a loaded machine only ever adds time, so
+    the fastest of the rounds is the best estimate of what the round trips cost."""
+
     system: str
     delay_ms: float
     predicted_ms: float
-    measured_ms: float           # median acquire time
+    fastest_ms: float
+    median_ms: float
     samples: list[float] = field(default_factory=list)
+
+    def row(self) -> dict:
+        return {"system": self.system, "delay (ms)": self.delay_ms, "predicted (ms)": round(self.predicted_ms),
+                "fastest (ms)": round(self.fastest_ms), "median (ms)": round(self.median_ms)}
 
 
 def predicted_ms(system: str, delay_ms: float, base_ms: float) -> float:
-    """``base_ms`` (the acquire with no delay) plus one round trip (2 x delay) per trip."""
+    """``base_ms`` (the fastest acquire with no delay) plus one round trip (2 x delay) per trip."""
     trips = ROUND_TRIPS[system]
     return base_ms + 2 * delay_ms * (trips["client"] + trips["quorum"])
 
@@ -420,7 +428,7 @@ def slow_links(lab, delays_ms=(0, 5, 20, 50), rounds: int = 5) -> list[SlowLinkP
     time ``rounds`` acquires and releases of a free lock per system. The clients talk to the
     leaders, so that a write costs exactly one quorum round trip (leader -> follower -> leader);
     through a follower it would add the forward to the leader. Points per system and delay;
-    the prediction uses the measured time at d = 0 as its base."""
+    the prediction uses the fastest acquire at d = 0 as its base."""
     zookeeper = lab.zookeeper.client(timeout=10, via="slow-1", nodes=[lab.zookeeper.leader()])
     etcd = lab.etcd.client(node=lab.etcd.leader(), via="slow-1", timeout=10)
     parent = _unique("slow")   # one parent for every acquire: creating it is not part of the price
@@ -463,10 +471,9 @@ def slow_links(lab, delays_ms=(0, 5, 20, 50), rounds: int = 5) -> list[SlowLinkP
                 lab.delay(delay)
             for system, acquire in acquires.items():
                 samples = [1000 * acquire() for _ in range(rounds)]
-                measured = statistics.median(samples)
-                base.setdefault(system, measured)
+                base.setdefault(system, min(samples))
                 points.append(SlowLinkPoint(system, delay, predicted_ms(system, delay, base[system]),
-                                            measured, samples))
+                                            min(samples), statistics.median(samples), samples))
     finally:
         lab.heal()
         zookeeper.stop()
@@ -477,7 +484,7 @@ def slow_links(lab, delays_ms=(0, 5, 20, 50), rounds: int = 5) -> list[SlowLinkP
 
 
 def plot_slow_links(points: list[SlowLinkPoint], ax=None):
-    """Measured (dots) and predicted (lines) acquire time against the delay per link."""
+    """Predicted (lines), fastest (dots) and median (crosses) acquire time against the delay per link."""
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 4), layout="constrained")
     for color, system in zip(("tab:red", "tab:blue", "tab:green"), ROUND_TRIPS):
@@ -485,7 +492,8 @@ def plot_slow_links(points: list[SlowLinkPoint], ax=None):
         delays = [point.delay_ms for point in mine]
         ax.plot(delays, [point.predicted_ms for point in mine], color=color, alpha=0.6,
                 label=f"{system}: predicted ({sum(ROUND_TRIPS[system].values())} round trips)")
-        ax.plot(delays, [point.measured_ms for point in mine], "o", color=color, label=f"{system}: measured (median)")
+        ax.plot(delays, [point.fastest_ms for point in mine], "o", color=color, label=f"{system}: fastest")
+        ax.plot(delays, [point.median_ms for point in mine], "x", color=color, alpha=0.6)
     ax.set_xlabel("delay per link, each way (ms)")
     ax.set_ylabel("acquire time (ms)")
     ax.set_title("A slow link multiplies the round trips of an acquire")
