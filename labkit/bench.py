@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from etcd3 import Etcd3Client, etcdrpc
 from etcd3.utils import prefix_range_end
 
-from labkit import bench_network
+from labkit import bench_network, bench_scale
 from labkit.errors import LabError
 from labkit.lessons.handoff import hand_off, server_watches, watching_again
 from labkit.locks.registry import RecipeHandle, connections_of, lock_factory, make_lock
@@ -260,7 +260,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")
     parser.add_argument("--network", action="store_true",
                         help="only what the network fault proxy costs (labkit/bench_network.py)")
+    parser.add_argument("--scale", action="store_true",
+                        help="only the large-N part: 1000 contenders over worker processes (labkit/bench_scale/)")
     options = parser.parse_args(argv)
+    if options.scale:
+        return bench_scale.main("tiny" if options.tiny else "quick" if options.quick else "full",
+                                options.json, options.attach)
     if options.network:
         return bench_network.main(iterations=20 if options.tiny else 50 if options.quick else 200)
     # kazoo warns about every connection the teardown closes on purpose

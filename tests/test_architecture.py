@@ -11,8 +11,8 @@ LABKIT = Path(__file__).resolve().parent.parent / "labkit"
 
 # Lowest first. A module may import from its own room and from rooms before it.
 ROOMS = ["errors", "timing", "stats", "vocabulary", "servers", "record", "locks", "faults", "clients",
-         "plots", "torture", "lessons", "practice", "health", "widgets", "bench_network", "bench", "cli", "book",
-         "__init__"]
+         "plots", "torture", "lessons", "practice", "health", "widgets", "bench_network", "bench_scale", "bench", "cli",
+         "book", "__init__"]
 
 
 def module_name(path: Path) -> str:

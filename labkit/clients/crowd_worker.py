@@ -1,0 +1,146 @@
+"""One worker of a crowd: ``python -m labkit.clients.crowd_worker SPEC_JSON``.
+
+It holds many contenders of one lock (each with its own connection and session, made by
+``labkit.locks.registry.make_lock``), so that a thousand contenders spread over a few
+processes measure the coordinator and the recipe rather than one Python interpreter's
+threads and pings. It talks JSON lines like ``labkit.clients.child``: commands on stdin
+(``acquire``/``release`` for one contender, ``loop`` for all of them, ``exit``), events
+and replies on stdout (see ``labkit.clients.crowd.Crowd`` for the other side).
+
+What can fail: a contender whose session cannot be opened (the error goes to stderr and
+the process exits with status 1: the crowd reports it with the stderr lines); a
+recipe call that raises (sent back as the reply; the worker keeps serving). On ``exit``
+or when stdin closes, every session is closed, in parallel, and the process ends.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from labkit.locks.registry import RecipeHandle, make_lock
+from labkit.record.events import Event
+
+OPENING_THREADS = 16   # sessions opened at once: enough to hide the round trips, few enough not to swamp 2 cores
+
+
+class CrowdWorker:
+    """The contenders of one worker process and the pipe to the crowd."""
+
+    def __init__(self, spec: dict[str, Any], output: Any):
+        self.spec = spec
+        self._output = output
+        self._output_lock = threading.Lock()
+        self.quiet = threading.Event()   # set while looping for throughput: events would only cost
+        self.handles: dict[str, RecipeHandle] = {}
+        with ThreadPoolExecutor(OPENING_THREADS) as pool:
+            opened = pool.map(self.open, spec["clients"])
+            self.handles = dict(zip(spec["clients"], opened))
+
+    def open(self, client: str) -> RecipeHandle:
+        def on_event(kind: str, **detail: Any) -> None:
+            if not self.quiet.is_set():
+                self.send(type="event", event=Event(time.time(), client, kind, detail).to_dict())
+        return make_lock(self.spec["recipe"], self.spec["connections"], self.spec["name"], client, on_event,
+                         self.spec["session_timeout"], self.spec["ttl"])
+
+    def send(self, **message: Any) -> None:
+        line = json.dumps(message, default=str) + "\n"
+        with self._output_lock:
+            self._output.write(line)
+            self._output.flush()
+
+    def reply(self, command: dict[str, Any], result: Any = None, error: BaseException | None = None) -> None:
+        if error is None:
+            self.send(type="reply", id=command["id"], ok=True, result=result)
+        else:
+            self.send(type="reply", id=command["id"], ok=False, error=f"{type(error).__name__}: {error}")
+
+    def execute(self, command: dict[str, Any]) -> None:
+        """One command (acquire and loop in a thread of their own: a contender blocked in
+        acquire must not hold up the others)."""
+        try:
+            if command["op"] == "loop":
+                result: Any = self.loop(command["until"])
+            else:
+                lock = self.handles[command["client"]].lock
+                if command["op"] == "acquire":
+                    lock.acquire(timeout=command.get("timeout"))
+                else:
+                    lock.release()
+                result = None
+        except Exception as error:  # the crowd re-raises it; the worker keeps serving
+            self.reply(command, error=error)
+        else:
+            self.reply(command, result)
+
+    def loop(self, until: float) -> int:
+        """Every contender acquires and releases at once again, until the wall clock says
+        ``until``: a saturated queue. Returns the acquisitions this worker made."""
+        counts = dict.fromkeys(self.handles, 0)
+
+        def take_turns(client: str) -> None:
+            lock = self.handles[client].lock
+            while time.time() < until:
+                lock.acquire(timeout=max(1.0, until - time.time() + 30))
+                counts[client] += 1
+                lock.release()
+
+        self.quiet.set()
+        try:
+            threads = [threading.Thread(target=take_turns, args=(client,), daemon=True) for client in self.handles]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+        finally:
+            self.quiet.clear()
+        return sum(counts.values())
+
+    def close(self) -> None:
+        """Close every session at once (one after the other, a herd would re-check the
+        whole queue after every single close); a session already gone is what we wanted."""
+        def close_one(handle: RecipeHandle) -> None:
+            try:
+                handle.close()
+            except Exception as error:
+                print(f"(closing a session: {error!r})", file=sys.stderr)
+        with ThreadPoolExecutor(max(1, len(self.handles))) as pool:
+            list(pool.map(close_one, self.handles.values()))
+
+    def serve(self, commands: Any) -> None:
+        for line in commands:
+            command = json.loads(line)
+            if command["op"] == "exit":
+                break
+            if command["op"] == "release":   # quick, never blocks for long: no thread to start first
+                self.execute(command)
+            else:
+                threading.Thread(target=self.execute, args=(command,), daemon=True).start()
+        self.quiet.set()
+        self.close()
+        self.send(type="closed")
+
+
+def worker_main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("python -m labkit.clients.crowd_worker runs contenders for labkit.clients.crowd.Crowd; "
+              "it talks JSON lines on stdin/stdout. Start a crowd from Python instead.", file=sys.stderr)
+        return 2
+    spec = json.loads(argv[0])
+    output = os.fdopen(os.dup(1), "w")   # the protocol owns the pipe; libraries print to stderr
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    worker = CrowdWorker(spec, output)
+    worker.send(type="ready", pid=os.getpid())
+    worker.serve(sys.stdin)
+    sys.stderr.flush()
+    os._exit(0)   # grpc and kazoo threads may linger: the sessions are closed, leave now
+
+
+if __name__ == "__main__":
+    sys.exit(worker_main(sys.argv[1:]))

@@ -1,0 +1,97 @@
+"""The scale benchmark in miniature (N = 20 over 2 worker processes), so that the
+multi-process harness cannot rot: exact wakeup counts, the server's counters, the JSON and
+the plots, and nothing left behind. Timing is the machine's business: no assert on it."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from labkit import bench_scale
+from labkit.bench_scale.crowd_handoff import SCENARIOS
+from labkit.clients.crowd import Crowd, CrowdError, running
+from labkit.locks.registry import connections_of
+
+N = 20
+HERDS = ("zookeeper parent", "etcd python-etcd3 Lock")
+
+
+@pytest.fixture(scope="module")
+def tiny_run(lab):
+    return bench_scale.run(lab, **bench_scale.SETTINGS["tiny"])
+
+
+def worker_pids() -> set[int]:
+    """Every crowd worker process of this test session still running."""
+    listing = subprocess.run(["ps", "-o", "pid=,args=", "--ppid", str(os.getpid())], capture_output=True, text=True)
+    return {int(line.split()[0]) for line in listing.stdout.splitlines() if "labkit.clients.crowd_worker" in line}
+
+
+def test_wakeups_per_release_are_exact_over_worker_processes(tiny_run):
+    rows = {row["scenario"]: row for row in tiny_run["handoff"]}
+    assert set(rows) == set(SCENARIOS)
+    for scenario, row in rows.items():
+        assert "error" not in row, row
+        assert row["n"] == N and row["workers"] == 2
+        if scenario in HERDS:   # every release wakes every waiter still queued
+            assert row["wakeups"] == [N - 1 - number for number in range(row["handoffs"])] and row["handoffs"] == 3
+        else:
+            assert row["wakeups"] == [1] * 10 and row["handoffs"] == 10
+        assert 0 < row["handoff_p50_ms"] <= row["handoff_p99_ms"]
+
+
+def test_the_server_counts_the_herd(tiny_run):
+    cost = {row["scenario"]: row["server_per_release"] for row in tiny_run["handoff"]}
+    # a predecessor release fires one watcher; a herd release fires one per waiter
+    assert cost["zookeeper predecessor"]["watchers_fired"] == 1
+    assert cost["zookeeper parent"]["watchers_fired"] >= N - 3
+    assert cost["zookeeper parent"]["packets_sent"] > cost["zookeeper predecessor"]["packets_sent"]
+    assert cost["etcd EtcdMutex"]["watch_events"] == 1
+    assert cost["etcd python-etcd3 Lock"]["watch_events"] >= N - 3
+    assert all(value >= 0 for row in cost.values() for value in row.values())
+
+
+def test_nothing_is_left_behind(tiny_run):
+    assert all(row["left_behind"] == [] for row in tiny_run["handoff"])
+    assert all(row["left_behind"] == [] for row in tiny_run["throughput"]["recipes"])
+    assert worker_pids() == set()
+
+
+def test_throughput_sits_next_to_the_measured_limits(tiny_run):
+    throughput = tiny_run["throughput"]
+    assert throughput["limits"]["fdatasync"]["per_second"] > 0 and throughput["limits"]["loopback"]["per_second"] > 0
+    for row in throughput["recipes"]:
+        assert row["acquisitions"] > 0 and row["ratio_to_limit"] > 0
+
+
+def test_report_json_and_plots(tiny_run, tmp_path):
+    printed = bench_scale.report(tiny_run)
+    verdicts = [line for line in printed.splitlines() if line.strip().startswith(("PASS", "MISS"))]
+    assert len(verdicts) == len(tiny_run["targets"])
+    wakeup_targets = [t for t in tiny_run["targets"] if "wakeup" in t["target"] or "wakes" in t["target"]]
+    assert len(wakeup_targets) == 4 and all(t["met"] for t in wakeup_targets)
+    saved = tmp_path / "scale.json"
+    saved.write_text(json.dumps(tiny_run))
+    figure = bench_scale.load_and_plot(saved, save=tmp_path / "scale.png")
+    assert len(figure.axes) == 2 and (tmp_path / "scale.png").stat().st_size > 10_000
+
+
+def test_a_worker_that_cannot_start_is_reported_and_cleaned_up(lab):
+    connections = {**connections_of(lab), "etcd": "127.0.0.1:1"}   # nothing listens there
+    with pytest.raises(CrowdError) as raised:
+        Crowd(connections, "etcd", "/scale-test/nowhere", n=2, workers=2, start_timeout=60)
+    assert "exited" in str(raised.value) or "did not" in str(raised.value)
+    assert worker_pids() == set()
+
+
+def test_a_crowd_closes_every_session_and_worker(lab, zk, unique_name):
+    path = f"/scale-test{unique_name}"
+    with Crowd(connections_of(lab), "zookeeper", path, n=6, workers=2) as crowd:
+        pids = crowd.pids
+        assert len(pids) == 2 and running(pids) == pids
+        crowd.lock_factory()("contender-3", lambda kind, **detail: None).lock.acquire(timeout=30)
+        assert len(zk.get_children(path)) == 1
+        assert [event.client for event in crowd.history.events(kind="acquired")] == ["contender-3"]
+    assert running(pids) == []
+    assert zk.get_children(path) == []   # the holder's session was closed: its node is gone
