@@ -150,9 +150,13 @@ def measure_crowd(lab: Lab, label: str, n: int, releases: int, workers: int, run
         crowd.close()
         row["teardown_s"] = round(time.monotonic() - closing, 2)
         row["left_behind"] = running(crowd.pids)
-    latency = summarize(run.latencies)
+    # from the moment the holder began to let go (in its worker) to the next holder's
+    # "acquired": the recipe's hand-off. run.latencies also counts the harness's pipe to the worker.
+    latency = summarize([acquired - started for (_, _, acquired), started in zip(run.releases, crowd.release_started)])
+    harness = summarize(run.latencies)
     row.update(handoffs=len(run.releases), wakeups=run.wakeups, mean_wakeups=round(statistics.mean(run.wakeups), 2),
                handoff_p50_ms=latency["p50_ms"], handoff_p99_ms=latency["p99_ms"],
+               asked_p50_ms=harness["p50_ms"],
                server_per_release={key: round(statistics.mean(cost[key] for cost in costs), 3) for key in costs[0]})
     return row
 

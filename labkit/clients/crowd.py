@@ -115,17 +115,20 @@ class RemoteLock:
         self.worker.call("acquire", client=self.client, timeout=timeout)
 
     def release(self) -> None:
-        self.worker.call("release", client=self.client, timeout=60)
+        result = self.worker.call("release", client=self.client, timeout=60)
+        self.worker.crowd.release_started.append(result["started"])
 
 
 class Crowd:
     """``n`` contenders ``contender-0 .. contender-{n-1}`` of the lock ``name`` (recipe of
     ``labkit.locks.registry``), dealt round-robin over ``workers`` processes. Every
-    session is open when the constructor returns (within ``start_timeout`` seconds)."""
+    session is open when the constructor returns (within ``start_timeout`` seconds).
+    ``call_timeout``: the etcd client's deadline per call (python3-etcd3's default, 10 s,
+    is too short for a herd of a thousand on 2 busy cores)."""
 
     def __init__(self, connections: dict[str, str], recipe: str, name: str, n: int, workers: int = 10,
                  session_timeout: float = 30.0, ttl: float = 60.0, start_timeout: float = 120.0,
-                 history: History | None = None):
+                 history: History | None = None, call_timeout: float = 120.0):
         if n < 1 or workers < 1:
             raise ValueError(f"a crowd needs at least one contender and one worker, got n={n}, workers={workers}")
         self.names = [f"contender-{number}" for number in range(n)]
@@ -133,6 +136,7 @@ class Crowd:
         self.closing = threading.Event()
         self.numbers = itertools.count()
         self.listeners: list[EventSink] = []
+        self.release_started: list[float] = []   # time.time() each holder began to let go, in its worker
         self.abandoned: set[str] = set()   # contenders the harness let go: their calls stop waiting
         self.workers: list[_Worker] = []
         self.worker_of: dict[str, _Worker] = {}
@@ -141,7 +145,7 @@ class Crowd:
             for index in range(min(workers, n)):
                 clients = self.names[index::workers]
                 spec = {"recipe": recipe, "connections": connections, "name": name, "clients": clients,
-                        "session_timeout": session_timeout, "ttl": ttl}
+                        "session_timeout": session_timeout, "ttl": ttl, "call_timeout": call_timeout}
                 worker = _Worker(spec, self)
                 self.workers.append(worker)
                 self.worker_of.update(dict.fromkeys(clients, worker))

@@ -45,8 +45,14 @@ class CrowdWorker:
         def on_event(kind: str, **detail: Any) -> None:
             if not self.quiet.is_set():
                 self.send(type="event", event=Event(time.time(), client, kind, detail).to_dict())
-        return make_lock(self.spec["recipe"], self.spec["connections"], self.spec["name"], client, on_event,
-                         self.spec["session_timeout"], self.spec["ttl"])
+        handle = make_lock(self.spec["recipe"], self.spec["connections"], self.spec["name"], client, on_event,
+                           self.spec["session_timeout"], self.spec["ttl"])
+        etcd = handle.extra.get("etcd")
+        if etcd is not None and self.spec.get("call_timeout"):
+            # python3-etcd3's deadline per call (10 s): a herd of a thousand on 2 busy cores can
+            # queue a call longer than that, and a missed deadline would end the measurement
+            etcd.timeout = self.spec["call_timeout"]
+        return handle
 
     def send(self, **message: Any) -> None:
         line = json.dumps(message, default=str) + "\n"
@@ -68,11 +74,12 @@ class CrowdWorker:
                 result: Any = self.loop(command["until"])
             else:
                 lock = self.handles[command["client"]].lock
+                result = None
                 if command["op"] == "acquire":
                     lock.acquire(timeout=command.get("timeout"))
-                else:
+                else:   # when the holder began to let go: a hand-off's start, without the pipe to this worker
+                    result = {"started": time.time()}
                     lock.release()
-                result = None
         except Exception as error:  # the crowd re-raises it; the worker keeps serving
             self.reply(command, error=error)
         else:
