@@ -162,7 +162,7 @@ def measure_crowd(lab: Lab, label: str, n: int, releases: int, workers: int, run
     harness = summarize(run.latencies)
     row.update(handoffs=len(run.releases), wakeups=run.wakeups, mean_wakeups=round(statistics.mean(run.wakeups), 2),
                handoff_p50_ms=latency["p50_ms"], handoff_p99_ms=latency["p99_ms"],
-               asked_p50_ms=harness["p50_ms"],
+               asked_p50_ms=harness["p50_ms"], retried_acquires=crowd.retries,
                server_per_release={key: round(statistics.mean(cost[key] for cost in costs), 3) for key in costs[0]})
     return row
 

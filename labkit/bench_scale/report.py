@@ -114,7 +114,9 @@ def report(results: dict[str, Any]) -> str:
         if "error" in row:
             continue
         cost = "  ".join(f"{key} {value:g}" for key, value in row["server_per_release"].items())
-        lines.append(f"  {row['scenario']:<24}{row['n']:>5}  {cost}")
+        retried = f"  (acquires retried after a lost etcd connection: {row['retried_acquires']})" \
+            if row.get("retried_acquires") else ""
+        lines.append(f"  {row['scenario']:<24}{row['n']:>5}  {cost}{retried}")
     if "throughput" in results:
         throughput = results["throughput"]
         limits = throughput["limits"]

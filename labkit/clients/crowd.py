@@ -112,7 +112,8 @@ class RemoteLock:
         self.worker, self.client = worker, client
 
     def acquire(self, timeout: float | None = None) -> None:
-        self.worker.call("acquire", client=self.client, timeout=timeout)
+        result = self.worker.call("acquire", client=self.client, timeout=timeout)
+        self.worker.crowd.retries += result["retries"]
 
     def release(self) -> None:
         result = self.worker.call("release", client=self.client, timeout=60)
@@ -136,6 +137,7 @@ class Crowd:
         self.closing = threading.Event()
         self.numbers = itertools.count()
         self.listeners: list[EventSink] = []
+        self.retries = 0   # acquires a worker tried again after losing its etcd connection
         self.release_started: list[float] = []   # time.time() each holder began to let go, in its worker
         self.abandoned: set[str] = set()   # contenders the harness let go: their calls stop waiting
         self.workers: list[_Worker] = []

@@ -9,7 +9,8 @@ and replies on stdout (see ``labkit.clients.crowd.Crowd`` for the other side).
 
 What can fail: a contender whose session cannot be opened (the error goes to stderr and
 the process exits with status 1: the crowd reports it with the stderr lines); a
-recipe call that raises (sent back as the reply; the worker keeps serving). On ``exit``
+recipe call that raises (sent back as the reply; the worker keeps serving; an acquire
+that lost its etcd connection is first tried again, up to RETRIES times, and counted). On ``exit``
 or when stdin closes, every session is closed, in parallel, and the process ends.
 """
 from __future__ import annotations
@@ -22,9 +23,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import etcd3.exceptions
+
 from labkit.locks.registry import RecipeHandle, make_lock
 from labkit.record.events import Event
 
+RETRIES = 3   # tries of an acquire that lost its etcd connection, before the error goes to the harness
 OPENING_THREADS = 16   # sessions opened at once: enough to hide the round trips, few enough not to swamp 2 cores
 
 
@@ -76,7 +80,7 @@ class CrowdWorker:
                 lock = self.handles[command["client"]].lock
                 result = None
                 if command["op"] == "acquire":
-                    lock.acquire(timeout=command.get("timeout"))
+                    result = {"retries": self.acquire(lock, command.get("timeout"))}
                 else:   # when the holder began to let go: a hand-off's start, without the pipe to this worker
                     result = {"started": time.time()}
                     lock.release()
@@ -84,6 +88,20 @@ class CrowdWorker:
             self.reply(command, error=error)
         else:
             self.reply(command, result)
+
+    def acquire(self, lock: Any, timeout: float | None) -> int:
+        """``lock.acquire``, tried again (at most RETRIES times) when the etcd client loses
+        its connection: with a thousand sessions on 2 busy cores, gRPC now and then answers
+        UNAVAILABLE. Returns how many tries failed, so the harness reports them."""
+        for retries in range(RETRIES + 1):
+            try:
+                lock.acquire(timeout=timeout)
+                return retries
+            except (etcd3.exceptions.ConnectionFailedError, etcd3.exceptions.ConnectionTimeoutError):
+                if retries == RETRIES:
+                    raise
+                time.sleep(0.5 * (retries + 1))
+        return RETRIES
 
     def loop(self, until: float) -> int:
         """Every contender acquires and releases at once again, until the wall clock says
