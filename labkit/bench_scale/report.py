@@ -99,7 +99,7 @@ def report(results: dict[str, Any]) -> str:
     lines += ["", f"hand-off at scale: N contenders over up to {results['workers']} worker processes; p50/p99 from "
                   "the holder's release call to the next holder's acquired (asked: from the harness's request, "
                   "one pipe hop more)",
-              f"  {'scenario':<24}{'N':>5}{'p50 ms':>9}{'p99 ms':>9}{'asked':>8}  {'wakeups per release':<22}"
+              f"  {'scenario':<24}{'N':>5}{'p50 ms':>10}{'p99 ms':>10}{'asked':>10}  {'wakeups per release':<22}"
               f"{'open s':>7}{'run s':>7}{'close s':>8}"]
     for row in results["handoff"]:
         if "error" in row:
@@ -107,8 +107,8 @@ def report(results: dict[str, Any]) -> str:
             continue
         wakeups = ",".join(map(str, row["wakeups"]))
         wakeups = wakeups if len(wakeups) <= 20 else wakeups[:17] + "..."
-        lines.append(f"  {row['scenario']:<24}{row['n']:>5}{row['handoff_p50_ms']:>9.2f}{row['handoff_p99_ms']:>9.2f}"
-                     f"{row['asked_p50_ms']:>8.2f}  {wakeups:<22}{row['sessions_open_s']:>7}{row['run_s']:>7}{row['teardown_s']:>8}")
+        lines.append(f"  {row['scenario']:<24}{row['n']:>5}{row['handoff_p50_ms']:>10.2f}{row['handoff_p99_ms']:>10.2f}"
+                     f"{row['asked_p50_ms']:>10.2f}  {wakeups:<22}{row['sessions_open_s']:>7}{row['run_s']:>7}{row['teardown_s']:>8}")
     lines += ["", "the server's cost per release (mean over the releases; N as above)"]
     for row in results["handoff"]:
         if "error" in row:
@@ -143,15 +143,15 @@ def plot(results: dict[str, Any]) -> Figure:
     """Two panels: wakeups per release vs N (log-log: a herd grows with N, the predecessor
     recipes stay at 1) and hand-off p50 vs N."""
     figure, (wakeups, latency) = plt.subplots(1, 2, figsize=(11, 4))
-    for label in SCENARIOS:
+    for label, marker in zip(SCENARIOS, "os^v"):   # the two herds, and the two queues, lie on each other
         rows = sorted((row for row in results["handoff"] if row["scenario"] == label and "error" not in row),
                       key=lambda row: row["n"])
         if not rows:
             continue
         style = "--" if label in HERDS else "-"
         ns = [row["n"] for row in rows]
-        wakeups.plot(ns, [row["mean_wakeups"] for row in rows], style, marker="o", label=label)
-        latency.plot(ns, [row["handoff_p50_ms"] for row in rows], style, marker="o", label=label)
+        wakeups.plot(ns, [row["mean_wakeups"] for row in rows], style, marker=marker, label=label)
+        latency.plot(ns, [row["handoff_p50_ms"] for row in rows], style, marker=marker, label=label)
     for label, row in results["uncontended"].items():
         latency.axhline(row["p50_ms"], color="grey", linewidth=0.8, linestyle=":")
     wakeups.set(xscale="log", yscale="log", xlabel="contenders N", ylabel="wakeups per release (mean)",
