@@ -59,7 +59,7 @@ SECTIONS: dict[str, tuple[str, ...]] = {
         "The lock health dashboard",
         "What to alert on",
     ),
-    "07_interview_practice.ipynb": (
+    "09_interview_practice.ipynb": (
         "Practice cards",
         "Pitfalls: predict, then run",
         "Mock interview",
@@ -145,7 +145,7 @@ def _card(id: str, source: str, claims: str, question: str, answer: str, *proves
 ZK, ETCD, PAUSES, CRASH = ("02_zookeeper_lock_recipe.ipynb", "03_etcd_leases_and_mutex.ipynb",
                            "04_pauses_and_fencing.ipynb", "05_coordinator_crash_and_quorum.ipynb")
 REDIS, HEALTH, PRACTICE, SANDBOX = ("01_redis_vs_consensus.ipynb", "06_observing_lock_health.ipynb",
-                                    "07_interview_practice.ipynb", "sandbox.ipynb")
+                                    "09_interview_practice.ipynb", "sandbox.ipynb")
 REDLOCK = "08_redlock_and_clocks.ipynb"
 
 CARDS: tuple[Card, ...] = (
