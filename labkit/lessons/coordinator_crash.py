@@ -2,10 +2,13 @@
 
 * ``zookeeper_write`` / ``etcd_write`` with ``labkit.lessons.common.seconds_until``: how
   long until a write succeeds again after a crash.
-* ``write_with_new_client`` / ``values_on_members``: a write attempted without a majority,
-  and what each member holds afterwards.
+* ``write_with_new_client`` / ``values_on_members`` / ``lose_majority``: a write attempted
+  without a majority, and what each member holds afterwards.
 * ``acquisitions_through_members``: locks taken through different ensemble members, with
   the zxid (ZooKeeper) or revision (etcd) of each acquisition.
+* ``crash_then_fail_over``: a holder dies, then the leader: the new leader starts the dead
+  holder's session (lease) timer again, so its lock is freed about one election plus one
+  timeout after the leader's crash, later than one timeout after its own.
 
 What can fail: ``TimeoutError`` when a recovery does not come within its deadline, the
 client libraries' errors when a server is unreachable.
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 import grpc
@@ -21,9 +25,14 @@ from etcd3 import Etcd3Client, etcdrpc
 from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
 
+from labkit.clients import spawn_clients
+from labkit.faults.sessions import kill_leader
+from labkit.lessons.common import queue_behind, seconds_until
 from labkit.locks.registry import RecipeHandle, make_lock
 from labkit.record.events import EventSink
 from labkit.record.history import History
+from labkit.servers.etcd import etcd_argv
+from labkit.timing import wait_until
 
 if TYPE_CHECKING:
     from labkit.servers.etcd import EtcdNode
@@ -101,6 +110,74 @@ def values_on_members(lab: Lab, service: str, key: str, timeout: float = 5.0) ->
     return values
 
 
+def etcd_queue(client: Any, prefix: str) -> list[tuple[str, int, int]]:
+    """(key, create revision, lease id) of every contender under ``prefix``, oldest first."""
+    keys = client.get_prefix(prefix.rstrip("/") + "/", sort_target="create")
+    return [(meta.key.decode(), meta.create_revision, meta.lease_id) for _, meta in keys]
+
+
+def lose_majority(lab: Any, service: str, key: str = "/lab/value") -> dict[str, Any]:
+    """Write "before" under ``key``; kill the leader and one follower of ``service``; try to
+    write "during" through a new client (2 s); restart both and time the first write after
+    the restart. Returns what happened, with the value each member holds afterwards.
+    Raises AssertionError if the first write fails (a broken lab), TimeoutError if writes
+    never resume."""
+    cluster = getattr(lab, service)
+    assert write_with_new_client(lab, service, key, "before"), f"{service}: the first write should succeed"
+    leader = cluster.leader()
+    follower = next(node for node in cluster.nodes if node is not leader)
+    killed_at = time.monotonic()
+    leader.kill()
+    follower.kill()
+    during = write_with_new_client(lab, service, key, "during", timeout=2.0)
+    restarted_at = time.monotonic()
+    leader.start()
+    follower.start()
+    cluster.wait_for_leader(timeout=60)
+    resumed = seconds_until(lambda: write_with_new_client(lab, service, "/lab/after", "after"), since=restarted_at)
+    return {"write during the outage": during, "members down (s)": round(restarted_at - killed_at, 2),
+            "writes again after restart (s)": round(resumed, 2), "values": values_on_members(lab, service, key)}
+
+
+def ordering_plot(zookeeper_rows: list[dict[str, Any]], etcd_rows: list[dict[str, Any]]) -> Any:
+    """Side by side: the czxid (low 32 bits) and the etcd header revision of each acquisition
+    of ``acquisitions_through_members``, in acquisition order, coloured by member."""
+    import matplotlib.pyplot as plt
+
+    figure, (zookeeper_axes, etcd_axes) = plt.subplots(1, 2, figsize=(11, 3.8), layout="constrained")
+    for axes, rows, number, label in ((zookeeper_axes, zookeeper_rows, "czxid", "czxid (low 32 bits: counter in the epoch)"),
+                                      (etcd_axes, etcd_rows, "header_revision", "etcd revision at acquisition")):
+        for member in sorted({row["member"] for row in rows}):
+            points = [(index + 1, row[number] & 0xFFFFFFFF) for index, row in enumerate(rows) if row["member"] == member]
+            axes.plot(*zip(*points), linestyle="none", marker="o", markersize=9, label=f"through {member}")
+        axes.plot(range(1, len(rows) + 1), [row[number] & 0xFFFFFFFF for row in rows], color="gray", linewidth=1, zorder=0)
+        axes.set_xlabel("acquisition number (order the lock was taken)")
+        axes.set_ylabel(label)
+        axes.legend(fontsize=8)
+    zookeeper_axes.set_title(f"ZooKeeper (epoch {zookeeper_rows[0]['epoch']})")
+    etcd_axes.set_title("etcd")
+    return figure
+
+
+def recovery_plot(leader_crash: dict[str, float], majority_back: dict[str, float]) -> Any:
+    """Bars per service: seconds from a leader's kill to the first write, and from the
+    restart of a lost majority to the first write."""
+    import matplotlib.pyplot as plt
+
+    figure, ax = plt.subplots(figsize=(8, 3.5), layout="constrained")
+    labels = list(leader_crash)
+    positions = range(len(labels))
+    ax.bar([p - 0.2 for p in positions], [leader_crash[label] for label in labels], width=0.4,
+           label="leader killed: kill → first write")
+    ax.bar([p + 0.2 for p in positions], [majority_back[label] for label in labels], width=0.4,
+           label="majority lost: restart → first write")
+    ax.set_xticks(list(positions), labels)
+    ax.set_ylabel("time until a write succeeds (s)")
+    ax.set_title("How long until the cluster accepted writes again")
+    ax.legend(fontsize=8)
+    return figure
+
+
 # ---- acquisitions through different members: the leader's log orders them ----------------------
 def acquisitions_through_members(lab: Lab, service: str, rounds: int = 2, name: str | None = None,
                                  history: History | None = None, timeout: float = 30.0) -> list[dict[str, Any]]:
@@ -161,3 +238,121 @@ def _acquisition_facts(service: str, lock: Any) -> dict[str, int]:
         stat = lock.client.exists(f"{lock.path}/{lock.node}")
         return {"czxid": stat.czxid, "mzxid": stat.mzxid, "epoch": stat.czxid >> 32}
     return {"create_revision": lock.token, "header_revision": lock.header_revision}
+
+
+# ---- a failover restarts the timers: a dead holder's lock outlives its timeout -----------------
+# The lab's etcd election timeout (the new leader extends every lease by it on promotion), read
+# from the flags labkit starts members with; and how often etcd's lessor looks for expired
+# leases (a constant of etcd's code, 500 ms), the granularity of a lease's end.
+_ETCD_FLAGS = etcd_argv("etcd", "name", "data", 0, 0, "cluster", "token")
+ETCD_ELECTION_TIMEOUT = int(_ETCD_FLAGS[_ETCD_FLAGS.index("--election-timeout") + 1]) / 1000
+LEASE_EXPIRY_CHECK = 0.5
+
+@dataclass(frozen=True)
+class FailoverTimers:
+    """What ``crash_then_fail_over`` measured, in seconds from the holder's SIGKILL.
+
+    ``timeout`` is the session timeout (ZooKeeper) or lease TTL (etcd) of both clients;
+    ``leader_killed_at``: when the leader was killed; ``elected_at``: when a new leader
+    answered a probe; ``freed_at``: when the waiter held the lock (its event), which is as
+    soon as the server deleted the dead holder's node or key."""
+
+    service: str
+    timeout: float
+    leader_killed_at: float
+    elected_at: float
+    freed_at: float
+    killed_leader: Any
+    history: History
+
+    @property
+    def election(self) -> float:
+        """Leader killed → a new leader answers."""
+        return self.elected_at - self.leader_killed_at
+
+    @property
+    def freed_after_leader_kill(self) -> float:
+        return self.freed_at - self.leader_killed_at
+
+    def restart_killed_leader(self, cluster: Any, timeout: float = 60.0) -> None:
+        """Start the killed leader again and wait until every member of ``cluster`` (the
+        lab's service) leads or follows. Raises TimeoutError if they do not within ``timeout``."""
+        self.killed_leader.start()
+        _wait_for_full_cluster(cluster, timeout)
+
+    def row(self) -> dict[str, Any]:
+        return {"service": self.service, "timeout (s)": self.timeout,
+                "leader killed (s)": round(self.leader_killed_at, 2), "election (s)": round(self.election, 2),
+                "lock freed (s)": round(self.freed_at, 2),
+                "freed after leader kill (s)": round(self.freed_after_leader_kill, 2)}
+
+
+def crash_then_fail_over(lab: Any, service: str, timeout: float, leader_kill_delay: float | None = None,
+                         name: str | None = None) -> FailoverTimers:
+    """A holder process and a waiter process on one lock of ``service`` ("zookeeper" or
+    "etcd"), each with session timeout / lease TTL ``timeout``. The holder is SIGKILLed;
+    ``leader_kill_delay`` seconds later (default: half the timeout, so its session or lease
+    is still alive) the cluster's leader is SIGKILLed too. Waits until the waiter holds the
+    lock. etcd clients talk to a follower, which survives (python-etcd3 does not fail over).
+
+    The killed leader stays down: restart it with ``outcome.killed_leader.start()``.
+    Raises ValueError if the delay is not shorter than the timeout, TimeoutError /
+    ``ClientError`` if no leader is elected or the waiter never gets the lock.
+    """
+    delay = timeout / 2 if leader_kill_delay is None else leader_kill_delay
+    if not 0 <= delay < timeout:
+        raise ValueError(f"the leader must die before the holder's {timeout} s timeout runs out, not after {delay} s")
+    cluster = getattr(lab, service)
+    _wait_for_full_cluster(cluster, timeout=60)
+    connections = None
+    if service == "etcd":
+        follower = next(node for node in cluster.nodes if node.role == "follower")
+        connections = {"etcd": follower.endpoint}
+    history = History()
+    name = name or f"/locks/failover-timers-{service}-{time.time_ns()}"
+    with spawn_clients(lab, service, n=2, name=name, history=history, session_timeout=timeout, ttl=timeout,
+                       connections=connections) as clients:
+        pending = queue_behind(clients)
+        holder, waiter = clients
+        holder.kill()
+        crashed_at = time.time()
+        time.sleep(max(0.0, crashed_at + delay - time.time()))   # the schedule of the lesson
+        killed = kill_leader(cluster, history=history)
+        leader_killed_at = time.time()
+        cluster.wait_for_leader(timeout=30)
+        elected_at = time.time()
+        waiter.wait_reply(pending[waiter.name], timeout=elected_at - crashed_at + 3 * timeout + 30)
+        freed_at = history.events(client=waiter.name, kind="acquired")[-1].time
+        waiter.release()
+    return FailoverTimers(service, timeout, leader_killed_at - crashed_at, elected_at - crashed_at,
+                          freed_at - crashed_at, killed, history)
+
+
+def _wait_for_full_cluster(cluster: Any, timeout: float) -> None:
+    roles = lambda: sorted(node.role for node in cluster.nodes)
+    wait_until(lambda: roles() == ["follower"] * (len(cluster.nodes) - 1) + ["leader"],
+               f"every member of {[node.name for node in cluster.nodes]} to lead or follow", timeout)
+
+
+def failover_timers_plot(outcomes: list[FailoverTimers], ax: Any = None) -> Any:
+    """One row per outcome, seconds after the holder's crash: the crash, the leader's kill,
+    the new leader, the lock freed; a dotted mark where one timeout after the crash would
+    have freed it without a failover."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(9, 1.2 + 0.9 * len(outcomes)), layout="constrained")
+    for row, outcome in enumerate(outcomes):
+        ax.broken_barh([(0, outcome.freed_at)], (row - 0.15, 0.3), color="#c8d6e5")
+        ax.broken_barh([(outcome.leader_killed_at, outcome.election)], (row - 0.15, 0.3), color="#8e44ad")
+        ax.plot([outcome.timeout] * 2, [row - 0.35, row + 0.35], linestyle=":", color="gray")
+        ax.plot(outcome.freed_at, row, marker="o", color="#27ae60", markersize=9)
+        ax.annotate(f"freed {outcome.freed_at:.1f} s", (outcome.freed_at, row), xytext=(6, 6),
+                    textcoords="offset points", fontsize=8)
+        ax.annotate(f"timeout {outcome.timeout:g} s", (outcome.timeout, row - 0.35), xytext=(3, -10),
+                    textcoords="offset points", fontsize=8, color="gray")
+    ax.set_yticks(range(len(outcomes)), [outcome.service for outcome in outcomes])
+    ax.set_ylim(-0.7, len(outcomes) - 0.3)
+    ax.set_xlabel("seconds after the holder was killed (purple: leader killed → new leader)")
+    ax.set_title("A dead holder's lock across a leader failover")
+    return ax
