@@ -2,7 +2,10 @@
 
 ``pause_past_timeout`` freezes a holder (SIGSTOP) longer than its session timeout or
 lease TTL, lets a second client take the lock meanwhile, then lets the first one write
-late to a store, fenced or not.
+late to a store, fenced or not. ``redis_lock_values`` / ``pairs_in_order`` /
+``sort_rank_plot``: a Redis lock's values carry no order. ``holder_behind_link``: a holder
+whose connection can be cut (its release fails while its session lives).
+``fenced_and_unfenced`` / ``take_over_and_write``: the check-then-write race.
 
 What can fail: ``labkit.clients.ClientError`` / ``ClientTimeout`` when a client process
 does not start or answer, ``TimeoutError`` when an expected event does not come.
@@ -13,8 +16,14 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kazoo.client import KazooClient
+
 from labkit.clients import spawn_clients
+from labkit.faults.relay import TcpLink
+from labkit.locks.redis_lock import RedisLock
+from labkit.locks.zookeeper import ZooKeeperLock
 from labkit.record.checker import Verdict, check_mutual_exclusion
+from labkit.record.events import EventSink, ignore_events
 from labkit.record.fencing import FencedStore, StoreWrite
 from labkit.record.history import History
 
@@ -83,3 +92,78 @@ def pause_past_timeout(lab: Lab, recipe: str = "zookeeper", fenced: bool = True,
     store.reset()
     return PauseOutcome(recipe, fenced, history, writes, old_token, new_token, late_write_accepted,
                         acquired.time, told.time)
+
+
+# ---- why a Redis lock has no safe token --------------------------------------------------------
+def redis_lock_values(redis_client: Any, name: str, n: int = 12) -> list[str]:
+    """Take and release a Redis lock on ``name`` ``n`` times; return the random part of its
+    value each time, in acquisition order."""
+    lock = RedisLock(redis_client, name, ttl_ms=2000, identifier="holder")
+    values = []
+    for _ in range(n):
+        lock.acquire(timeout=2)
+        values.append(lock.value.split(":", 1)[1])
+        lock.release()
+    return values
+
+
+def pairs_in_order(values: list[str]) -> tuple[int, int]:
+    """(pairs of values that sort in the order they came, all pairs)."""
+    pairs = [(a, b) for index, a in enumerate(values) for b in values[index + 1:]]
+    return sum(a < b for a, b in pairs), len(pairs)
+
+
+def sort_rank_plot(values: list[str], ax: Any = None) -> Any:
+    """Rank of each value when sorted, against the order the values were taken."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 3), layout="constrained")
+    order = range(1, len(values) + 1)
+    rank = {value: position for position, value in enumerate(sorted(values), start=1)}
+    ax.plot(order, [rank[value] for value in values], marker="o", label="Redis lock values")
+    ax.plot(order, order, linestyle=":", color="gray", label="a usable token (rank = order taken)")
+    ax.set_xlabel("acquisition number (1 = first)")
+    ax.set_ylabel("rank of the value when sorted")
+    ax.set_title("Random lock values carry no order")
+    ax.legend()
+    return ax
+
+
+# ---- a holder whose only road to ZooKeeper can be cut ------------------------------------------
+def holder_behind_link(lab: Any, path: str, session_timeout: float,
+                       on_event: EventSink = ignore_events) -> tuple[TcpLink, KazooClient, ZooKeeperLock]:
+    """A ``ZooKeeperLock`` on ``path`` that holds the lock, whose client reaches the first
+    ZooKeeper node only through a ``TcpLink`` (cut it with ``link.cut()``). The caller
+    closes the client and the link. Raises LockTimeout if the lock is not free within 10 s."""
+    link = TcpLink(lab.zookeeper.nodes[0].endpoint)
+    client = KazooClient(hosts=link.address, timeout=session_timeout)
+    client.start(timeout=10)
+    lock = ZooKeeperLock(client, path, identifier="holder", on_event=on_event)
+    lock.acquire(timeout=10)
+    return link, client, lock
+
+
+def fenced_and_unfenced(lab: Any, name: str) -> dict[bool, FencedStore]:
+    """Two empty stores on the lab's Redis: {False: unfenced, True: fenced}."""
+    stores = {fenced: FencedStore(lab.redis.client(), f"{name}:{'fenced' if fenced else 'unfenced'}", fenced=fenced)
+              for fenced in (False, True)}
+    for store in stores.values():
+        store.reset()
+    return stores
+
+
+def take_over_and_write(lab: Any, path: str, stores: Any, identifier: str = "other") -> int:
+    """A new client takes the lock on ``path``, writes to every store with its token,
+    releases and closes its session. Returns its token."""
+    client = lab.zookeeper.client(timeout=4.0)
+    try:
+        lock = ZooKeeperLock(client, path, identifier=identifier)
+        token = lock.acquire(timeout=10)
+        for store in stores:
+            store.write(identifier, token, "the new holder's data")
+        lock.release()
+        return token
+    finally:
+        client.stop()
+        client.close()
