@@ -48,12 +48,15 @@ SECTIONS: dict[str, tuple[str, ...]] = {
         "A pause longer than the session timeout",
         "Fencing tokens: the store rejects the stale write",
         "Unlock fails while the session lives",
+        "Stop writing: the holder's own deadline",
+        "Where fencing has edges",
     ),
     "05_coordinator_crash_and_quorum.ipynb": (
         "Kill the ZooKeeper leader while the lock is held",
         "Kill the etcd leader while the lock is held",
         "Redis failover loses the lock",
         "Lose a majority: writes stop",
+        "A failover restarts the session timers",
     ),
     "06_observing_lock_health.ipynb": (
         "The lock health dashboard",
@@ -185,8 +188,10 @@ CARDS: tuple[Card, ...] = (
           "How does the session timeout interact with a GC pause in the lock holder?",
           "If the pause outlasts the session timeout, the session expires, the node is deleted and "
           "another client takes the lock while the paused process still believes it holds it. The "
-          "timeout is the fence boundary: after such a pause the holder must assume the lock is lost "
-          "and stop writing, and the resource should reject writes carrying an old fencing token.",
+          "timeout bounds how long the lock is safe, not what the holder does after: a holder that "
+          "paused past it must assume the lock is lost and stop writing. The fence is the resource "
+          "itself: it checks the fencing token of every write and refuses one older than a token it "
+          "has already seen.",
           (PAUSES, "A pause longer than the session timeout"), (PAUSES, "Fencing tokens: the store rejects the stale write")),
     _card("qa-zk-vs-etcd", "seed-qa", "C4",
           "ZooKeeper or etcd for a new system?",
@@ -214,9 +219,11 @@ CARDS: tuple[Card, ...] = (
           (HEALTH, "The lock health dashboard"), (HEALTH, "What to alert on")),
     _card("qa-linearizable", "seed-qa", "C17 C10",
           "Is a ZooKeeper lock linearizable?",
-          "The acquire is: every create and delete is ordered by the leader (zxid), so all clients "
-          "agree on the queue and on who is lowest. That says nothing about when the holder acts: it "
-          "must still stop on session loss, and the resource should check a fencing token.",
+          "Its writes are: every create and delete is ordered by the leader (zxid), so all clients "
+          "agree on the queue and on who is lowest. Its reads are not: a server answers from its own "
+          "copy, which may lag the leader, so a client that must see the latest state calls sync() "
+          "before reading. And none of it says when the holder acts: it must still stop when its "
+          "session may be gone, and the resource should check a fencing token.",
           (CRASH, "Kill the ZooKeeper leader while the lock is held"), (ETCD, "Revisions go through the leader's log"),
           (PAUSES, "Fencing tokens: the store rejects the stale write")),
     _card("qa-one-liner", "seed-qa", "C5 C6 C7 C8",
@@ -255,7 +262,8 @@ CARDS: tuple[Card, ...] = (
           "What is a fencing token, and where do ZooKeeper, etcd and Redis locks get one?",
           "A number that grows with every grant of the lock and travels with each write, so the "
           "protected store can refuse a write whose token is lower than one it has seen. ZooKeeper: "
-          "the sequence number of your lock node. etcd: the create revision of your key. A plain "
+          "the czxid of your lock node (its sequence number restarts if the parent is re-created). "
+          "etcd: the create revision of your key. A plain "
           "Redis SET NX lock has no number that survives failover, so it cannot fence safely.",
           (PAUSES, "Fencing tokens: the store rejects the stale write")),
     _card("course-redis-failover", "course", "C8",
@@ -266,9 +274,12 @@ CARDS: tuple[Card, ...] = (
           (REDIS, "Failover grants the same lock twice"), (CRASH, "Redis failover loses the lock")),
     _card("course-keepalive-fails", "course", "C11",
           "Your etcd lease keep-alive starts failing while you hold the mutex. What happens, and what must your code do?",
-          "Nothing visible at first: the key lives until the TTL runs out, then etcd deletes it and the "
-          "next waiter acquires. Your code must treat a failing keep-alive as losing the lock: stop "
-          "writing before the TTL can have expired, and acquire again with a new lease.",
+          "Nothing visible at first: etcd keeps the key until the lease TTL runs out after the last "
+          "renewal it applied, then deletes it and the next waiter acquires. Your code keeps its own "
+          "deadline: the TTL counted from when it sent the last keep-alive that was acknowledged (the "
+          "server renewed the lease no earlier than that send; counting from the reply would be late), "
+          "minus a margin for clock drift. When that deadline passes without a newer acknowledged "
+          "keep-alive, stop writing and acquire again with a new lease.",
           (ETCD, "When keep-alive fails: stop writing")),
     _card("course-txn-cas", "course", "C12",
           "You need to update one etcd key safely. A lock, or a transaction?",
@@ -279,9 +290,14 @@ CARDS: tuple[Card, ...] = (
     _card("course-suspended-vs-lost", "course", "C15",
           "In kazoo, what is the difference between SUSPENDED and LOST for a lock holder?",
           "SUSPENDED: the connection dropped but the session may still live, so you cannot know if you "
-          "hold the lock; pause writing and wait. LOST: the session expired, the ephemeral node and "
-          "the lock are gone; stop and acquire again. Treating SUSPENDED as fine risks two holders.",
-          (ZK, "Hand-rolled locks vs kazoo and Curator")),
+          "hold the lock; stop writing. LOST: kazoo says it only after it reconnects and the server "
+          "tells it the session expired; a holder cut off from every server never hears it and stays "
+          "SUSPENDED while the server expires the session and gives the lock to another. So LOST is "
+          "not your expiry signal: keep a client-side deadline. When SUSPENDED has lasted the "
+          "negotiated session timeout minus a margin, counted from the last reply heard from the "
+          "server, assume the lock is lost and acquire again (Curator's approach; Chubby calls the "
+          "state jeopardy).",
+          (ZK, "Hand-rolled locks vs kazoo and Curator"), (PAUSES, "Stop writing: the holder's own deadline")),
     _card("course-recheck", "course", "C14",
           "A waiter's watch on its predecessor fires. May it take the lock straight away?",
           "No: it lists the children again. The predecessor may have gone because that waiter's "
@@ -307,6 +323,31 @@ CARDS: tuple[Card, ...] = (
           "until your session ends. Curator and kazoo put a unique id in the node name so a retry "
           "finds its own earlier node.",
           (ZK, "Hand-rolled locks vs kazoo and Curator")),
+    _card("course-fencing-read-first", "course", "C25",
+          "The store refuses writes with an old fencing token. The new holder reads a counter, then "
+          "writes it plus one. Can the old holder's late write still be lost or do damage?",
+          "Yes. The store refuses a token only once it has seen a newer one. If the new holder's first "
+          "contact is a plain read, the old holder's late write lands between that read and the new "
+          "holder's write and is accepted; the new holder then writes a value computed from stale data, "
+          "and the accepted write is silently lost. Show the token first: claim it before using the "
+          "resource, or make reads fenced too.",
+          (PAUSES, "Where fencing has edges")),
+    _card("course-sequence-token", "course", "C25",
+          "Why fence with the ZooKeeper node's czxid rather than its sequence number?",
+          "The sequence number is a counter of the parent node. Curator makes lock parents container "
+          "nodes, which the server deletes when they are empty; the next lock re-creates the parent "
+          "and numbering starts again at 0, so a new holder can carry a lower number than an old one. "
+          "The czxid is the zxid of the create, from the ensemble's one log: it only grows.",
+          (PAUSES, "Where fencing has edges")),
+    _card("course-failover-timers", "course", "C26 C3",
+          "A lock holder crashes, and a moment later the coordinator's leader crashes too. When is "
+          "the lock freed?",
+          "Later than one timeout after the crash. The new leader does not know how long the dead "
+          "client has been silent: ZooKeeper's new leader gives every session a fresh timeout, and "
+          "etcd's extends every lease by its TTL plus an election timeout when it is promoted. So the "
+          "lock is freed about one election plus one timeout after the leader's crash. Size waits and "
+          "alerts for that.",
+          (CRASH, "A failover restarts the session timers")),
     _card("course-etcd3-lock", "course", "C18",
           "Why not build on python-etcd3's Lock?",
           "Every waiter watches the same key, so each release wakes them all (a herd); it takes a new "
