@@ -2,7 +2,8 @@
 
 ``pause_past_timeout`` freezes a holder (SIGSTOP) longer than its session timeout or
 lease TTL, lets a second client take the lock meanwhile, then lets the first one write
-late to a store, fenced or not. ``redis_lock_values`` / ``pairs_in_order`` /
+late to a store, fenced or not (``pause_past_timeout_at_once``: several such runs at the
+same time). ``redis_lock_values`` / ``pairs_in_order`` /
 ``sort_rank_plot``: a Redis lock's values carry no order. ``holder_behind_link``: a holder
 whose connection can be cut (its release fails while its session lives).
 ``fenced_and_unfenced`` / ``take_over_and_write``: the check-then-write race.
@@ -13,6 +14,7 @@ does not start or answer, ``TimeoutError`` when an expected event does not come.
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -92,6 +94,17 @@ def pause_past_timeout(lab: Lab, recipe: str = "zookeeper", fenced: bool = True,
     store.reset()
     return PauseOutcome(recipe, fenced, history, writes, old_token, new_token, late_write_accepted,
                         acquired.time, told.time)
+
+
+def pause_past_timeout_at_once(lab: Any, cases: dict[str, tuple[str, bool]], timeout: float = 1.0,
+                               pause: float = 3.0) -> dict[str, PauseOutcome]:
+    """``pause_past_timeout`` for every case (label → (recipe, fenced)) at the same time:
+    each has its own lock, store and client processes, so the runs do not meet, and they
+    take the time of one. Raises the first run's error."""
+    with ThreadPoolExecutor(len(cases)) as pool:
+        futures = {label: pool.submit(pause_past_timeout, lab, recipe, fenced=fenced, timeout=timeout, pause=pause)
+                   for label, (recipe, fenced) in cases.items()}
+        return {label: future.result() for label, future in futures.items()}
 
 
 # ---- why a Redis lock has no safe token --------------------------------------------------------
