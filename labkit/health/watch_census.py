@@ -13,14 +13,20 @@ What can fail: ``TimeoutError`` when the watches do not appear on the server in 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from kazoo.client import KazooClient
 
 from labkit.clients import LockClient, spawn_clients
-from labkit.health.server_numbers import parse_mntr, parse_wchc, parse_wchs, session_hex, watch_kinds
+from labkit.health.server_numbers import parse_wchc, parse_wchs, session_hex, watch_kinds
 from labkit.lessons.common import queue_behind, release_in_turn
 from labkit.locks.zookeeper import sorted_contenders
 from labkit.record.history import History
+from labkit.servers.zookeeper import parse_mntr
 from labkit.timing import wait_until
+
+if TYPE_CHECKING:
+    from labkit.servers.lab import Lab
 
 ROWS = ("waiters", "counted by mntr", "listed by wchc (data watches)", "not listed (child watches)")
 
@@ -42,7 +48,7 @@ class PredecessorCensus:
                                int(self.mntr["zk_watch_count"]) - listed)))
 
 
-def predecessor_watch_census(lab: Any, clients: list[LockClient], history: History, observer: Any,
+def predecessor_watch_census(lab: Lab, clients: list[LockClient], history: History, observer: KazooClient,
                              lock: str, timeout: float = 30.0) -> PredecessorCensus:
     """The first of ``clients`` (live lock client processes of the predecessor recipe on
     ``lock``) acquires, the others queue; once every waiter's watch is on the server, read
@@ -81,7 +87,7 @@ class ParentCensus:
                                self.kinds["child"])))
 
 
-def parent_watch_census(lab: Any, clients: int, session_timeout: float, lock: str = "/locks/herd",
+def parent_watch_census(lab: Lab, clients: int, session_timeout: float, lock: str = "/locks/herd",
                         timeout: float = 30.0) -> ParentCensus:
     """``clients`` processes of the parent-watching recipe queue on ``lock``; once each
     waiter's child watch is on the server, count the watches and what ``wchc`` lists for

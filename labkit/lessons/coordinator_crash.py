@@ -110,13 +110,13 @@ def values_on_members(lab: Lab, service: str, key: str, timeout: float = 5.0) ->
     return values
 
 
-def etcd_queue(client: Any, prefix: str) -> list[tuple[str, int, int]]:
+def etcd_queue(client: Etcd3Client, prefix: str) -> list[tuple[str, int, int]]:
     """(key, create revision, lease id) of every contender under ``prefix``, oldest first."""
     keys = client.get_prefix(prefix.rstrip("/") + "/", sort_target="create")
     return [(meta.key.decode(), meta.create_revision, meta.lease_id) for _, meta in keys]
 
 
-def lose_majority(lab: Any, service: str, key: str = "/lab/value") -> dict[str, Any]:
+def lose_majority(lab: Lab, service: str, key: str = "/lab/value") -> dict[str, Any]:
     """Write "before" under ``key``; kill the leader and one follower of ``service``; try to
     write "during" through a new client (2 s); restart both and time the first write after
     the restart. Returns what happened, with the value each member holds afterwards.
@@ -287,7 +287,7 @@ class FailoverTimers:
                 "freed after leader kill (s)": round(self.freed_after_leader_kill, 2)}
 
 
-def crash_then_fail_over(lab: Any, service: str, timeout: float, leader_kill_delay: float | None = None,
+def crash_then_fail_over(lab: Lab, service: str, timeout: float, leader_kill_delay: float | None = None,
                          name: str | None = None) -> FailoverTimers:
     """A holder process and a waiter process on one lock of ``service`` ("zookeeper" or
     "etcd"), each with session timeout / lease TTL ``timeout``. The holder is SIGKILLed;

@@ -9,15 +9,20 @@ What can fail: ``TimeoutError`` when the node is not deleted or no heartbeat com
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING
+
+from kazoo.client import KazooClient
 
 from labkit.clients import LockClient
 from labkit.lessons.zookeeper_recipe import kill_just_after_heartbeat
 from labkit.record.history import History
 from labkit.timing import wait_until
 
+if TYPE_CHECKING:
+    from labkit.servers.zookeeper import ZooKeeperService
 
-def node_gone_after_kill(holder: LockClient, zookeeper: Any, observer: Any, node: str, timeout: float = 30.0) -> float:
+
+def node_gone_after_kill(holder: LockClient, zookeeper: ZooKeeperService, observer: KazooClient, node: str, timeout: float = 30.0) -> float:
     """SIGKILL ``holder`` (a lock client process holding the lock with ``node``) just after
     the server received one of its heartbeats, so that the server's count of its silence
     starts at the kill; return the seconds until ``observer`` (a KazooClient) sees ``node``

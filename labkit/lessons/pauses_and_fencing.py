@@ -16,7 +16,9 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterable
+
+import redis
 
 from kazoo.client import KazooClient
 
@@ -96,7 +98,7 @@ def pause_past_timeout(lab: Lab, recipe: str = "zookeeper", fenced: bool = True,
                         acquired.time, told.time)
 
 
-def pause_past_timeout_at_once(lab: Any, cases: dict[str, tuple[str, bool]], timeout: float = 1.0,
+def pause_past_timeout_at_once(lab: Lab, cases: dict[str, tuple[str, bool]], timeout: float = 1.0,
                                pause: float = 3.0) -> dict[str, PauseOutcome]:
     """``pause_past_timeout`` for every case (label → (recipe, fenced)) at the same time:
     each has its own lock, store and client processes, so the runs do not meet, and they
@@ -108,7 +110,7 @@ def pause_past_timeout_at_once(lab: Any, cases: dict[str, tuple[str, bool]], tim
 
 
 # ---- why a Redis lock has no safe token --------------------------------------------------------
-def redis_lock_values(redis_client: Any, name: str, n: int = 12) -> list[str]:
+def redis_lock_values(redis_client: redis.Redis, name: str, n: int = 12) -> list[str]:
     """Take and release a Redis lock on ``name`` ``n`` times; return the random part of its
     value each time, in acquisition order."""
     lock = RedisLock(redis_client, name, ttl_ms=2000, identifier="holder")
@@ -144,7 +146,7 @@ def sort_rank_plot(values: list[str], ax: Any = None) -> Any:
 
 
 # ---- a holder whose only road to ZooKeeper can be cut ------------------------------------------
-def holder_behind_link(lab: Any, path: str, session_timeout: float,
+def holder_behind_link(lab: Lab, path: str, session_timeout: float,
                        on_event: EventSink = ignore_events) -> tuple[TcpLink, KazooClient, ZooKeeperLock]:
     """A ``ZooKeeperLock`` on ``path`` that holds the lock, whose client reaches the first
     ZooKeeper node only through a ``TcpLink`` (cut it with ``link.cut()``). The caller
@@ -157,7 +159,7 @@ def holder_behind_link(lab: Any, path: str, session_timeout: float,
     return link, client, lock
 
 
-def fenced_and_unfenced(lab: Any, name: str) -> dict[bool, FencedStore]:
+def fenced_and_unfenced(lab: Lab, name: str) -> dict[bool, FencedStore]:
     """Two empty stores on the lab's Redis: {False: unfenced, True: fenced}."""
     stores = {fenced: FencedStore(lab.redis.client(), f"{name}:{'fenced' if fenced else 'unfenced'}", fenced=fenced)
               for fenced in (False, True)}
@@ -166,7 +168,7 @@ def fenced_and_unfenced(lab: Any, name: str) -> dict[bool, FencedStore]:
     return stores
 
 
-def take_over_and_write(lab: Any, path: str, stores: Any, identifier: str = "other") -> int:
+def take_over_and_write(lab: Lab, path: str, stores: Iterable[FencedStore], identifier: str = "other") -> int:
     """A new client takes the lock on ``path``, writes to every store with its token,
     releases and closes its session. Returns its token."""
     client = lab.zookeeper.client(timeout=4.0)
