@@ -17,11 +17,14 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from labkit.record.events import Event
 from labkit.record.history import FAULT_CLIENT, History
+from labkit.record.periods import FaultPeriod, fault_periods
 from labkit.stats import percentile
-from labkit.vocabulary import ACCEPTED_COLOUR, FAULT_COLOUR, STATE_COLOURS, WAIT_ENDS
+from labkit.vocabulary import (ACCEPTED_COLOUR, FAULT_BAND_COLOURS, FAULT_BAND_DEFAULT, FAULT_COLOUR, STATE_COLOURS,
+                               WAIT_ENDS)
 
 WAITING_COLOUR, HOLDING_COLOUR = STATE_COLOURS["waiting"], STATE_COLOURS["holding"]
 LOST_COLOUR, PAUSE_COLOUR = STATE_COLOURS["lost"], STATE_COLOURS["paused"]
+BAND_ALPHA = 0.5   # a fault band lies under the bars and must not hide them
 
 
 def new_axes(ax: Axes | None, width: float = 9.0, height: float = 4.0) -> Axes:
@@ -40,8 +43,10 @@ def _natural_order(name: str) -> list[Any]:
 
 
 def hold_timeline(history: History, ax: Axes | None = None, title: str = "Who waited for and held the lock") -> Axes:
-    """One row per client: waiting (light), holding (solid), wakeups (ticks), lost (red x),
-    pauses (hatched, from pause faults with ``seconds``), other faults (labelled lines)."""
+    """One row per client: waiting (light), holding (solid), wakeups (ticks), lost (red x);
+    a paused client's row is hatched for its pause; every other fault that lasts (a
+    partition, cut, delay, loss, a server's pause) is a shaded band across all rows,
+    labelled with the fault; instant faults (kill, clock step, ...) are labelled lines."""
     events = history.events()
     if not events:
         raise ValueError("the history is empty: run some clients first, then plot")
@@ -73,22 +78,12 @@ def hold_timeline(history: History, ax: Axes | None = None, title: str = "Who wa
         ax.plot(woke, [row] * len(woke), linestyle="none", marker="|", markersize=12, color="black")
         lost = [event.time - origin for event in mine if event.kind == "lost"]
         ax.plot(lost, [row] * len(lost), linestyle="none", marker="X", markersize=11, color=LOST_COLOUR)
-    for fault in faults:
-        what, target = fault.detail.get("what", "fault"), str(fault.detail.get("target", ""))
-        at = fault.time - origin
-        if what == "pause" and target in rows and fault.detail.get("seconds"):
-            ax.broken_barh([(at, float(fault.detail["seconds"]))], (rows[target] - 0.42, 0.84),
-                           facecolors="none", edgecolors=PAUSE_COLOUR, hatch="///")
-        elif what == "resume" and target in rows:
-            continue  # the end of the hatched pause already shows it
-        else:
-            ax.axvline(at, color=FAULT_COLOUR, linestyle="--", linewidth=1)
-            ax.annotate(f"{what} {target}".strip(), (at, 1.0), xycoords=("data", "axes fraction"),
-                        xytext=(2, -2), textcoords="offset points", rotation=90, va="top", fontsize=8,
-                        color=FAULT_COLOUR)
+    periods = fault_periods(history)
+    draw_fault_periods(ax, periods, origin, end, rows)
+    last = max([end] + [period.end for period in periods if period.end is not None])  # a timed pause may outlast the events
     ax.set_yticks(range(len(clients)), clients)
     ax.set_ylim(len(clients) - 0.5, -0.5)  # first client on top
-    ax.set_xlim(0, max(end - origin, 1e-3) * 1.02)
+    ax.set_xlim(0, max(last - origin, 1e-3) * 1.02)
     ax.set_xlabel("time since the first event (s)")
     ax.set_ylabel("client")
     ax.set_title(title)
@@ -96,9 +91,37 @@ def hold_timeline(history: History, ax: Axes | None = None, title: str = "Who wa
                        Line2D([], [], linestyle="none", marker="|", color="black", label="woke"),
                        Line2D([], [], linestyle="none", marker="X", color=LOST_COLOUR, label="lost"),
                        Patch(facecolor="none", edgecolor=PAUSE_COLOUR, hatch="///", label="paused"),
-                       Line2D([], [], color=FAULT_COLOUR, linestyle="--", label="fault")],
+                       Patch(color=FAULT_BAND_COLOURS["partition"], alpha=BAND_ALPHA, label="fault (while on)"),
+                       Line2D([], [], color=FAULT_COLOUR, linestyle="--", label="fault (instant)")],
               loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     return ax
+
+
+def draw_fault_periods(ax: Axes, periods: list[FaultPeriod], origin: float, end: float,
+                       rows: Mapping[str, int] | None = None) -> None:
+    """Draw each fault period on ``ax`` (x = seconds since ``origin``; a period still on
+    runs to ``end``): the pause of a client that has a row in ``rows`` hatches that row,
+    any other lasting fault is a band across the Axes, an instant a dashed line. Each
+    band and line is labelled with the fault and its target at the top of the Axes, and
+    carries ``gid="fault: <what> <target>"`` (for tests and SVG readers)."""
+    rows = rows or {}
+    for period in periods:
+        at = period.start - origin
+        label = f"{period.what} {period.target}".strip()
+        if period.what == "pause" and period.target in rows:
+            seconds = (period.end if period.end is not None else end) - period.start
+            ax.broken_barh([(at, seconds)], (rows[period.target] - 0.42, 0.84),
+                           facecolors="none", edgecolors=PAUSE_COLOUR, hatch="///", gid=f"fault: {label}")
+            continue
+        if period.instant:
+            ax.axvline(at, color=FAULT_COLOUR, linestyle="--", linewidth=1, gid=f"fault: {label}")
+        else:
+            until = (period.end if period.end is not None else end) - origin
+            colour = FAULT_BAND_COLOURS.get(period.what, FAULT_BAND_DEFAULT)
+            ax.axvspan(at, until, color=colour, alpha=BAND_ALPHA, linewidth=0, zorder=0,
+                       gid=f"fault: {label}")
+        ax.annotate(label, (at, 1.0), xycoords=("data", "axes fraction"), xytext=(2, -2),
+                    textcoords="offset points", rotation=90, va="top", fontsize=8, color=FAULT_COLOUR)
 
 
 def wakeups_per_release_plot(results: Mapping[str, Mapping[int, float]], ax: Axes | None = None,

@@ -52,6 +52,17 @@ FAULTS = {
     "revoke_lease": "etcd revokes a client's lease now (its keys go)",
     "stop_keepalive": "a client stops refreshing its lease: it expires after its TTL",
     "kill_leader": "SIGKILL the current leader of an ensemble",
+    # network faults (labkit.up(network=True)): two events each, phase="start" and "end"
+    "partition": "cut every link between two or more sides of the lab, both ways",
+    "isolate": "cut one node or client from every other, both ways",
+    "cut": "cut the link between two ends (or one direction of it)",
+    "delay": "hold every chunk on some links for some milliseconds",
+    "loss": "stall a fraction of the chunks on some links for a retransmission timeout",
+    "heal": "restore every link",
+    # clock faults (labkit.up(clocks=True))
+    "clock_step": "step a server's wall clock by some seconds (its monotonic clock does not move)",
+    "clock_rate": "make a server's wall clock run faster or slower",
+    "clock_reset": "put a server's wall clock back on the machine's",
 }
 
 # ---- colours (ColorBrewer "Paired": one palette for graphs and widgets) -----------------
@@ -59,7 +70,12 @@ STATE_COLOURS = {
     "waiting": "#a6cee3", "holding": "#1f78b4", "lost": "#e31a1c", "dead": "#e31a1c",
     "paused": "#ff7f00", "stopped": "#777777", "idle": "#555555", "starting": "#777777",
 }
-FAULT_COLOUR = "#6a3d9a"
+FAULT_COLOUR = "#6a3d9a"   # an instant fault (kill, clock step...): a dashed line
+# a fault that lasts (labkit.record.periods): a shaded band across a timeline, in the
+# light half of the same palette; a cut link is purple like the fault line
+FAULT_BAND_COLOURS = {"partition": "#cab2d6", "isolate": "#cab2d6", "cut": "#cab2d6",
+                      "delay": "#fdbf6f", "loss": "#fb9a99", "pause": "#ffe0b2"}
+FAULT_BAND_DEFAULT = "#dddddd"
 ACCEPTED_COLOUR = "#33a02c"   # a write the resource took
 REJECTED_COLOUR = ERROR_COLOUR = STATE_COLOURS["lost"]   # a refused write, an error message
 # a server's role, in the same palette: serving (blue), following (green), frozen, down

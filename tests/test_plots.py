@@ -12,6 +12,9 @@ from labkit import plots  # noqa: E402
 from labkit.record.events import Event  # noqa: E402
 from labkit.record.fencing import StoreWrite  # noqa: E402
 from labkit.record.history import FAULT_CLIENT, History  # noqa: E402
+from labkit.record.periods import fault_periods  # noqa: E402
+from labkit.vocabulary import FAULT_BAND_COLOURS  # noqa: E402
+from matplotlib.colors import to_hex  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -48,6 +51,72 @@ def test_hold_timeline(tmp_path):
     assert any("kill client-3" in text.get_text() for text in ax.texts)
     with pytest.raises(ValueError, match="empty"):
         plots.hold_timeline(History())
+
+
+def network_run() -> History:
+    """A partition healed at 3 s, a delay never healed, a server paused by the panel's
+    button and resumed, a timed pause of a client, a kill and a clock step."""
+    lab = FAULT_CLIENT
+    rows = [(0.0, "client-1", "requested"), (0.01, "client-1", "acquired", {"token": 1}),
+            (0.02, "client-2", "requested"),
+            (1.0, lab, "fault", {"what": "partition", "target": "zk1 | zk2,zk3", "phase": "start", "fault": 1,
+                                 "links": ["zk1->zk2"], "cut": True}),
+            (1.5, lab, "fault", {"what": "pause", "target": "zk2"}),
+            (2.0, lab, "fault", {"what": "pause", "target": "client-2", "seconds": 1.5}),
+            (2.5, lab, "fault", {"what": "resume", "target": "zk2"}),
+            (3.0, lab, "fault", {"what": "partition", "target": "zk1 | zk2,zk3", "phase": "end", "fault": 1,
+                                 "started": 101.0, "seconds": 2.0}),
+            (3.5, lab, "fault", {"what": "kill", "target": "zk3"}),
+            (4.0, lab, "fault", {"what": "clock_step", "target": "redis1", "seconds": 30}),
+            (4.5, lab, "fault", {"what": "delay", "target": "every link", "phase": "start", "fault": 2, "delay": 50}),
+            (6.0, "client-1", "released", {"token": 1})]
+    return History(Event(100.0 + row[0], row[1], row[2], row[3] if len(row) > 3 else {}) for row in rows)
+
+
+def fault_artists(ax) -> dict[str, object]:
+    return {artist.get_gid(): artist for artist in ax.get_children() if str(artist.get_gid()).startswith("fault: ")}
+
+
+def test_fault_periods_pair_starts_with_ends_and_pauses_with_resumes():
+    periods = {(period.what, period.target): (period.start - 100.0, None if period.end is None else period.end - 100.0)
+               for period in fault_periods(network_run())}
+    assert periods == {("partition", "zk1 | zk2,zk3"): (1.0, 3.0), ("pause", "zk2"): (1.5, 2.5),
+                       ("pause", "client-2"): (2.0, 3.5), ("kill", "zk3"): (3.5, 3.5),
+                       ("clock_step", "redis1"): (4.0, 4.0), ("delay", "every link"): (4.5, None)}
+    # an end recorded without its start (heal(history=h) after a partition without one)
+    alone = History([Event(10.0, FAULT_CLIENT, "fault", {"what": "cut", "target": "client-1<->zk1", "phase": "end",
+                                                         "fault": 7, "started": 8.0, "seconds": 2.0})])
+    assert [(p.start, p.end) for p in fault_periods(alone)] == [(8.0, 10.0)]
+
+
+def test_hold_timeline_shades_each_fault_period_as_a_band_and_instants_as_lines(tmp_path):
+    ax = plots.hold_timeline(network_run())
+    assert_readable(ax, tmp_path / "network.png")
+    artists = fault_artists(ax)
+    assert set(artists) == {"fault: partition zk1 | zk2,zk3", "fault: pause zk2", "fault: pause client-2",
+                            "fault: kill zk3", "fault: clock_step redis1", "fault: delay every link"}
+
+    def x_extent(gid):   # axvspan: a Rectangle, x in data, y in axes fraction 0..1
+        band = artists[gid]
+        assert (band.get_y(), band.get_height()) == (0, 1), f"{gid} does not span the Axes"
+        return round(band.get_x(), 2), round(band.get_x() + band.get_width(), 2)
+    # bands: their data x range is the fault's, in seconds since the first event
+    assert x_extent("fault: partition zk1 | zk2,zk3") == (1.0, 3.0)
+    assert x_extent("fault: pause zk2") == (1.5, 2.5)
+    assert x_extent("fault: delay every link") == (4.5, 6.0)   # still on: up to the last event
+    partition, delay = artists["fault: partition zk1 | zk2,zk3"], artists["fault: delay every link"]
+    assert to_hex(partition.get_facecolor()) == FAULT_BAND_COLOURS["partition"]
+    assert to_hex(delay.get_facecolor()) == FAULT_BAND_COLOURS["delay"]
+    # a client's timed pause hatches its own row for its seconds
+    hatched = artists["fault: pause client-2"]
+    assert hatched.get_hatch() == "///"
+    (xs,) = [path.vertices[:, 0] for path in hatched.get_paths()]
+    assert (round(xs.min(), 2), round(xs.max(), 2)) == (2.0, 3.5)
+    # instants: a dashed vertical line at their time
+    for gid, at in (("fault: kill zk3", 3.5), ("fault: clock_step redis1", 4.0)):
+        assert list(artists[gid].get_xdata()) == [at, at] and artists[gid].get_linestyle() == "--"
+    labels = [text.get_text() for text in ax.texts]
+    assert {"partition zk1 | zk2,zk3", "delay every link", "kill zk3", "clock_step redis1"} <= set(labels)
 
 
 def test_wakeups_per_release_plot(tmp_path):
