@@ -193,6 +193,98 @@ def test_kill_the_leader_shows_a_new_leader_and_the_lock_lives_on():
             wait_until(lambda: panel.holder() not in (None, holder), "the lock stopped working", timeout=20)
 
 
+# ---- network buttons (a lab started with network=True) ----------------------------------
+def test_a_lab_without_network_faults_has_no_network_buttons_and_says_how_to_get_them(lab, unique_name):
+    with LockPanel(lab, "zookeeper", clients=1, name=unique_name) as panel:
+        assert not panel.has_network
+        with pytest.raises(KeyError, match="no button 'heal'"):
+            panel.button("network", "heal")
+        assert "network=True" in html.unescape(str([child for child in panel.widget.children]))
+
+
+@pytest.fixture(scope="module")
+def netlab():
+    with labkit.up(zookeeper=3, etcd=0, redis=True, network=True, quiet=True) as own_lab:
+        yield own_lab
+
+
+@pytest.fixture
+def healed(netlab):
+    yield netlab
+    netlab.heal()
+    netlab.zookeeper.wait_for_leader(30)
+
+
+def log_text(panel):
+    return html.unescape(panel.view.log.value)
+
+
+def test_cut_the_holder_hands_the_lock_to_another_client_and_heal_brings_it_back(healed, unique_name):
+    with LockPanel(healed, "zookeeper", clients=2, name=unique_name, hold=60, session_timeout=2.0) as panel:
+        wait_until(lambda: queue_formed(panel, 1), f"no holder and a waiter: {panel.states()}", timeout=30)
+        first = panel.holder()
+        pid = panel.clients[first].pid
+        panel.button("network", "cut the holder").click()
+        panel.wait_for_actions(15)
+        assert not [error for error in panel.errors if "cut the holder" in error], panel.errors
+        assert f"{first}>zk1" in healed.network_status()["rules"]   # its own links, no other client's
+        wait_until(lambda: f"{first} was cut off from the servers; its session expires in 2.0 s" in log_text(panel),
+                   log_text(panel), timeout=5)
+        # hold=60: only the cut can make the lock change hands this soon
+        second = panel.wait_for_holder(other_than=first, timeout=20)
+        assert process_exists(pid)   # the cut-off client still runs
+        wait_until(lambda: panel.history.events(client=first, kind="lost"), f"{first} never reported its loss",
+                   timeout=10)
+        panel.button("network", "heal").click()
+        panel.wait_for_actions(15)
+        assert healed.network_status()["rules"] == {}
+        wait_until(lambda: "the network healed" in log_text(panel), log_text(panel), timeout=5)
+        # healed: the cut-off client opens a new session and queues behind the new holder
+        wait_until(lambda: panel.states()[first] == "waiting", f"{first} did not queue again: {panel.states()}",
+                   timeout=30)
+        assert panel.holder() == second
+        phases = [(e.detail["what"], e.detail["phase"]) for e in panel.history.events(kind="fault")]
+        assert phases == [("isolate", "start"), ("isolate", "end")]
+
+
+@pytest.mark.slow
+def test_partition_the_leader_elects_another_and_slow_link_toggles_a_delay_on_every_link(healed, unique_name):
+    with LockPanel(healed, "zookeeper", clients=2, name=unique_name, hold=60, session_timeout=6.0) as panel:
+        wait_until(lambda: panel.holder() is not None, f"nobody took the lock: {panel.states()}", timeout=30)
+        old = healed.zookeeper.wait_for_leader(15).name
+        panel.button("network", "partition the leader").click()
+        panel.wait_for_actions(15)
+        assert not [error for error in panel.errors if "partition the leader" in error], panel.errors
+
+        def new_leader():
+            roles = panel.node_roles()
+            leaders = [name for name, role in roles.items() if role == "leader"]
+            return leaders if leaders and old not in leaders else None
+        [leader] = panel.wait_until(new_leader, 40, "a new leader on the panel")
+        assert leader != old
+        assert f"you cut the leader {old} off from the rest" in log_text(panel)
+        panel.button("network", "heal").click()
+        panel.wait_for_actions(15)
+        wait_until(lambda: panel.node_roles().get(old) == "follower", f"{old} did not rejoin: {panel.node_roles()}",
+                   timeout=40)
+        slow = panel.button("network", "slow link")
+        slow.click()
+        panel.wait_for_actions(15)
+        rules = healed.network_status()["rules"]
+        assert rules and all(rule == {"delay": 50.0} for rule in rules.values()), rules
+        assert panel.slowed and slow.description == "stop slowing"
+        slow.click()
+        panel.wait_for_actions(15)
+        assert healed.network_status()["rules"] == {} and not panel.slowed and slow.description == "slow link"
+        phases = [(e.detail["what"], e.detail["phase"]) for e in panel.history.events(kind="fault")]
+        assert phases == [("isolate", "start"), ("isolate", "end"), ("delay", "start"), ("delay", "end")]
+        # the lock still changes hands on the healed network
+        holder = panel.wait_for_holder(timeout=20)
+        panel.button(holder, "expire session").click()
+        panel.wait_for_holder(other_than=holder, timeout=30)
+        assert not [error for error in panel.errors if "failed" in error], panel.errors
+
+
 @pytest.mark.slow
 def test_a_kernel_restart_stops_the_panel_its_clients_and_its_lab(tmp_path):
     from jupyter_client.manager import start_new_kernel

@@ -119,8 +119,8 @@ class Lab:
     def partition(self, *sides, history=None) -> dict:
         return self.net.partition(*sides, history=history)
 
-    def isolate(self, name: str, history=None) -> dict:
-        return self.net.isolate(name, history=history)
+    def isolate(self, name: str, history=None, **detail) -> dict:
+        return self.net.isolate(name, history=history, **detail)
 
     def cut(self, a: str, b: str, both_ways: bool = True, history=None) -> dict:
         return self.net.cut(a, b, both_ways=both_ways, history=history)

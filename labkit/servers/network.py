@@ -140,7 +140,7 @@ class Network:
     def _apply(self, what: str, target: str, pairs, rule: dict, history, **detail) -> dict:
         answer = self.request(op="set", links={f"{a}>{b}": rule for a, b in pairs})
         fault = {"id": next(self._ids), "what": what, "target": target, "history": history,
-                 "started": time.time()}
+                 "started": time.time(), "pairs": list(pairs), "rule": dict(rule)}
         self._open.append(fault)
         if history is not None:
             history.record_fault(what, target, phase="start", fault=fault["id"],
@@ -167,13 +167,14 @@ class Network:
         target = " | ".join(",".join(side) for side in sides)
         return self._apply("partition", target, pairs, {"cut": True}, history)
 
-    def isolate(self, name: str, history=None) -> dict:
-        """Cut ``name`` from every other node and client, both ways."""
+    def isolate(self, name: str, history=None, **detail) -> dict:
+        """Cut ``name`` from every other node and client, both ways. ``detail`` goes into
+        the history's fault event (the panel says there when the victim's session ends)."""
         ends = self.ends()
         self._check([name], ends)
         pairs = [(name, other) for other in ends if other != name]
         pairs += [(b, a) for a, b in pairs]
-        return self._apply("isolate", name, pairs, {"cut": True}, history)
+        return self._apply("isolate", name, pairs, {"cut": True}, history, **detail)
 
     def cut(self, a: str, b: str, both_ways: bool = True, history=None) -> dict:
         """Cut the link a -> b (and b -> a unless ``both_ways=False``)."""
@@ -216,6 +217,28 @@ class Network:
         if not self._open and history is not None:
             history.record_fault("heal", "network", phase="end")
         self._open.clear()
+        return answer["rules"]
+
+    def open_faults(self) -> list[dict]:
+        """The faults started from this process and not yet ended: id, what, target, started."""
+        return [{key: fault[key] for key in ("id", "what", "target", "started")} for fault in self._open]
+
+    def end(self, fault_id: int, history=None) -> dict:
+        """End one fault started from this process: its links lose what it set (a cut, a
+        delay, a loss), and its end is recorded like heal() records it. A link that another
+        fault also cut or slowed in the same way is restored too: heal() is the clean slate."""
+        fault = next((fault for fault in self._open if fault["id"] == fault_id), None)
+        if fault is None:
+            raise NetworkFaultError(f"no open network fault with id {fault_id!r}",
+                                    f"open ones: {self.open_faults() or 'none'}")
+        cleared = {key: 0 for key in fault["rule"]}
+        answer = self.request(op="set", links={f"{a}>{b}": cleared for a, b in fault["pairs"]})
+        self._open.remove(fault)
+        record_to = fault["history"] if fault["history"] is not None else history
+        if record_to is not None:
+            now = time.time()
+            record_to.record_fault(fault["what"], fault["target"], phase="end", fault=fault["id"], undone=True,
+                                   started=fault["started"], seconds=now - fault["started"])
         return answer["rules"]
 
     def status(self) -> dict:

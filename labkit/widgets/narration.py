@@ -30,6 +30,21 @@ FAULT_WORDS = {
     "clock_step": "you stepped {target}'s wall clock by {seconds} s (its monotonic clock did not move)",
     "clock_rate": "you changed how fast {target}'s wall clock runs",
     "clock_reset": "{target}'s wall clock is back on the machine's",
+    "partition": "you partitioned the network: {target} can no longer reach each other",
+    "isolate": "you cut {target} off from every other server and client",
+    "cut": "you cut the link {target}",
+    "delay": "you slowed {target}: {delay} ms more each way",
+    "loss": "you made {target} lossy: {loss_percent} % of the chunks stall a retransmission timeout",
+    "heal": "the network healed: every link is restored",
+}
+
+# what is back when a network fault ends (heal, or the panel's "slow link" clicked again)
+FAULT_ENDS = {
+    "partition": "the sides {target} reach each other again",
+    "isolate": "{target} reaches the others again",
+    "cut": "the link {target} carries bytes again",
+    "delay": "no more added delay on {target}",
+    "loss": "no more stalls on {target}",
 }
 
 # A fault is recorded when its call returns, and expiring a session takes a round trip or
@@ -43,6 +58,7 @@ FAULT_CAUSES = {
     "expire_session": "expired {target}'s session",
     "revoke_lease": "revoked {target}'s lease",
     "stop_keepalive": "stopped {target}'s keep-alive",
+    "isolate": "cut {target} off from the network",
 }
 
 
@@ -64,9 +80,7 @@ def describe_event(event: Event) -> str:
     who, detail = event.client, event.detail
     kind = event.kind
     if kind == "fault":
-        what = str(detail.get("what", "fault"))
-        words = FAULT_WORDS.get(what, "fault: {what} on {target}")
-        return words.format(what=what, target=detail.get("target", "?"), seconds=_number(detail.get("seconds")))
+        return _describe_fault(detail)
     if kind == "requested":
         return f"{who} asks for the lock"
     if kind == "created":
@@ -104,6 +118,28 @@ def describe_event(event: Event) -> str:
     if kind == "error":
         return f"{who}: {detail.get('message', 'error')}"
     return f"{who}: {kind} {detail}"
+
+
+def _describe_fault(detail: Mapping[str, Any]) -> str:
+    """A network fault's start says what it breaks (and, for a cut-off lock client, when
+    its session ends unless the network heals); its end says the links are back."""
+    what, target = str(detail.get("what", "fault")), str(detail.get("target", "?"))
+    if detail.get("phase") == "end" and what != "heal":
+        lasted = f" (it lasted {_number(detail.get('seconds'))} s)" if detail.get("seconds") is not None else ""
+        back = FAULT_ENDS.get(what, "the {what} of {target} is over").format(what=what, target=target)
+        return f"{f'you stopped the {what}' if detail.get('undone') else 'the network healed'}: {back}{lasted}"
+    if what == "isolate" and detail.get("role"):
+        return (f"you cut the {detail['role']} {target} off from the rest: the others can elect a new one "
+                "if they are a majority")
+    if what == "isolate" and detail.get("expires_in") is not None:
+        session = str(detail.get("session") or "session")
+        return (f"{target} was cut off from the servers; its {session} expires in {_number(detail['expires_in'])} s "
+                "unless the network heals first (its process keeps running)")
+    words = FAULT_WORDS.get(what, "fault: {what} on {target}")
+    loss = detail.get("loss")
+    return words.format(what=what, target=target, seconds=_number(detail.get("seconds")),
+                        delay=f"{detail.get('delay', 0):g}",
+                        loss_percent=f"{100 * float(loss):g}" if loss is not None else "?")
 
 
 def _number(value: Any) -> str:
@@ -204,6 +240,7 @@ def _hold_end(history: History, acquired: Event, next_acquired: Event) -> Event 
 def _last_fault_on(history: History, client: str, start: float, end: float) -> Event | None:
     faults = [event for event in history.events(client=FAULT_CLIENT, kind="fault")
               if event.detail.get("target") == client and event.detail.get("what") in FAULT_CAUSES
+              and event.detail.get("phase") != "end"
               and start <= event.time <= end + FAULT_RECORD_SLACK]
     return faults[-1] if faults else None
 

@@ -4,6 +4,10 @@
 (``labkit.clients``) that take turns holding one lock and writing to a fenced store.
 ``panel.widget`` shows who holds the lock and why it last changed hands, each client and
 each server with buttons that break them for real, graphs and a log in plain words.
+On a lab started with ``network=True`` it also has network buttons: "partition the
+leader", "cut the holder" (its clients then reach the servers through links of their
+own), "slow link" (50 ms each way on every link; click again to stop) and "heal"; on
+any other lab a line says how to get them.
 
 Every button runs its fault in a worker thread, so a slow one (restarting a node waits
 until it answers) never freezes the notebook; ``wait_for_actions()`` waits for them and
@@ -15,7 +19,8 @@ exit (restart) stops the timers and every client process.
 What can fail: ``ClientError`` if the client processes cannot start (the message names
 the server they could not reach); ``ValueError`` for an unknown recipe. Without a
 reachable Redis in the lab there is no fenced store (the clients only lock; ``errors``
-says why). A fault its target cannot take (a Redis lock has no session to expire) has
+says why). "cut the holder" with nobody holding, or "partition the leader" while the
+ensemble has no leader, fails at run time and says so under the log. A fault its target cannot take (a Redis lock has no session to expire) has
 a disabled button; a fault that fails at run time is shown in red under the log.
 """
 from __future__ import annotations
@@ -41,6 +46,8 @@ from labkit.widgets.view import PanelView
 if TYPE_CHECKING:
     from labkit.servers.lab import Lab
     from labkit.servers.node import Node
+
+SLOW_LINK_MS = 50.0   # the "slow link" button's delay, each way: a cross-datacenter link
 
 RECIPE_TITLES = {
     "zookeeper": "ZooKeeper lock, predecessor watch",
@@ -92,8 +99,13 @@ class LockPanel:
             except redis.RedisError as error:  # the lock still works; only the store is missing
                 self.store = None
                 self.errors.append(f"no fenced store: the lab's Redis did not answer ({error}); restart it to get one")
+        self.session_timeout, self.ttl = session_timeout, ttl
+        self._slow_fault: int | None = None   # the id of the "slow link" delay while it is on
+        # with network faults each client reaches the servers through links of its own, so
+        # that "cut the holder" cuts that one process and no other
         self.clients = spawn_clients(lab, recipe, n=clients, name=self.name, history=self.history,
-                                     store=self.store, session_timeout=session_timeout, ttl=ttl)
+                                     store=self.store, session_timeout=session_timeout, ttl=ttl,
+                                     proxied=self.has_network)
         self.drivers: list[ClientDriver] = []
         self._threads: list[threading.Thread] = []
         try:
@@ -224,6 +236,65 @@ class LockPanel:
     def kill_leader(self, service_name: str) -> Future:
         return self.act(f"kill the {service_name} leader",
                         lambda: kill_leader(getattr(self.lab, service_name), history=self.history))
+
+    # ---- network faults (a lab started with network=True) ----
+    @property
+    def has_network(self) -> bool:
+        return getattr(self.lab, "network", None) is not None
+
+    @property
+    def slowed(self) -> bool:
+        """True while the "slow link" delay is on."""
+        return self._slow_fault is not None
+
+    def _leader(self) -> Node:
+        service = getattr(self.lab, RECIPES[self.recipe].service)
+        return service.primary if RECIPES[self.recipe].service == "redis" else service.leader()
+
+    def partition_leader(self) -> Future:
+        """Cut the current leader of the recipe's ensemble (a Redis lock: the primary) off
+        from every other server and client; the majority elects a new leader."""
+        def isolate() -> None:
+            leader = self._leader()
+            role = "primary" if RECIPES[self.recipe].service == "redis" else "leader"
+            self.lab.isolate(leader.name, history=self.history, role=role)
+        return self.act("partition the leader", isolate)
+
+    def cut_holder(self) -> Future:
+        """Cut the client that holds the lock off from every server: its process keeps
+        running while its session, lease or key's TTL runs out on the servers."""
+        service = RECIPES[self.recipe].service
+        session, expires_in = {"zookeeper": ("session", self.session_timeout),
+                               "etcd": ("lease", self.ttl)}.get(service, ("lock key's TTL", self.ttl))
+
+        def isolate() -> None:
+            holder = self.holder()
+            if holder is None or self.states().get(holder) != "holding":
+                raise RuntimeError("nobody holds the lock right now: wait for a holder, then cut it")
+            self.lab.isolate(holder, history=self.history, session=session, expires_in=expires_in)
+        return self.act("cut the holder", isolate)
+
+    def heal(self) -> Future:
+        """Restore every link of the lab (whoever cut or slowed it)."""
+        def heal() -> None:
+            self._slow_fault = None
+            self.lab.heal(history=self.history)
+            self.view.show_slowed(False)
+        return self.act("heal", heal)
+
+    def slow_links(self, ms: float = SLOW_LINK_MS) -> Future:
+        """Toggle: delay every link of the lab by ``ms`` each way; again: take the delay off."""
+        def toggle() -> None:
+            network = self.lab.net
+            if self._slow_fault is not None:
+                fault, self._slow_fault = self._slow_fault, None
+                if fault in [open_fault["id"] for open_fault in network.open_faults()]:
+                    network.end(fault, history=self.history)
+            else:
+                self.lab.delay(ms, history=self.history)
+                self._slow_fault = network.open_faults()[-1]["id"]
+            self.view.show_slowed(self.slowed)
+        return self.act("slow link", toggle)
 
     # ---- timers ----
     def _refresh_clients(self) -> None:

@@ -74,7 +74,7 @@ class PanelView:
                                f"writing to the store once a second, then queues again.</span>")
         clients_box = widgets.VBox([widgets.HTML("<b>Lock clients</b>"), *self.client_rows],
                                    layout=widgets.Layout(margin="0 24px 8px 0"))
-        nodes_box = widgets.VBox([widgets.HTML("<b>Servers</b>"), *self.node_rows, *leaders])
+        nodes_box = widgets.VBox([widgets.HTML("<b>Servers</b>"), *self.node_rows, *leaders, self._network_row()])
         self.widget = widgets.VBox([
             heading, self.holder_line, self.why_line,
             widgets.HBox([self.hold_slider, self.pause_slider]),
@@ -115,6 +115,33 @@ class PanelView:
             self._buttons[(node.name, action)] = button
             row.append(button)
         return widgets.HBox(row).add_class(f"labkit-node-{node.name}")
+
+    def _network_row(self) -> widgets.Widget:
+        """The network's buttons ("network", action), or a line saying how to get them."""
+        if not self.panel.has_network:
+            return widgets.HTML("<span style='color:#555'><i>Network faults (partition the leader, cut the holder, "
+                                "slow link, heal) need a lab started with <code>labkit.up(..., network=True)</code> "
+                                "(CLI: <code>labkit up --network</code>).</i></span>")
+        leader = "primary" if RECIPES[self.panel.recipe].service == "redis" else "leader"
+        row = [widgets.HTML("<b>Network:</b>")]
+        for action, style, tooltip, run in (
+                ("partition the leader", "danger", f"cut the current {leader} off from every other server and client",
+                 self.panel.partition_leader),
+                ("cut the holder", "danger", "cut the client holding the lock off from every server; its process "
+                 "keeps running while its session runs out", self.panel.cut_holder),
+                ("slow link", "warning", "delay every link of the lab by 50 ms each way; click again to stop",
+                 self.panel.slow_links),
+                ("heal", "success", "restore every link", self.panel.heal)):
+            button = _button(action, tooltip, style)
+            button.on_click(lambda _, run=run: run())
+            self._buttons[("network", action)] = button
+            row.append(button)
+        return widgets.HBox(row).add_class("labkit-network")
+
+    def show_slowed(self, slowed: bool) -> None:
+        button = self._buttons.get(("network", "slow link"))
+        if button is not None:
+            button.description = "stop slowing" if slowed else "slow link"
 
     def button(self, target: str, action: str) -> widgets.Button:
         try:
