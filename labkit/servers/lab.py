@@ -211,8 +211,8 @@ def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = Fa
     run_dir.mkdir(parents=True)
     lab = Lab(lab_id, run_dir, backend, owned=True, detached=detached, clocks=clocks)
     try:
-        if network:
-            lab.network = Network.start(run_dir)
+        if network:  # its Python starts while the nodes are laid out and started
+            lab.network = Network.launch(run_dir, avoid=ports)
         build_nodes(lab, binaries, ports, zookeeper, etcd, redis_count, sentinels)
         extra_ports = ports[len(ports) - redlock - sentinels:]  # the last ones: _build_nodes takes the first
         build_redlock_and_sentinels(lab, binaries, extra_ports, redlock, sentinels)
@@ -225,6 +225,8 @@ def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = Fa
         what = ", ".join(f"{s.name} x{len(s.nodes)}" for s in lab.services)
         say(f"starting {what} on 127.0.0.1 ({backend}) ...")
         _in_parallel(_servers(lab), lambda node: node.start())
+        if lab.network is not None:
+            lab.network.connect()
         lab.save_state()
         _wait_all_ready(lab, say, timeout)
         if lab.sentinel:

@@ -26,7 +26,7 @@ first command (``CLIENT SETNAME sentinel-<first 8 of its myid>-cmd``, labkit fix
 myid); any other connection is the other server. Sentinels reach each other directly.
 
 Control: JSON lines on a loopback port written to ``proxy.port`` in the run folder:
-``{"op": "route", "src", "dst", "target", "kind"}`` -> ``{"port"}``; ``{"op": "set",
+``{"op": "route", "src", "dst", "target", "kind"[, "port"]}`` -> ``{"port"}``; ``{"op": "set",
 "links": {"a>b": {"cut": true, "delay": 20, ...}}}`` merges rules; ``{"op": "heal"}``;
 ``{"op": "status"}``. The process exits by itself when the run folder disappears.
 """
@@ -81,11 +81,12 @@ class Network:
         return seconds
 
     # -- links ------------------------------------------------------------------
-    async def route(self, src: str, dst: str, target: int, kind: str = "tcp", peers=()) -> int:
+    async def route(self, src: str, dst: str, target: int, kind: str = "tcp", peers=(), port: int = 0) -> int:
         key = (src, dst, kind)
         if key not in self.routes:
             route = {"src": src, "dst": dst, "target": target, "kind": kind, "peers": list(peers)}
-            server = await asyncio.start_server(lambda r, w: self.accept(route, r, w), HOST, 0)
+            # port: chosen by the lab before this process ran (the servers started meanwhile)
+            server = await asyncio.start_server(lambda r, w: self.accept(route, r, w), HOST, port)
             route["port"] = server.sockets[0].getsockname()[1]
             route["server"] = server
             self.routes[key] = route
@@ -214,7 +215,7 @@ class Network:
         op = request.get("op")
         if op == "route":
             port = await self.route(request["src"], request["dst"], request["target"],
-                                    request.get("kind", "tcp"), request.get("peers", ()))
+                                    request.get("kind", "tcp"), request.get("peers", ()), request.get("port", 0))
             self.routes[(request["src"], request["dst"], request.get("kind", "tcp"))]["members"] = \
                 request.get("members", {})
             return {"port": port}
