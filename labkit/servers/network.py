@@ -100,8 +100,8 @@ class Network:
             time.sleep(0.01)
         self.control_port = int(port_file.read_text())
         planned, self._planned = self._planned, None
-        for request in (planned or {}).values():
-            self.request(op="route", **request)
+        if planned:
+            self.requests([{"op": "route", **request} for request in planned.values()])
 
     def _free_port(self) -> int:
         while True:
@@ -121,15 +121,23 @@ class Network:
 
     # -- the control channel ------------------------------------------------------
     def request(self, **request) -> dict:
+        return self.requests([request])[0]
+
+    def requests(self, requests: list[dict]) -> list[dict]:
+        """Send several requests on one control connection; their answers, in order."""
         with socket.create_connection((HOST, self.control_port), timeout=10) as conn:
-            conn.sendall(json.dumps(request).encode() + b"\n")
-            reply = conn.makefile("rb").readline()
-        if not reply:
-            raise LabError("the lab's network proxy closed the control connection", "is the lab still running?")
-        answer = json.loads(reply)
-        if "error" in answer:
-            raise LabError(f"the network proxy refused {request.get('op')}: {answer['error']}")
-        return answer
+            conn.sendall(b"".join(json.dumps(request).encode() + b"\n" for request in requests))
+            replies = conn.makefile("rb")
+            answers = []
+            for request in requests:
+                reply = replies.readline()
+                if not reply:
+                    raise LabError("the lab's network proxy closed the control connection", "is the lab still running?")
+                answer = json.loads(reply)
+                if "error" in answer:
+                    raise LabError(f"the network proxy refused {request.get('op')}: {answer['error']}")
+                answers.append(answer)
+        return answers
 
     def route(self, src: str, dst: str, target: int, kind: str = "tcp", **extra) -> int:
         """The port on 127.0.0.1 that carries the link src -> dst to ``target`` (made on
