@@ -6,7 +6,7 @@ import time
 import pytest
 
 import labkit
-from labkit.lessons import partitions
+from labkit.lessons import link_delays, partitions, split_brain
 
 # python3-etcd3 0.13's watch thread ends with NameError when a client that watched is closed.
 pytestmark = pytest.mark.filterwarnings(
@@ -57,11 +57,11 @@ def test_a_cut_off_holder_believes_it_holds_unless_it_keeps_a_deadline(netlab):
 
 
 def test_sentinel_split_brain_then_min_replicas_narrows_but_does_not_close(netlab):
-    split = partitions.sentinel_split_brain(netlab)
+    split = split_brain.sentinel_split_brain(netlab)
     print(split.row())
     assert split.new_primary != split.old_primary and split.both_hold
     assert split.writes_refused_from_s is None
-    braked = partitions.sentinel_split_brain(netlab, min_replicas=True)   # the other way round
+    braked = split_brain.sentinel_split_brain(netlab, min_replicas=True)   # the other way round
     print(braked.row())
     assert braked.new_primary == split.old_primary
     assert braked.acknowledged_before_cut and braked.key_on_new_primary_before_grant is None
@@ -69,10 +69,10 @@ def test_sentinel_split_brain_then_min_replicas_narrows_but_does_not_close(netla
 
 
 def test_a_slow_link_costs_its_round_trips(netlab):
-    points = partitions.slow_links(netlab, delays_ms=(0, 30), rounds=3)
+    points = link_delays.slow_links(netlab, delays_ms=(0, 30), rounds=3)
     for point in points:
         print(point.row())
-        floor = 2 * point.delay_ms * sum(partitions.ROUND_TRIPS[point.system].values())
+        floor = 2 * point.delay_ms * sum(link_delays.ROUND_TRIPS[point.system].values())
         assert 0.95 * floor <= point.fastest_ms <= 1.5 * point.predicted_ms + 30, point.row()
     slow = {point.system: point.fastest_ms for point in points if point.delay_ms == 30}
     assert slow["redis"] < slow["zookeeper"] < slow["etcd"]
