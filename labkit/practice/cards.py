@@ -149,7 +149,7 @@ ZK, ETCD, PAUSES, CRASH = ("02_zookeeper_lock_recipe.ipynb", "03_etcd_leases_and
                            "04_pauses_and_fencing.ipynb", "05_coordinator_crash_and_quorum.ipynb")
 REDIS, HEALTH, PRACTICE, SANDBOX = ("01_redis_vs_consensus.ipynb", "06_observing_lock_health.ipynb",
                                     "09_interview_practice.ipynb", "sandbox.ipynb")
-REDLOCK = "08_redlock_and_clocks.ipynb"
+REDLOCK, PARTITIONS = "08_redlock_and_clocks.ipynb", "07_partitions_and_client_side_expiry.ipynb"
 
 CARDS: tuple[Card, ...] = (
     # --- the seed's interview Q&A --------------------------------------------------------
@@ -473,6 +473,7 @@ CARDS += (
             "client stop early, sometimes when its session was still alive.",
             "Lock-delay only narrows the window: never rely on it where a sequencer check is possible. "
             "Jeopardy is not needed for work that is idempotent or fenced end to end.",
+            (PARTITIONS, "A cut-off holder believes it holds"),
             (PAUSES, "Fencing tokens: the store rejects the stale write"), (PAUSES, "A pause longer than the session timeout")),
     _senior("senior-efficiency-vs-correctness", "C5 C8 C10",
             "Efficiency lock or correctness lock: how do you tell which one you need, and what changes?",
@@ -532,8 +533,8 @@ CARDS += (
             "slow or failing fence blocks the failover: safety is bought with availability.",
             "Not for stateless services, where two active copies are harmless; and Redis Sentinel "
             "without fencing is not split-brain proof: min-replicas-to-write only narrows the window.",
-            (REDIS, "Failover grants the same lock twice"), (CRASH, "Lose a majority: writes stop"),
-            (CRASH, "Redis failover loses the lock")),
+            (PARTITIONS, "Redis split brain with Sentinel"), (PARTITIONS, "The minority cannot grant"),
+            (REDIS, "Failover grants the same lock twice"), (CRASH, "Redis failover loses the lock")),
     _senior("senior-etcd-revoke-when", "C11 C26 C19",
             "Your etcd lease has a TTL of 10 s and its holder crashed. When exactly does etcd delete "
             "the lock key?",
@@ -548,8 +549,8 @@ CARDS += (
             "keeps a minority from freeing locks.",
             "Do not use the server's revocation time as a holder's deadline: the holder must count its "
             "own, shorter deadline from when it sent its last acknowledged keep-alive.",
-            (CRASH, "Kill the etcd leader while the lock is held"), (CRASH, "Lose a majority: writes stop"),
-            (ETCD, "Leases and keep-alive")),
+            (CRASH, "A failover restarts the session timers"), (CRASH, "Kill the etcd leader while the lock is held"),
+            (PARTITIONS, "The minority cannot grant"), (ETCD, "Leases and keep-alive")),
     _senior("senior-detect-expiry", "C11 C15 C20 C21",
             "How does a lock holder find out that its session or lease has expired, and when should it "
             "stop writing?",
@@ -563,7 +564,8 @@ CARDS += (
             "the lock: fewer two-holder windows, more spurious give-ups and re-acquires.",
             "A deadline cannot stop a write already in flight or a pause between the check and the "
             "write: for correctness it complements fencing, it does not replace it.",
-            (ETCD, "When keep-alive fails: stop writing"), (ZK, "Hand-rolled locks vs kazoo and Curator")),
+            (PARTITIONS, "A cut-off holder believes it holds"), (PARTITIONS, "etcd: give up before the server revokes"),
+            (ETCD, "When keep-alive fails: stop writing")),
     _senior("senior-read-write-lock", "C2 C13",
             "How do you build a distributed read/write lock on ZooKeeper without a herd?",
             "Same queue, two kinds of sequential ephemeral nodes: read-N and write-N. A reader holds "
@@ -629,7 +631,7 @@ CARDS += (
             "reads cost a check on every read.",
             "Where the resource cannot store a token at all (an e-mail, a third-party API), fencing "
             "is impossible: make the action idempotent with a key the third party dedups on.",
-            (PAUSES, "Fencing tokens: the store rejects the stale write")),
+            (PAUSES, "Where fencing has edges"), (PAUSES, "Fencing tokens: the store rejects the stale write")),
     _senior("senior-minority-partition", "C19 C4",
             "A network partition leaves the coordinator's leader and one client on the small side. "
             "What can that client do?",
@@ -642,7 +644,7 @@ CARDS += (
             "partition heals. Redis has no majority to lose, so both sides can keep granting.",
             "Do not put a quorum coordinator across two datacenters with an even split, or with the "
             "majority in the datacenter most likely to be cut off: the wrong side stops.",
-            (CRASH, "Lose a majority: writes stop"), (CRASH, "Kill the ZooKeeper leader while the lock is held")),
+            (PARTITIONS, "The minority cannot grant"), (CRASH, "Lose a majority: writes stop")),
     _senior("senior-kubernetes-lease", "C11 C20",
             "Kubernetes controllers elect a leader through a Lease object. What does that guarantee, "
             "and what does it rely on?",
@@ -661,7 +663,6 @@ CARDS += (
 
 
 # --- notebook 07: partitions and client-side expiry ---------------------------------------
-PARTITIONS = "07_partitions_and_client_side_expiry.ipynb"
 CARDS += (
     _card("partition-minority", "course", "C19",
           "A partition puts a ZooKeeper (or etcd) leader and one client on the small side. Can that client "
