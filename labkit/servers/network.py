@@ -23,6 +23,7 @@ from pathlib import Path
 
 from labkit.errors import LabError, UnknownNode
 from labkit.servers.process import LocalProcess
+from labkit.servers.state import free_ports
 
 HOST = "127.0.0.1"
 
@@ -104,10 +105,9 @@ class Network:
             self.requests([{"op": "route", **request} for request in planned.values()])
 
     def _free_port(self) -> int:
+        # below the ephemeral range, like the servers' ports (see state.free_ports)
         while True:
-            with socket.socket() as probe:
-                probe.bind((HOST, 0))
-                port = probe.getsockname()[1]
+            [port] = free_ports(1)
             if port not in self._taken:
                 self._taken.add(port)
                 return port

@@ -111,6 +111,14 @@ class SentinelNode(Node):
         except (redis.RedisError, OSError):
             return False
 
+    def known_sentinels(self) -> int:
+        """How many other sentinels this one has found (they announce themselves through the
+        primary every 2 s); 0 when it does not answer."""
+        try:
+            return len(self.command("SENTINEL", "SENTINELS", PRIMARY_NAME))
+        except (redis.RedisError, OSError):
+            return 0
+
     def knows_replica(self) -> bool:
         """True once this sentinel has seen a healthy replica: without one it has nothing to promote."""
         try:
@@ -153,11 +161,13 @@ class SentinelService(Service):
                                "a failover may be in progress: wait_for_failover() waits for it to settle")
 
     def wait_until_watching(self, timeout: float = 30.0) -> float:
-        """Wait until every sentinel names the primary, has found the others (CKQUORUM) and
+        """Wait until every sentinel names the primary, has found every other sentinel and
         knows the replica: only then can a failover happen. Returns the seconds it took."""
         began = time.monotonic()
         deadline = began + timeout
-        while not all(node.quorum_reachable() and node.knows_replica() for node in self.nodes):
+        # CKQUORUM passes once a majority is known; a lab is ready only when each knows them all
+        while not all(node.quorum_reachable() and node.known_sentinels() == len(self.nodes) - 1
+                      and node.knows_replica() for node in self.nodes):
             if time.monotonic() > deadline:
                 tails = "\n".join(f"[{node.name}] {line}"
                                   for node in self.nodes for line in node.log_tail(6).splitlines())

@@ -9,6 +9,7 @@ servers and removes its folder.
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
 import socket
@@ -24,10 +25,28 @@ __all__ = ["current_file", "labkit_home", "labs_dir", "read_state", "write_state
 
 
 def free_ports(count: int) -> list[int]:
-    """Ports the kernel says are free on 127.0.0.1 right now, all distinct."""
+    """Ports free on 127.0.0.1 right now, all distinct, chosen below the kernel's ephemeral
+    range: a port from that range can be taken, between this choice and the server's bind,
+    as the source port of any outgoing connection on the machine (a test making many
+    client connections does exactly that). Falls back to the kernel's choice when the
+    ephemeral range leaves no room below it."""
+    low, _ = ephemeral_port_range()
+    candidates = list(range(10_000, low)) if low - 10_000 >= 10 * count else []
+    random.shuffle(candidates)
     sockets, ports = [], []
     try:
-        for _ in range(count):
+        for port in candidates:
+            if len(ports) == count:
+                break
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                sock.close()
+                continue
+            sockets.append(sock)
+            ports.append(port)
+        while len(ports) < count:
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             sock.bind(("127.0.0.1", 0))
             sockets.append(sock)
@@ -36,6 +55,15 @@ def free_ports(count: int) -> list[int]:
         for sock in sockets:
             sock.close()
     return ports
+
+
+def ephemeral_port_range() -> tuple[int, int]:
+    """The kernel's range for outgoing connections' source ports (Linux; elsewhere the IANA one)."""
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 49152, 65535
 
 
 def check_port_free(port: int, what: str) -> None:
