@@ -50,7 +50,8 @@ apt_install() {
 install_servers() {
     if command -v apt-get >/dev/null && command -v dpkg-query >/dev/null; then
         # gcc + libc6-dev build labkit's clock shim (labkit up --clocks, docs/CLOCKS.md)
-        apt_install default-jre-headless zookeeper etcd-server etcd-client redis-server redis-sentinel python3-venv gcc libc6-dev
+        # openssl makes the key a private lab's etcd signs its login tokens with (labkit/servers/secret.py)
+        apt_install default-jre-headless zookeeper etcd-server etcd-client redis-server redis-sentinel python3-venv gcc libc6-dev openssl
     else
         for tool in java etcd redis-server; do
             command -v "$tool" >/dev/null || say "missing '$tool': see README (Homebrew / conda), or use Docker"

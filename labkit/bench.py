@@ -86,6 +86,61 @@ def uncontended_methods(lab: Lab, run_id: str) -> dict[str, tuple[Callable[[], N
     return methods
 
 
+# ---- the price of a private lab --------------------------------------------------------
+AUTH_COST_RECIPES = ("redis", "zookeeper", "etcd")
+
+
+def connect_methods(lab: Lab) -> dict[str, Callable[[], None]]:
+    """A new connection and one request, for each service: where a private lab pays its login
+    (Redis AUTH, ZooKeeper's SASL exchange, etcd's Authenticate for a token)."""
+    def redis_connect() -> None:
+        client = lab.redis.client()
+        client.ping()
+        client.close()
+
+    def zookeeper_connect() -> None:
+        client = lab.zookeeper.client()
+        client.exists("/")
+        client.stop()
+        client.close()
+
+    def etcd_connect() -> None:
+        client = lab.etcd.client()
+        client.get("/")
+        client.close()
+    return {"redis": redis_connect, "zookeeper": zookeeper_connect, "etcd": etcd_connect}
+
+
+def measure_auth_cost(private_lab: Lab, open_lab: Lab, iterations: int, run_id: str) -> dict[str, Any]:
+    """The same lock operations (acquire + release, uncontended) and the same connects on a
+    private lab and an open one, all taking turns in one run: the difference is what the
+    login costs. Printed, never asserted: the numbers depend on the machine."""
+    operations: dict[str, tuple[Callable[[], None], Callable[[], None]]] = {}
+    connects: dict[str, Callable[[], None]] = {}
+    for label, lab in (("private", private_lab), ("open", open_lab)):
+        for name, (step, cleanup) in uncontended_methods(lab, f"{run_id}-{label}").items():
+            if name in AUTH_COST_RECIPES:
+                operations[f"{name} {label}"] = (step, cleanup)
+            else:
+                cleanup()
+        connects.update({f"{name} {label}": connect for name, connect in connect_methods(lab).items()})
+    try:
+        lock_ops = take_turns({name: step for name, (step, _) in operations.items()}, iterations, warm_up=3)
+        connect = take_turns(connects, max(5, iterations // 10), warm_up=1)
+    finally:
+        for _, cleanup in operations.values():
+            cleanup()
+    results = {}
+    for kind, samples in (("lock op", lock_ops), ("connect", connect)):
+        rows = {name: summarize(seconds) for name, seconds in samples.items()}
+        results[kind] = {name: {"open_p50_ms": rows[f"{name} open"]["p50_ms"],
+                                "private_p50_ms": rows[f"{name} private"]["p50_ms"],
+                                "open_p99_ms": rows[f"{name} open"]["p99_ms"],
+                                "private_p99_ms": rows[f"{name} private"]["p99_ms"]}
+                         for name in AUTH_COST_RECIPES}
+    return results
+
+
 def _raw_etcd_ops(client: Etcd3Client, lease_id: int, prefix: str) -> Callable[[], None]:
     """The transaction EtcdMutex sends (queue my key, read the owner) and the delete."""
     key = f"{prefix}{lease_id:x}".encode()
@@ -247,6 +302,14 @@ def report(results: dict[str, Any]) -> str:
             continue
         lines.append(f"  {row['scenario']:<26}{row['n']:>5}{row['handoffs']:>11}{row['handoff_p50_ms']:>9.2f}"
                      f"{row['handoff_p99_ms']:>9.2f}{row['first_release_wakeups']:>11}{row['mean_wakeups']:>7}")
+    if "auth_cost" in results:
+        lines += ["", "the price of a private lab (same run, taking turns; p50 / p99 ms)",
+                  f"  {'':<22}{'open':>16}{'private':>16}{'p50 +':>9}"]
+        for kind, rows in results["auth_cost"].items():
+            for name, row in rows.items():
+                lines.append(f"  {name + ' ' + kind:<22}{row['open_p50_ms']:>8.3f}/{row['open_p99_ms']:<7.3f}"
+                             f"{row['private_p50_ms']:>8.3f}/{row['private_p99_ms']:<7.3f}"
+                             f"{row['private_p50_ms'] - row['open_p50_ms']:>+9.3f}")
     lines += ["", "targets"] + [f"  {'PASS' if t['met'] else 'MISS'}  {t['target']}  (measured {t['measured']})"
                                 for t in results["targets"]]
     return "\n".join(lines)
@@ -279,6 +342,9 @@ def main(argv: list[str] | None = None) -> int:
     lab = attach() if options.attach else up(zookeeper=1, etcd=1, redis=True, quiet=True)
     try:
         results = run(lab, **settings)
+        if lab.private:  # what the login costs: against an open lab of the same size, started here
+            with up(zookeeper=1, etcd=1, redis=True, quiet=True, private=False) as open_lab:
+                results["auth_cost"] = measure_auth_cost(lab, open_lab, results["iterations"], uuid.uuid4().hex[:8])
     finally:
         if not options.attach:
             lab.down()

@@ -16,7 +16,8 @@ from labkit.servers.run_folder import labkit_home
 
 
 def _print_status(status: dict) -> None:
-    print(f"lab {status.get('id', '?')} ({status['backend']} backend)")
+    private = {True: ", private", False: ", open to every local user"}.get(status.get("private"), "")
+    print(f"lab {status.get('id', '?')} ({status['backend']} backend{private})")
     for service, info in status["services"].items():
         where = info.get("connect") or ",".join(info.get("endpoints", [])) or ""
         print(f"{service}{'  ' + where if where else ''}")
@@ -36,7 +37,7 @@ def cmd_up(args) -> int:
     lab = lab_module.up(zookeeper=args.zookeeper, etcd=args.etcd, redis=args.redis or args.replica,
                         replica=args.replica, backend=args.backend, base_port=args.base_port, detached=True,
                         clocks=args.clocks, redlock=args.redlock, sentinels=args.sentinels,
-                        network=args.network)
+                        network=args.network, private=not args.open)
     state.current_file().write_text(lab.id + "\n")
     _print_status(lab.status())
     print(f"started in {lab.started_in:.1f} s; `labkit status` shows it, `labkit down` stops it")
@@ -186,6 +187,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="run ZooKeeper and Redis with a steppable wall clock (node.clock.step; needs a C compiler)")
     up.add_argument("--network", action="store_true",
                     help="every link through the lab's fault proxy, for `labkit net ...`")
+    up.add_argument("--open", action="store_true",
+                    help="no login: any local user may use the servers (the default is a private lab, "
+                         "whose servers ask for a secret only you can read)")
     up.set_defaults(handler=cmd_up)
 
     net = commands.add_parser("net", help="break or heal the network of a lab started with --network",

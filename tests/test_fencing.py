@@ -67,7 +67,9 @@ def test_fenced_store_refuses_a_write_without_token(redis_client, store_name):
 WRITER = """
 import sys, redis
 from labkit.record.fencing import FencedStore
-store = FencedStore(redis.Redis(host="127.0.0.1", port=int(sys.argv[1])), sys.argv[2])
+from labkit.servers.secret import login_for
+store = FencedStore(redis.Redis(host="127.0.0.1", port=int(sys.argv[1]), **login_for(f"127.0.0.1:{sys.argv[1]}", "redis")),
+                    sys.argv[2])
 for token in range(int(sys.argv[3]), 200, 2):
     store.write(sys.argv[4], token, f"{sys.argv[4]}:{token}")
 """

@@ -91,7 +91,8 @@ DEAD_HOLDER = """
 import sys, time, redis
 from labkit.record.history import remote_sink
 from labkit.locks.redis_lock import RedisLock
-client = redis.Redis(host="127.0.0.1", port=int(sys.argv[1]))
+from labkit.servers.secret import login_for
+client = redis.Redis(host="127.0.0.1", port=int(sys.argv[1]), **login_for(f"127.0.0.1:{sys.argv[1]}", "redis"))
 lock = RedisLock(client, sys.argv[2], ttl_ms=int(sys.argv[3]), on_event=remote_sink(sys.argv[4], "holder"))
 lock.acquire(timeout=10)
 time.sleep(120)  # stands in for a holder doing work; the test kills it long before

@@ -277,7 +277,7 @@ def test_bad_inputs_are_refused_with_a_reason(redlock, name):
         Redlock(instance_clients(endpoints[:2] + endpoints[:1]), name)
     with pytest.raises(ValueError, match="no validity"):
         Redlock(instance_clients(endpoints), name, ttl_ms=2)
-    plain = [redis.Redis(host=e.rsplit(":", 1)[0], port=int(e.rsplit(":", 1)[1])) for e in endpoints]
+    plain = [redis.Redis(host=e.rsplit(":", 1)[0], port=int(e.rsplit(":", 1)[1]), **redlock.auth) for e in endpoints]
     with pytest.raises(ValueError, match="instance_clients"):  # default clients wait and retry for seconds
         Redlock(plain, name)
     with pytest.raises(ValueError, match="tenth"):

@@ -48,13 +48,13 @@ def test_wait_until_and_table():
 def test_a_cut_link_drops_bytes_until_it_is_restored(lab):
     with TcpLink(f"{lab.redis.host}:{lab.redis.port}") as link:
         host, port = link.address.rsplit(":", 1)
-        client = redis.Redis(host=host, port=int(port), socket_timeout=0.5)
+        client = redis.Redis(host=host, port=int(port), socket_timeout=0.5, **lab.redis.auth)
         assert client.ping()
         link.cut()
         with pytest.raises(redis.TimeoutError):
             client.ping()
         link.restore()
-        fresh = redis.Redis(host=host, port=int(port), socket_timeout=2.0)
+        fresh = redis.Redis(host=host, port=int(port), socket_timeout=2.0, **lab.redis.auth)
         assert fresh.ping()
         fresh.close()
         client.close()

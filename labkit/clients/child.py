@@ -21,7 +21,7 @@ import redis
 
 from labkit.errors import LabError
 
-from labkit.locks.registry import make_lock
+from labkit.locks.registry import login as registry_login, make_lock
 from labkit.record.fencing import FencedStore
 from labkit.record.events import sink_for
 
@@ -48,7 +48,9 @@ class _Child:
         self.store = None
         if spec.get("store"):
             store = spec["store"]
-            self.store = FencedStore(redis.Redis(host=store["host"], port=store["port"]), store["name"],
+            # the store is the lab's Redis: log in as the lock's connections do
+            login = registry_login(dict(spec["connections"], redis=f"{store['host']}:{store['port']}"), "redis")
+            self.store = FencedStore(redis.Redis(host=store["host"], port=store["port"], **login), store["name"],
                                      fenced=store["fenced"])
         zookeeper = self.handle.extra.get("zookeeper")
         if zookeeper is not None:  # a new session after expiry has a new id: tell the notebook

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from labkit import faults
 from labkit.errors import LabError
 from labkit.locks.errors import Locked, LockTimeout, SessionExpired
+from labkit.locks.registry import login as registry_login
 from labkit.record.events import Event
 from labkit.vocabulary import STATE_AFTER
 
@@ -220,7 +221,8 @@ class LockClient:
             raise ClientError(f"{self.name} ({self.recipe}) has no ZooKeeper session to expire",
                               hint="expire_session works on the zookeeper, zookeeper-parent and kazoo recipes")
         faults.expire_session(self.group.connections["zookeeper"], self.session["session_id"],
-                              bytes.fromhex(self.session["password"]), timeout=timeout)
+                              bytes.fromhex(self.session["password"]), timeout=timeout,
+                              auth=registry_login(self.group.connections, "zookeeper"))
         self.group.history.record_fault("expire_session", self.name, session_id=self.session["session_id"])
 
     def revoke_lease(self) -> None:

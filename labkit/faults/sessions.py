@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from kazoo.client import KazooClient
 
 from labkit.faults.process import record_fault
+from labkit.servers.secret import login_for
 
 if TYPE_CHECKING:
     from etcd3 import Etcd3Client
@@ -26,7 +27,8 @@ if TYPE_CHECKING:
     from labkit.servers.zookeeper import ZooKeeperService
 
 
-def expire_session(zookeeper_hosts: str, session_id: int, password: bytes, timeout: float = 10.0) -> None:
+def expire_session(zookeeper_hosts: str, session_id: int, password: bytes, timeout: float = 10.0,
+                   auth: dict | None = None) -> None:
     """Make the ZooKeeper ensemble expire a session for real, from outside its process.
 
     A second client connects with the same session id and password, then closes the
@@ -34,9 +36,11 @@ def expire_session(zookeeper_hosts: str, session_id: int, password: bytes, timeo
     client learns on its next contact that its session is gone (SESSION_EXPIRED).
     Raises kazoo's timeout error when the ensemble does not answer within ``timeout``,
     and ``kazoo.exceptions.SessionExpiredError``-like failures when the session has
-    already expired.
+    already expired. A private lab refuses even this close before a login: ``auth`` is
+    ``lab.zookeeper.auth``; None finds this user's lab at ``zookeeper_hosts`` and logs in.
     """
-    impostor = KazooClient(hosts=zookeeper_hosts, client_id=(session_id, password), timeout=timeout)
+    login = login_for(zookeeper_hosts, "zookeeper") if auth is None else auth
+    impostor = KazooClient(hosts=zookeeper_hosts, client_id=(session_id, password), timeout=timeout, **login)
     try:
         impostor.start(timeout=timeout)
         impostor.stop()

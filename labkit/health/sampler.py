@@ -88,7 +88,7 @@ class EtcdProbe:
 
     def _client(self, node: EtcdNode) -> Etcd3Client:
         if node.name not in self._clients:
-            self._clients[node.name] = etcd_client(node.host, node.port, timeout=2.0)
+            self._clients[node.name] = etcd_client(node.host, node.port, timeout=2.0, **node.auth)
         return self._clients[node.name]
 
     def read(self) -> tuple[int, dict[str, float]]:

@@ -52,7 +52,9 @@ def etcd_write(client: Etcd3Client, key: str = "/lab/probe", value: str | None =
     """An operation for ``seconds_until``: one etcd put that gives up after ``timeout``
     (the gRPC call itself, so that the timeout is this one's, not the client's)."""
     put = client.kvstub.Put
-    return lambda: put(etcdrpc.PutRequest(key=key.encode(), value=(value or str(time.time())).encode()), timeout)
+    # metadata: a private lab's login token rides on every call
+    return lambda: put(etcdrpc.PutRequest(key=key.encode(), value=(value or str(time.time())).encode()), timeout,
+                       metadata=client.metadata)
 
 
 def write_with_new_client(lab: Lab, service: str, key: str, value: str, timeout: float = 2.0) -> bool:
@@ -60,7 +62,7 @@ def write_with_new_client(lab: Lab, service: str, key: str, value: str, timeout:
     running member) and write ``value`` under ``key``. True if the write was acknowledged
     within ``timeout`` seconds, False if it timed out (no quorum to take it)."""
     if service == "zookeeper":
-        client = KazooClient(hosts=lab.zookeeper.hosts, timeout=timeout)
+        client = KazooClient(hosts=lab.zookeeper.hosts, timeout=timeout, **lab.zookeeper.auth)
         try:
             client.start(timeout=timeout)
             zookeeper_write(client, key, value, timeout)()
@@ -70,16 +72,22 @@ def write_with_new_client(lab: Lab, service: str, key: str, value: str, timeout:
         finally:
             client.stop()
             client.close()
-    client = lab.etcd.client(timeout=timeout)
+    client = None
     try:
+        # In a private lab the login itself is a raft proposal (etcd issues the token through
+        # the log), so without a quorum a new client cannot even log in: the same "no".
+        client = lab.etcd.client(timeout=timeout)
         etcd_write(client, key, value, timeout)()
         return True
     except grpc.RpcError as error:
-        if error.code() not in (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE):
+        timed_out = error.code() in (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE) or (
+            error.code() == grpc.StatusCode.UNKNOWN and "deadline exceeded" in (error.details() or ""))
+        if not timed_out:
             raise
         return False
     finally:
-        client.close()
+        if client is not None:
+            client.close()
 
 
 def values_on_members(lab: Lab, service: str, key: str, timeout: float = 5.0) -> dict[str, str | None]:
@@ -91,7 +99,7 @@ def values_on_members(lab: Lab, service: str, key: str, timeout: float = 5.0) ->
         if node.state != "running":
             continue
         if service == "zookeeper":
-            client = KazooClient(hosts=node.endpoint, timeout=timeout)
+            client = KazooClient(hosts=node.endpoint, timeout=timeout, **node.auth)
             client.start(timeout=timeout)
             try:
                 client.sync(key)
@@ -103,7 +111,7 @@ def values_on_members(lab: Lab, service: str, key: str, timeout: float = 5.0) ->
         else:
             client = lab.etcd.client(node=node, timeout=timeout)
             try:
-                reply = client.kvstub.Range(etcdrpc.RangeRequest(key=key.encode()), timeout)
+                reply = client.kvstub.Range(etcdrpc.RangeRequest(key=key.encode()), timeout, metadata=client.metadata)
                 values[node.name] = reply.kvs[0].value.decode() if reply.kvs else None
             finally:
                 client.close()

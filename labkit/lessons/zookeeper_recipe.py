@@ -33,6 +33,7 @@ from labkit.lessons.handoff import hand_off, server_watches
 from labkit.locks.registry import lock_factory
 from labkit.plots import new_axes
 from labkit.record.history import History
+from labkit.servers.secret import login_for
 
 if TYPE_CHECKING:
     from labkit.clients import LockClient
@@ -117,6 +118,8 @@ class LosesFirstCreateReply(KazooClient):
     drops at that moment. ``lost_replies`` lists the nodes created that way."""
 
     def __init__(self, *args: Any, **kwargs: Any):
+        hosts = kwargs.get("hosts", args[0] if args else "")
+        kwargs = {**login_for(hosts, "zookeeper"), **kwargs}  # this user's private lab at those hosts
         super().__init__(*args, **kwargs)
         self.lost_replies: list[str] = []
 

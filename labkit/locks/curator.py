@@ -25,6 +25,7 @@ from labkit.errors import LabError
 from labkit.record.events import EventSink, ignore_events
 from labkit.locks.errors import LockError, LockTimeout
 from labkit.locks.zookeeper import sequence_of
+from labkit.servers.secret import LabSecret, login_for, zookeeper_client_jaas
 
 JAR_DIRECTORY = Path("/usr/share/java")
 # The classes CuratorPeer loads: Curator, the ZooKeeper client, Guava (Curator uses it), and
@@ -82,6 +83,17 @@ def compiled_peer_directory() -> Path:
     return target
 
 
+def _jaas_file(auth: dict) -> str | None:
+    """A JAAS "Client" file (0600, from mkstemp) with the login in kazoo's ``sasl_options``."""
+    sasl = auth.get("sasl_options")
+    if not sasl:
+        return None
+    descriptor, path = tempfile.mkstemp(prefix="labkit-curator-", suffix=".jaas")
+    with os.fdopen(descriptor, "w") as file:
+        file.write(zookeeper_client_jaas(LabSecret(sasl["username"], sasl["password"])))
+    return path
+
+
 class CuratorPeer:
     """Curator's InterProcessMutex on ``path``, in its own JVM with its own session.
 
@@ -91,7 +103,10 @@ class CuratorPeer:
     """
 
     def __init__(self, hosts: str, path: str, session_timeout: float = 4.0,
-                 identifier: str = "curator", on_event: EventSink = ignore_events):
+                 identifier: str = "curator", on_event: EventSink = ignore_events, auth: dict | None = None):
+        """auth: ``lab.zookeeper.auth`` for a private lab (None finds this user's lab at
+        ``hosts``). The JVM logs in with SASL DIGEST-MD5 from a JAAS file of its own (0600),
+        as any ZooKeeper Java client does: CuratorPeer.java needs no change for it."""
         java = shutil.which("java")
         if java is None:
             raise CuratorUnavailable("java is not on PATH", hint=INSTALL_HINT)
@@ -106,8 +121,10 @@ class CuratorPeer:
         self._emit = on_event
         self._answers: queue.Queue[str | None] = queue.Queue()
         self._errors = tempfile.TemporaryFile(mode="w+")   # a file, not a pipe: it can never fill up
+        self._login_file = _jaas_file(login_for(hosts, "zookeeper") if auth is None else auth)
+        login = [f"-Djava.security.auth.login.config={self._login_file}"] if self._login_file else []
         self._process = subprocess.Popen(
-            [java, "-Xmx64m", "-XX:+UseSerialGC", "-cp", f"{class_path()}{os.pathsep}{classes}",
+            [java, "-Xmx64m", "-XX:+UseSerialGC", *login, "-cp", f"{class_path()}{os.pathsep}{classes}",
              "CuratorPeer", hosts, self.path, str(int(session_timeout * 1000)), identifier],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._errors, text=True, bufsize=1)
         self._reader = threading.Thread(target=self._read_lines, name=f"curator-peer-{identifier}", daemon=True)
@@ -210,6 +227,9 @@ class CuratorPeer:
         self._reader.join(timeout=15)            # the exit closed its stdout: the reader ends
         for stream in (self._process.stdin, self._process.stdout, self._errors):
             stream.close()
+        if self._login_file:
+            os.unlink(self._login_file)
+            self._login_file = None
         self._held = False
 
     def __enter__(self) -> "CuratorPeer":

@@ -49,21 +49,25 @@ from redis.retry import Retry
 from labkit.record.events import EventSink, ignore_events
 from labkit.locks.contract import HeldInside
 from labkit.locks.errors import LockTimeout
+from labkit.servers.secret import login_for
 
 # Same compare-and-delete as RedisLock: never delete a key someone else now holds.
 _RELEASE = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end"
 INSTANCE_TIMEOUT_MS = 50  # for connect and for the reply, per instance; far below a TTL of seconds
 
 
-def instance_clients(endpoints: Sequence[str], timeout_ms: float = INSTANCE_TIMEOUT_MS) -> list[redis.Redis]:
+def instance_clients(endpoints: Sequence[str], timeout_ms: float = INSTANCE_TIMEOUT_MS,
+                     auth: dict | None = None) -> list[redis.Redis]:
     """One client per "host:port", each giving up after ``timeout_ms`` with no retry:
     redis-py's default client retries a refused connection for seconds, which would
-    spend a whole TTL on one dead instance."""
+    spend a whole TTL on one dead instance. auth: ``lab.redlock.auth``; None finds the
+    private lab of this user at those addresses and logs in to it."""
     clients = []
     for endpoint in endpoints:
         host, port = endpoint.rsplit(":", 1)
+        login = login_for(endpoint, "redis") if auth is None else auth
         clients.append(redis.Redis(host=host, port=int(port), socket_timeout=timeout_ms / 1000,
-                                   socket_connect_timeout=timeout_ms / 1000, retry=Retry(NoBackoff(), 0)))
+                                   socket_connect_timeout=timeout_ms / 1000, retry=Retry(NoBackoff(), 0), **login))
     return clients
 
 
@@ -121,9 +125,9 @@ class Redlock(HeldInside):
 
     @classmethod
     def connect(cls, endpoints: Sequence[str], name: str, instance_timeout_ms: float = INSTANCE_TIMEOUT_MS,
-                **options: Any) -> "Redlock":
+                auth: dict | None = None, **options: Any) -> "Redlock":
         """A Redlock on new clients, one per "host:port" (see ``instance_clients``)."""
-        return cls(instance_clients(endpoints, instance_timeout_ms), name, **options)
+        return cls(instance_clients(endpoints, instance_timeout_ms, auth), name, **options)
 
     @property
     def token(self) -> None:

@@ -25,6 +25,7 @@ from labkit.locks.redlock import Redlock
 from labkit.locks.zookeeper import ZooKeeperLock
 from labkit.record.events import EventSink, ignore_events
 from labkit.servers.etcd import etcd_client  # python3-etcd3, with the lab's fixes
+from labkit.servers.secret import SECRET_FILE, load_secret, login_for
 
 if TYPE_CHECKING:
     from labkit.servers.etcd import EtcdService
@@ -74,11 +75,26 @@ def connections_of(lab: Lab, via: str | None = None) -> dict[str, str]:
     primaries comma-separated."""
     services = (getattr(lab, name, None) for name in ("zookeeper", "etcd", "redis"))
     connections = {service.name: connection_of(service, via) for service in services if service is not None}
+    if getattr(lab, "secret", None) is not None:
+        # the path of the secret, not the secret: handed to a client process on its command
+        # line, the connections show in ``ps``
+        connections["secret_file"] = str(lab.run_dir / SECRET_FILE)
     redlock = getattr(lab, "redlock", None)
     if redlock is not None:
         endpoints = redlock.endpoints if via is None else [lab.net.endpoint(via, node) for node in redlock.nodes]
         connections["redlock"] = ",".join(endpoints)
     return connections
+
+
+def login(connections: dict[str, str], service: str) -> dict:
+    """Client keyword arguments to log in to ``service`` ("zookeeper", "etcd", "redis",
+    "redlock"): from the secret file the connections name, else from this user's private
+    lab at that address (connections written by hand), else none."""
+    kind = {"redlock": "redis"}.get(service, service)
+    if connections.get("secret_file"):
+        secret = load_secret(connections["secret_file"])
+        return getattr(secret, kind) if secret else {}
+    return login_for(connections.get(service, ""), kind)
 
 
 def _need(connections: dict[str, str], service: str, recipe: str) -> str:
@@ -90,7 +106,8 @@ def _need(connections: dict[str, str], service: str, recipe: str) -> str:
 
 def _zookeeper(watch: str | None, reference: bool = False) -> Callable[..., RecipeHandle]:
     def factory(connections, name, identifier, on_event, session_timeout, ttl) -> RecipeHandle:
-        zookeeper = KazooClient(hosts=_need(connections, "zookeeper", "zookeeper"), timeout=session_timeout)
+        zookeeper = KazooClient(hosts=_need(connections, "zookeeper", "zookeeper"), timeout=session_timeout,
+                                **login(connections, "zookeeper"))
         zookeeper.start(timeout=max(10.0, session_timeout))
         if reference:
             lock = KazooReferenceLock(zookeeper, name, identifier=identifier, on_event=on_event)
@@ -110,7 +127,7 @@ def _zookeeper(watch: str | None, reference: bool = False) -> Callable[..., Reci
 
 def etcd_client_for(connections: dict[str, str], recipe: str) -> Any:
     host, port = _need(connections, "etcd", recipe).rsplit(":", 1)
-    return etcd_client(host, int(port))
+    return etcd_client(host, int(port), **login(connections, "etcd"))
 
 
 def _etcd_mutex(connections, name, identifier, on_event, session_timeout, ttl) -> RecipeHandle:
@@ -136,14 +153,15 @@ def _etcd3_reference(connections, name, identifier, on_event, session_timeout, t
 
 def _redis(connections, name, identifier, on_event, session_timeout, ttl) -> RecipeHandle:
     host, port = _need(connections, "redis", "redis").rsplit(":", 1)
-    client = redis.Redis(host=host, port=int(port))
+    client = redis.Redis(host=host, port=int(port), **login(connections, "redis"))
     lock = RedisLock(client, name, ttl_ms=int(ttl * 1000), identifier=identifier, on_event=on_event)
     return RecipeHandle(lock, client.close, extra={"redis": client})
 
 
 def _redlock(connections, name, identifier, on_event, session_timeout, ttl) -> RecipeHandle:
     endpoints = _need(connections, "redlock", "redlock").split(",")
-    lock = Redlock.connect(endpoints, name, ttl_ms=int(ttl * 1000), identifier=identifier, on_event=on_event)
+    lock = Redlock.connect(endpoints, name, ttl_ms=int(ttl * 1000), identifier=identifier, on_event=on_event,
+                           auth=login(connections, "redlock"))
     return RecipeHandle(lock, lock.close)
 
 

@@ -234,8 +234,9 @@ def run_etcdctl(args: list[str]) -> int:
     import docker.errors
 
     client = docker_client()
+    login = {"ETCDCTL_USER": os.environ["ETCDCTL_USER"]} if "ETCDCTL_USER" in os.environ else {}  # a private lab
     container = client.containers.create(server_image_tag(), command=["etcdctl", *args], network_mode="host",
-                                         environment={"ETCDCTL_API": "3"},
+                                         environment={"ETCDCTL_API": "3", **login},
                                          labels={LAB_LABEL: "etcdctl", OWNER_LABEL: str(os.getpid()),
                                                  OWNER_START_LABEL: str(process_start_time(os.getpid()))})
     try:

@@ -20,6 +20,7 @@ from labkit.servers.layout import (NODE_CLASSES, build_nodes, build_redlock_and_
 from labkit.servers.network import Network, not_enabled
 from labkit.servers.process import LocalProcess, process_start_time
 from labkit.servers.redis import RedisService, RedlockService
+from labkit.servers.secret import LabSecret, create_secret, read_secret
 from labkit.servers.sentinel import SentinelService
 from labkit.servers.zookeeper import ZooKeeperService
 
@@ -44,6 +45,7 @@ class Lab:
         self.sentinel: SentinelService | None = None  # also reachable as lab.redis.sentinels
         self.started_in: float | None = None
         self.network: Network | None = None  # labkit.up(network=True): every link through a proxy
+        self.secret: LabSecret | None = None  # a private lab's login (labkit/servers/secret.py)
         self.owner_pid = os.getpid()  # a forked child must never stop its parent's lab at exit
         self._down = False
 
@@ -63,6 +65,16 @@ class Lab:
         known = ", ".join(n.name for n in self.nodes) or "none"
         raise UnknownNode(f"no node named {name!r} in this lab (its nodes: {known})",
                           "use one of those names, e.g. lab.node('zk1')")
+
+    @property
+    def private(self) -> bool:
+        """True when every server asks for the lab's secret (``labkit.up(private=True)``)."""
+        return self.secret is not None
+
+    def share_secret(self) -> None:
+        """Give the lab's secret to every service and node, so that their clients and probes log in."""
+        for holder in [*self.services, *self.nodes]:
+            holder.secret = self.secret
 
     def status(self) -> dict:
         """The shape printed by `labkit status --json`, read live from the servers."""
@@ -102,6 +114,7 @@ class Lab:
     def save_state(self) -> None:
         lab_state.write_state(self.run_dir, {
             "id": self.id, "backend": self.backend, "detached": self.detached, "clocks": self.clocks,
+            "private": self.private,
             "owner_pid": None if self.detached else os.getpid(),
             "owner_start_time": None if self.detached else process_start_time(os.getpid()),
             "created": time.time(),
@@ -170,7 +183,7 @@ def choose_backend(backend: str | None, say=print) -> str:
 def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = False,
        backend: str | None = None, base_port: int | None = None, quiet: bool = False,
        detached: bool = False, timeout: float | None = None, clocks: bool = False, redlock: int = 0,
-       sentinels: int = 0, network: bool = False) -> Lab:
+       sentinels: int = 0, network: bool = False, private: bool = True) -> Lab:
     """Start a lab of real servers and wait until every node answers.
 
     zookeeper / etcd: ensemble sizes (0, 1, 3 or 5). redis: a primary; replica: plus an
@@ -183,7 +196,10 @@ def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = Fa
     clock while they run (labkit/servers/clock.py; etcd cannot be stepped). network: every
     link between servers (and every client made with ``via=``) goes through the lab's fault
     proxy, so that ``lab.partition``, ``lab.delay``... can break it (labkit/servers/network.py);
-    without it servers talk directly.
+    without it servers talk directly. private (the default): every server asks for the
+    lab's secret, which only this user can read, and labkit's clients log in with it
+    (labkit/servers/secret.py); private=False for a lesson that shows raw access, on a
+    machine nobody else uses.
 
     Raises InvalidClusterSize, ServerNotFound, ClockUnavailable (before starting anything),
     PortBusy, NodeStartError (with the node's last log lines; everything already started is stopped).
@@ -208,15 +224,19 @@ def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = Fa
         ports = lab_state.free_ports(port_count)
     lab_id = time.strftime("%H%M%S-") + uuid.uuid4().hex[:6]
     run_dir = lab_state.labs_dir() / lab_id
-    run_dir.mkdir(parents=True)
+    run_dir.mkdir(parents=True, mode=0o700)
+    run_dir.chmod(0o700)  # whatever the umask: data, logs and the secret are the owner's alone
     lab = Lab(lab_id, run_dir, backend, owned=True, detached=detached, clocks=clocks)
     try:
+        if private:
+            lab.secret = create_secret(run_dir)
         if network:  # its Python starts while the nodes are laid out and started
             lab.network = Network.launch(run_dir, avoid=ports)
         build_nodes(lab, binaries, ports, zookeeper, etcd, redis_count, sentinels)
         extra_ports = ports[len(ports) - redlock - sentinels:]  # the last ones: _build_nodes takes the first
         build_redlock_and_sentinels(lab, binaries, extra_ports, redlock, sentinels)
         _join_network(lab)
+        lab.share_secret()
         for node, port_use in _port_uses(lab):
             lab_state.check_port_free(port_use[0], f"{node.name} ({port_use[1]})")
         lab.save_state()
@@ -229,6 +249,8 @@ def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = Fa
             lab.network.connect()
         lab.save_state()
         _wait_all_ready(lab, say, timeout)
+        if lab.secret and lab.etcd:
+            lab.etcd.enable_auth(lab.secret)
         if lab.sentinel:
             _start_sentinels(lab, say, timeout)
         lab.started_in = time.monotonic() - began
@@ -351,6 +373,8 @@ def attach(lab_id: str | None = None) -> Lab:
         lab.sentinel = lab.redis.sentinels = SentinelService(by_kind["sentinel"])
         lab.sentinel.aliases = sentinel_aliases(lab)
     _join_network(lab)
+    lab.secret = read_secret(run_dir)
+    lab.share_secret()
     return lab
 
 
@@ -363,7 +387,7 @@ def attach_or_up(**sizes) -> Lab:
         return up(**sizes)
     want_zk, want_etcd = sizes.get("zookeeper", 1), sizes.get("etcd", 1)
     want_redis, want_replica = sizes.get("redis", True), sizes.get("replica", False)
-    if sizes.get("clocks") and not lab.clocks:
+    if (sizes.get("clocks") and not lab.clocks) or (sizes.get("private", True) and not lab.private):
         return up(**sizes)
     have = lambda s: len(s.nodes) if s else 0  # noqa: E731
     if (have(lab.zookeeper) >= want_zk and have(lab.etcd) >= want_etcd

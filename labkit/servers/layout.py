@@ -22,6 +22,7 @@ from labkit.servers.network import etcd_member_id
 from labkit.servers.node import Node
 from labkit.servers.process import LocalProcess
 from labkit.servers.redis import RedisNode, RedisService, RedlockNode, RedlockService, redis_argv
+from labkit.servers.secret import etcd_token_flag, redis_acl, write_private, zookeeper_jaas
 from labkit.servers.sentinel import SentinelNode, SentinelService, sentinel_argv, sentinel_config
 from labkit.servers.zookeeper import ZooKeeperNode, ZooKeeperService, zookeeper_argv, zookeeper_config
 
@@ -109,8 +110,9 @@ def build_nodes(lab: Lab, binaries: dict, ports: list[int], zookeeper: int, etcd
                     (j, port_via_network(lab, name, f"zk{j}", q),
                      port_via_network(lab, name, f"zk{j}", e, "zk-election"))
                     for j, q, e in peers]
-            config.write_text(zookeeper_config(str(data_dir), client_port, seen))
-            argv = zookeeper_argv(binaries["java"], binaries["zookeeper"], str(config))
+            config.write_text(zookeeper_config(str(data_dir), client_port, seen, private=lab.private))
+            jaas = str(write_private(lab.run_dir / "zookeeper.jaas", zookeeper_jaas(lab.secret))) if lab.secret else None
+            argv = zookeeper_argv(binaries["java"], binaries["zookeeper"], str(config), jaas)
             runner = make_runner(lab, ZooKeeperNode, name, argv, str(data_dir))
             nodes.append(ZooKeeperNode(name, client_port, runner, str(data_dir),
                                        {"client": client_port, "quorum": quorum, "election": election}))
@@ -119,11 +121,12 @@ def build_nodes(lab: Lab, binaries: dict, ports: list[int], zookeeper: int, etcd
         pairs = [(f"etcd{i + 1}", next(take), next(take)) for i in range(etcd)]
         advertised = etcd_peer_proxies(lab, pairs)
         initial_cluster = ",".join(f"{name}=http://127.0.0.1:{advertised[name]}" for name, _, _ in pairs)
+        auth_token = etcd_token_flag(lab.run_dir) if lab.secret else None
         nodes = []
         for name, client_port, peer_port in pairs:
             data_dir = lab.run_dir / name
             argv = etcd_argv(binaries["etcd"], name, str(data_dir), client_port, peer_port,
-                             initial_cluster, f"labkit-{lab.id}", advertised[name])
+                             initial_cluster, f"labkit-{lab.id}", advertised[name], auth_token)
             runner = make_runner(lab, EtcdNode, name, argv, str(lab.run_dir))
             nodes.append(EtcdNode(name, client_port, runner, str(data_dir),
                                   {"client": client_port, "peer": peer_port}))
@@ -139,8 +142,16 @@ def build_nodes(lab: Lab, binaries: dict, ports: list[int], zookeeper: int, etcd
             if name != "redis1":
                 replica_of = (redis_link(lab, "redis1", primary_port, sentinels) if sentinels
                               else port_via_network(lab, name, "redis1", primary_port))
-            return redis_argv(binaries["redis"], port, folder, replica_of=replica_of, announce_port=announce)
+            return redis_argv(binaries["redis"], port, folder, replica_of=replica_of, announce_port=announce,
+                              config_file=redis_acl_file(lab))
         lab.redis = RedisService([one_port_node(lab, RedisNode, name, port, redis) for name, port in ports_of])
+
+
+def redis_acl_file(lab: Lab) -> str | None:
+    """The ACL every Redis server of a private lab reads first (one file for all of them)."""
+    if lab.secret is None:
+        return None
+    return str(write_private(lab.run_dir / "redis-acl.conf", redis_acl(lab.secret)))
 
 
 def etcd_peer_proxies(lab: Lab, pairs: list[tuple[str, int, int]]) -> dict[str, int]:
@@ -161,14 +172,15 @@ def build_redlock_and_sentinels(lab: Lab, binaries: dict, ports: list[int], redl
     take = iter(ports)
     if redlock:
         lab.redlock = RedlockService([one_port_node(lab, RedlockNode, f"r{i + 1}", next(take), lambda _, port, folder:
-                                                    redis_argv(binaries["redis"], port, folder))
+                                                    redis_argv(binaries["redis"], port, folder,
+                                                               config_file=redis_acl_file(lab)))
                                       for i in range(redlock)])
     if sentinels:
         def sentinel(name: str, port: int, folder: str) -> list[str]:
             config = Path(folder) / "sentinel.conf"
             monitored = redis_link(lab, "redis1", lab.redis.primary.port, sentinels)
-            config.write_text(sentinel_config(port, folder, monitored, sentinels // 2 + 1,
-                                              myid=sentinel_myid(lab, name)))
+            write_private(config, sentinel_config(port, folder, monitored, sentinels // 2 + 1,
+                                                  myid=sentinel_myid(lab, name), secret=lab.secret))
             return sentinel_argv(binaries["redis"], str(config))
         lab.sentinel = SentinelService([one_port_node(lab, SentinelNode, f"sentinel{i + 1}", next(take), sentinel)
                                         for i in range(sentinels)])

@@ -12,6 +12,7 @@ import time
 from labkit.errors import NodeStartError, UnknownNode
 from labkit.servers.clock import Clock
 from labkit.servers.network import Network, not_enabled
+from labkit.servers.secret import LabSecret
 
 HOST = "127.0.0.1"
 
@@ -21,6 +22,7 @@ class Node:
     start_timeout = 30.0
     start_hint = "look at the log lines above; `labkit doctor` checks the installation"
     clock_problem: str | None = None  # why this kind of server's wall clock cannot be stepped
+    secret: LabSecret | None = None  # the lab's secret when it is private (servers/secret.py): probes log in
 
     def __init__(self, name: str, port: int, runner, data_dir: str, ports: dict | None = None):
         self.name = name
@@ -151,6 +153,7 @@ class Service:
 
     name = "service"
     network: Network | None = None   # the lab's Network when it was started with network=True
+    secret: LabSecret | None = None  # the lab's secret when it is private: its clients log in
 
     def __init__(self, nodes: list[Node]):
         self.nodes = nodes

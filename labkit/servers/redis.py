@@ -17,13 +17,16 @@ import redis
 
 from labkit.errors import LabError, NodeStartError, UnknownNode
 from labkit.servers.node import HOST, Node, Service
+from labkit.servers.secret import LabSecret
 
 
 def redis_argv(redis_server: str, port: int, data_dir: str, replica_of: int | None = None,
-               announce_port: int | None = None) -> list[str]:
+               announce_port: int | None = None, config_file: str | None = None) -> list[str]:
     """``announce_port``: the port this server gives as its own when it replicates (the
-    port Sentinel then dials): with a network, its proxy's."""
-    argv = [redis_server, "--port", str(port), "--bind", HOST, "--protected-mode", "yes",
+    port Sentinel then dials): with a network, its proxy's. ``config_file``: read first (a
+    private lab's ACL, ``labkit.servers.secret.redis_acl``)."""
+    argv = [redis_server, *([config_file] if config_file else []), "--port", str(port), "--bind", HOST,
+            "--protected-mode", "yes",
             "--save", "", "--appendonly", "no", "--dir", data_dir, "--daemonize", "no",
             "--loglevel", "notice",
             # diskless full sync starts after 5 s by default; a lab wants its replica now
@@ -35,19 +38,32 @@ def redis_argv(redis_server: str, port: int, data_dir: str, replica_of: int | No
     return argv
 
 
-def _command(host: str, port: int, *words: str, timeout: float = 1.0) -> bytes:
-    """One RESP command on a fresh connection; enough for probes without a client library."""
-    payload = f"*{len(words)}\r\n".encode() + b"".join(
+def _encode(words: tuple[str, ...]) -> bytes:
+    return f"*{len(words)}\r\n".encode() + b"".join(
         f"${len(w.encode())}\r\n".encode() + w.encode() + b"\r\n" for w in words)
-    with socket.create_connection((host, port), timeout=timeout) as conn:
-        conn.sendall(payload)
-        reply = b""
-        while not reply.endswith(b"\r\n") or (reply.startswith(b"$") and reply.count(b"\r\n") < 2):
-            chunk = conn.recv(65536)
-            if not chunk:
-                break
-            reply += chunk
+
+
+def _read_reply(conn: socket.socket) -> bytes:
+    reply = b""
+    while not reply.endswith(b"\r\n") or (reply.startswith(b"$") and reply.count(b"\r\n") < 2):
+        chunk = conn.recv(65536)
+        if not chunk:
+            break
+        reply += chunk
     return reply
+
+
+def _command(host: str, port: int, *words: str, timeout: float = 1.0, secret: LabSecret | None = None) -> bytes:
+    """One RESP command on a fresh connection; enough for probes without a client library.
+    With a secret it logs in first (AUTH) and returns the refusal if the login fails."""
+    with socket.create_connection((host, port), timeout=timeout) as conn:
+        if secret is not None:
+            conn.sendall(_encode(("AUTH", secret.user, secret.password)))
+            login = _read_reply(conn)
+            if not login.startswith(b"+OK"):
+                return login
+        conn.sendall(_encode(words))
+        return _read_reply(conn)
 
 
 class RedisNode(Node):
@@ -56,7 +72,7 @@ class RedisNode(Node):
     start_hint = "check that `redis-server --version` runs and the port is free"
 
     def read_role(self) -> str:
-        info = _command(self.host, self.port, "INFO", "replication").decode(errors="replace")
+        info = _command(self.host, self.port, "INFO", "replication", secret=self.secret).decode(errors="replace")
         for line in info.splitlines():
             if line.startswith("role:"):
                 return "primary" if line.split(":", 1)[1].strip() == "master" else "replica"
@@ -64,13 +80,19 @@ class RedisNode(Node):
 
     def is_ready(self) -> bool:
         try:
-            return _command(self.host, self.port, "PING", timeout=0.5).startswith(b"+PONG")
+            return _command(self.host, self.port, "PING", timeout=0.5, secret=self.secret).startswith(b"+PONG")
         except OSError:
             return False
 
     def client(self, **kwargs) -> redis.Redis:
         kwargs.setdefault("socket_timeout", 5.0)
-        return redis.Redis(host=self.host, port=self.port, **kwargs)
+        return redis.Redis(host=self.host, port=self.port, **{**self.auth, **kwargs})
+
+    @property
+    def auth(self) -> dict:
+        """What a redis.Redis of your own needs to log in: ``redis.Redis(host, port,
+        **node.auth)`` (empty for a lab that is not private)."""
+        return self.secret.redis if self.secret else {}
 
 
 class RedisService(Service):
@@ -78,6 +100,11 @@ class RedisService(Service):
 
     name = "redis"
     nodes: list[RedisNode]
+
+    @property
+    def auth(self) -> dict:
+        """``redis.Redis(host, port, **lab.redis.auth)`` logs in to a private lab."""
+        return self.secret.redis if self.secret else {}
 
     def __init__(self, nodes: list[RedisNode], sentinels=None):
         super().__init__(nodes)
@@ -111,7 +138,7 @@ class RedisService(Service):
             return node.client(**kwargs)
         host, port = self.endpoint_for(node, via).rsplit(":", 1)
         kwargs.setdefault("socket_timeout", 5.0)
-        return redis.Redis(host=host, port=int(port), **kwargs)
+        return redis.Redis(host=host, port=int(port), **{**self.auth, **kwargs})
 
     def promote(self, node: RedisNode | None = None) -> RedisNode:
         """Manual failover: REPLICAOF NO ONE on the replica, which becomes the primary.
@@ -137,10 +164,10 @@ class RedisService(Service):
         primary = self.primary
         while True:
             try:
-                _command(primary.host, primary.port, "SET", "labkit:replication-probe", "1")
-                acked = _command(primary.host, primary.port, "WAIT", "1", "200", timeout=2.0)
+                _command(primary.host, primary.port, "SET", "labkit:replication-probe", "1", secret=primary.secret)
+                acked = _command(primary.host, primary.port, "WAIT", "1", "200", timeout=2.0, secret=primary.secret)
                 if acked.startswith(b":") and int(acked[1:].strip() or 0) >= 1:
-                    _command(primary.host, primary.port, "DEL", "labkit:replication-probe")
+                    _command(primary.host, primary.port, "DEL", "labkit:replication-probe", secret=primary.secret)
                     return
             except OSError:
                 pass
@@ -193,6 +220,11 @@ class RedlockService(Service):
 
     name = "redlock"
     nodes: list[RedlockNode]
+
+    @property
+    def auth(self) -> dict:
+        """``Redlock.connect(lab.redlock.endpoints, name, auth=lab.redlock.auth)`` logs in."""
+        return self.secret.redis if self.secret else {}
 
     @property
     def endpoints(self) -> list[str]:

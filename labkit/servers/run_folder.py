@@ -21,7 +21,8 @@ def labkit_home() -> Path:
 
 def labs_dir() -> Path:
     path = labkit_home() / "labs"
-    path.mkdir(parents=True, exist_ok=True)
+    if not path.is_dir():
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)  # other users need not even see lab ids
     return path
 
 

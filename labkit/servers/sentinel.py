@@ -26,6 +26,7 @@ from redis.retry import Retry
 
 from labkit.errors import LabError, NodeStartError
 from labkit.servers.node import HOST, Node, Service
+from labkit.servers.secret import LabSecret
 
 PRIMARY_NAME = "labkit"        # the name the sentinels monitor the primary under
 DOWN_AFTER_MS = 1000           # silence before a sentinel calls the primary down
@@ -48,10 +49,20 @@ class FailoverTimeout(LabError):
 
 def sentinel_config(port: int, data_dir: str, primary_port: int, quorum: int,
                     down_after_ms: int = DOWN_AFTER_MS, failover_timeout_ms: int = FAILOVER_TIMEOUT_MS,
-                    myid: str | None = None) -> str:
+                    myid: str | None = None, secret: LabSecret | None = None) -> str:
     """A sentinel's config file. Sentinel rewrites it as it learns (other sentinels, the
     replica, a new primary), so it must live in a writable folder of the lab. ``myid``
-    (40 hex digits): the sentinel's run id, else it picks one at random."""
+    (40 hex digits): the sentinel's run id, else it picks one at random. With a secret (a
+    private lab) the sentinel asks clients for it, and logs in with it to the Redis
+    servers it watches and to the other sentinels."""
+    login = [] if secret is None else [
+        "user default off",
+        f"user {secret.user} on >{secret.password} ~* &* +@all",
+        f"sentinel sentinel-user {secret.user}",
+        f"sentinel sentinel-pass {secret.password}",
+        f"sentinel auth-user {PRIMARY_NAME} {secret.user}",
+        f"sentinel auth-pass {PRIMARY_NAME} {secret.password}",
+    ]
     return "\n".join(([f"sentinel myid {myid}"] if myid else []) + [
         f"port {port}",
         f"bind {HOST}",
@@ -66,6 +77,7 @@ def sentinel_config(port: int, data_dir: str, primary_port: int, quorum: int,
         f"sentinel down-after-milliseconds {PRIMARY_NAME} {down_after_ms}",
         f"sentinel failover-timeout {PRIMARY_NAME} {failover_timeout_ms}",
         f"sentinel parallel-syncs {PRIMARY_NAME} 1",
+        *login,
         "",
     ])
 
@@ -83,7 +95,8 @@ class SentinelNode(Node):
         """One command to this sentinel, e.g. ``command("SENTINEL", "REPLICAS", PRIMARY_NAME)``.
         No retries: a probe must answer now or say it cannot."""
         client = redis.Redis(host=self.host, port=self.port, socket_timeout=timeout,
-                             socket_connect_timeout=timeout, retry=Retry(NoBackoff(), 0), decode_responses=True)
+                             socket_connect_timeout=timeout, retry=Retry(NoBackoff(), 0), decode_responses=True,
+                             **(self.secret.redis if self.secret else {}))
         try:
             return client.execute_command(*words)
         finally:
@@ -189,7 +202,7 @@ class SentinelService(Service):
             if endpoint and endpoint != old_endpoint:
                 host, port = endpoint.rsplit(":", 1)
                 client = redis.Redis(host=host, port=int(port), socket_timeout=0.5, socket_connect_timeout=0.5,
-                                     retry=Retry(NoBackoff(), 0))
+                                     retry=Retry(NoBackoff(), 0), **(self.secret.redis if self.secret else {}))
                 try:
                     role = client.execute_command("ROLE")[0]
                 except (redis.RedisError, OSError):

@@ -16,6 +16,7 @@ from labkit.errors import NoLeader
 from labkit.servers.discovery import ZooKeeperInstall
 from labkit.servers.network import not_enabled
 from labkit.servers.node import HOST, Node, Service
+from labkit.servers.secret import ZOOKEEPER_AUTH_CONFIG
 
 TICK_MS = 200
 # How often the server looks for empty container nodes (Curator's lock parents) to delete.
@@ -42,8 +43,9 @@ def four_letter(host: str, port: int, word: str, timeout: float = 2.0) -> str:
     return b"".join(chunks).decode(errors="replace")
 
 
-def zookeeper_config(data_dir: str, client_port: int, peers: list[tuple[int, int, int]]) -> str:
-    """peers: (myid, quorum port, election port) for every member; one member → standalone."""
+def zookeeper_config(data_dir: str, client_port: int, peers: list[tuple[int, int, int]], private: bool = False) -> str:
+    """peers: (myid, quorum port, election port) for every member; one member → standalone.
+    private: every session must log in with SASL (labkit/servers/secret.py)."""
     lines = [
         f"tickTime={TICK_MS}",
         # a new leader waits initLimit ticks for a quorum of followers; after a partition one
@@ -63,19 +65,23 @@ def zookeeper_config(data_dir: str, client_port: int, peers: list[tuple[int, int
         "reconfigEnabled=false",
         "standaloneEnabled=true",
     ]
+    if private:
+        lines += ZOOKEEPER_AUTH_CONFIG
     if len(peers) > 1:
         lines += [f"server.{myid}={HOST}:{quorum}:{election}" for myid, quorum, election in peers]
     return "\n".join(lines) + "\n"
 
 
-def zookeeper_argv(java: str, install: ZooKeeperInstall, config_path: str) -> list[str]:
+def zookeeper_argv(java: str, install: ZooKeeperInstall, config_path: str, jaas_path: str | None = None) -> list[str]:
+    """jaas_path: the users a private lab's server accepts (``zookeeper_jaas``)."""
     classpath = install.classpath
     # Debian's jar logs through SLF4J with no binding; slf4j-simple makes it log to stderr,
     # which is what a learner needs when a node does not start.
     simple = "/usr/share/java/slf4j-simple.jar"
     if os.path.exists(simple) and "slf4j-simple" not in classpath and "logback" not in classpath:
         classpath += ":" + simple
-    return [java, "-Xms32m", "-Xmx256m", "-XX:+UseSerialGC", "-Djava.awt.headless=true",
+    login = [f"-Djava.security.auth.login.config={jaas_path}"] if jaas_path else []
+    return [java, "-Xms32m", "-Xmx256m", "-XX:+UseSerialGC", "-Djava.awt.headless=true", *login,
             "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
             "-Dorg.slf4j.simpleLogger.log.org.apache.zookeeper.server.quorum=info",
             "-Dzookeeper.root.logger=INFO,CONSOLE", "-Dzookeeper.jmx.log4j.disable=true",
@@ -126,6 +132,10 @@ class ZooKeeperNode(Node):
             raise ValueError(f"{self.name} answered mntr without zk_watch_count: is it serving, "
                              "and is 4lw.commands.whitelist=* set?")
         return count
+    @property
+    def auth(self) -> dict:
+        """``KazooClient(hosts=node.endpoint, **node.auth)`` logs in to a private lab."""
+        return self.secret.zookeeper if self.secret else {}
 
     def read_role(self) -> str:
         mode = parse_mode(self.four_letter("srvr"))
@@ -143,6 +153,12 @@ class ZooKeeperService(Service):
 
     name = "zookeeper"
     nodes: list[ZooKeeperNode]
+
+    @property
+    def auth(self) -> dict:
+        """What a KazooClient of your own needs to log in: ``KazooClient(hosts=...,
+        **lab.zookeeper.auth)`` (empty for a lab that is not private)."""
+        return self.secret.zookeeper if self.secret else {}
 
     @property
     def hosts(self) -> str:
@@ -196,7 +212,7 @@ class ZooKeeperService(Service):
         (a lab with network=True): reach each server through links of that client's own,
         so that ``lab.isolate("client-1")`` cuts this client and no other."""
         hosts = self.hosts_for(via, nodes)
-        client = KazooClient(hosts=hosts, timeout=timeout, **kwargs)
+        client = KazooClient(hosts=hosts, timeout=timeout, **{**self.auth, **kwargs})
         client.start(timeout=15)
         return client
 
