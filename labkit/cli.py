@@ -22,7 +22,12 @@ def _print_status(status: dict) -> None:
         where = info.get("connect") or ",".join(info.get("endpoints", [])) or ""
         print(f"{service}{'  ' + where if where else ''}")
         for node in info["nodes"]:
-            print(f"  {node['name']:<9} {node['endpoint']:<16} {node['role']:<11} {node['state']}")
+            memory = f"{node['memory_mb']:>6.0f} MB" if node.get("memory_mb") is not None else ""
+            print(f"  {node['name']:<9} {node['endpoint']:<16} {node['role']:<11} {node['state']:<8}{memory}")
+    sizes = [node["memory_mb"] for info in status["services"].values() for node in info["nodes"]
+             if node.get("memory_mb") is not None]
+    if sizes:
+        print(f"memory of the servers (resident): {sum(sizes):.0f} MB")
 
 
 def cmd_up(args) -> int:
@@ -53,7 +58,7 @@ def cmd_status(args) -> int:
         else:
             print(f"{exc.message}\n  hint: {exc.hint}")
         return 1
-    status = lab.status()
+    status = lab.status(memory=True)
     if args.json:
         print(json.dumps(status))
     else:

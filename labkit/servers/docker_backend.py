@@ -25,7 +25,7 @@ from labkit.errors import DockerUnavailable, NodeStartError
 from labkit.servers.discovery import ZooKeeperInstall
 from labkit.servers.docker_image import ensure_server_image, server_image_tag
 from labkit.servers.docker_engine import docker_client, engine_problem
-from labkit.servers.process import process_start_time
+from labkit.servers.process import process_rss_bytes, process_start_time
 from labkit.servers.run_folder import read_state
 from labkit.timing import became_true
 
@@ -127,6 +127,17 @@ class DockerContainer:
     def state(self) -> str:
         container = self._container()
         return "stopped" if container is None else STATES.get(container.status, "stopped")
+
+    def memory_bytes(self) -> int | None:
+        """The server's resident memory: from /proc when the host sees its pid (Linux),
+        else Docker's own count (``docker stats``: slower, and it includes the page cache)."""
+        rss = process_rss_bytes(self.pid)
+        if rss is not None:
+            return rss
+        container = self._container()
+        if container is None or container.status != "running":
+            return None
+        return container.stats(stream=False).get("memory_stats", {}).get("usage")
 
     @property
     def pid(self) -> int | None:

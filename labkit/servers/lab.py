@@ -76,10 +76,16 @@ class Lab:
         for holder in [*self.services, *self.nodes]:
             holder.secret = self.secret
 
-    def status(self) -> dict:
-        """The shape printed by `labkit status --json`, read live from the servers."""
+    def status(self, memory: bool = False) -> dict:
+        """The shape printed by `labkit status --json`, read live from the servers; with
+        ``memory``, each node's resident memory in MB ("memory_mb") too."""
         services = {service.name: service.describe() for service in self.services}
-        return {"backend": self.backend, "id": self.id, "services": services}
+        if memory:
+            for service in self.services:
+                for node, row in zip(service.nodes, services[service.name]["nodes"]):
+                    rss = node.memory_bytes()
+                    row["memory_mb"] = None if rss is None else round(rss / 2**20, 1)
+        return {"backend": self.backend, "id": self.id, "private": self.private, "services": services}
 
     # -- lifetime ---------------------------------------------------------------
     def down(self) -> None:

@@ -144,6 +144,10 @@ class Node:
         return {"name": self.name, "kind": self.kind, "port": self.port, "ports": self.ports,
                 "data_dir": self.data_dir, "runner": self.runner.to_state()}
 
+    def memory_bytes(self) -> int | None:
+        """Resident memory of the server now (None when it is not running)."""
+        return self.runner.memory_bytes()
+
     def describe(self) -> dict:
         return {"name": self.name, "endpoint": self.endpoint, "role": self.role, "state": self.state}
 

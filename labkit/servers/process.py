@@ -49,6 +49,25 @@ def wait_for_process_state(pid: int, reached, timeout: float = 5.0) -> bool:
     return became_true(lambda: reached(process_state(pid)), timeout, poll=0.005)
 
 
+def process_rss_bytes(pid: int | None) -> int | None:
+    """Resident memory of a process (VmRSS in /proc on Linux, ``ps`` elsewhere); None if gone."""
+    if not pid:
+        return None
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+        return None  # a zombie has no VmRSS
+    except OSError:
+        pass
+    try:
+        out = subprocess.run(["ps", "-o", "rss=", "-p", str(pid)], capture_output=True, text=True, timeout=5).stdout
+        return int(out.strip()) * 1024 if out.strip() else None
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return None
+
+
 def process_cmdline(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
@@ -95,6 +114,9 @@ class LocalProcess:
         if not self._ours():
             return "stopped"
         return process_state(self.pid)
+
+    def memory_bytes(self) -> int | None:
+        return process_rss_bytes(self.pid) if self.state() != "stopped" else None
 
     def exit_code(self) -> int | None:
         return self._popen.poll() if self._popen is not None else None
