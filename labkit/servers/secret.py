@@ -56,10 +56,36 @@ class LabSecret:
     @property
     def zookeeper(self) -> dict:
         """Keyword arguments for ``kazoo.client.KazooClient`` (SASL DIGEST-MD5, via pure-sasl)."""
+        kazoo_retries_a_login_cut_short()
         return {"sasl_options": {"mechanism": "DIGEST-MD5", "username": self.user, "password": self.password}}
 
     def __repr__(self) -> str:  # never print the password by accident
         return f"LabSecret(user={self.user!r}, password=...)"
+
+
+def kazoo_retries_a_login_cut_short() -> None:
+    """kazoo 2.11 takes a connection dropped during the SASL exchange for a refused login:
+    AUTH_FAILED, and the client never connects again. In a lab a drop is a server killed,
+    restarted or closing an expired session at that moment, so make it what it is, a dropped
+    connection: kazoo reconnects, and an expired session then says SESSION_EXPIRED. The
+    price: a wrong password (the server drops that too) retries until the client's own
+    timeout instead of failing at once; labkit's clients always have the right one."""
+    from kazoo.exceptions import AuthFailedError, ConnectionDropped
+    from kazoo.protocol.connection import ConnectionHandler
+
+    login = ConnectionHandler._authenticate_with_sasl
+    if getattr(login, "retries_a_dropped_connection", False):
+        return
+
+    def authenticate_with_sasl(handler, host, timeout):
+        try:
+            return login(handler, host, timeout)
+        except AuthFailedError as error:
+            if isinstance(error.__cause__, ConnectionDropped):
+                raise error.__cause__ from None
+            raise
+    authenticate_with_sasl.retries_a_dropped_connection = True
+    ConnectionHandler._authenticate_with_sasl = authenticate_with_sasl
 
 
 def write_private(path: Path, text: str) -> Path:
