@@ -36,7 +36,8 @@ def test_a_holder_that_gave_up_lets_the_next_waiter_in_when_its_session_survived
     # session: the node would keep the lock held for nobody, so the holder deletes it.
     recorder = Recorder()
     with TcpLink(lab.zookeeper.nodes[0].endpoint) as link:
-        holder_client, waiter_client = KazooClient(hosts=link.address, timeout=6.0), lab.zookeeper.client()
+        holder_client = KazooClient(hosts=link.address, timeout=6.0, **lab.zookeeper.auth)
+        waiter_client = lab.zookeeper.client()
         holder_client.start(timeout=15)
         try:
             holder = ZooKeeperLock(holder_client, unique_name, "holder", on_event=recorder.sink("holder"),

@@ -324,7 +324,7 @@ def test_a_create_whose_reply_was_lost_is_found_again(lab, unique_name):
                 raise ConnectionLoss()
             return created
 
-    client = LosesFirstCreateReply(hosts=lab.zookeeper.hosts, timeout=4.0)
+    client = LosesFirstCreateReply(hosts=lab.zookeeper.hosts, timeout=4.0, **lab.zookeeper.auth)
     client.start(timeout=15)
     try:
         recorder = Recorder()

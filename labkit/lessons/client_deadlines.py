@@ -114,7 +114,7 @@ class _ZooKeeperPair:
     """The holder's KazooClient goes through the link; the waiter's goes straight."""
 
     def __init__(self, lab, link: TcpLink, name: str, timeout: float, clock: _Clock):
-        self.holder_client = KazooClient(hosts=link.address, timeout=timeout)
+        self.holder_client = KazooClient(hosts=link.address, timeout=timeout, **lab.zookeeper.auth)
         self.waiter_client = lab.zookeeper.client(timeout=max(timeout, 4.0))
         path = f"/{name}"
         self.holder_client.start(timeout=15)
@@ -135,7 +135,7 @@ class _EtcdPair:
 
     def __init__(self, lab, link: TcpLink, name: str, timeout: float, clock: _Clock):
         host, port = link.address.rsplit(":", 1)
-        self.clients = [etcd_client(host, int(port), timeout=10), lab.etcd.client(timeout=10)]
+        self.clients = [etcd_client(host, int(port), timeout=10, **lab.etcd.auth), lab.etcd.client(timeout=10)]
         self.sessions = [EtcdSession(self.clients[0], ttl=int(timeout), on_event=clock.sink("holder")),
                          EtcdSession(self.clients[1], ttl=max(int(timeout), 5))]
         self.locks = (EtcdMutex(self.sessions[0], name, "holder", on_event=clock.sink("holder")),

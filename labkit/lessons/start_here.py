@@ -46,12 +46,13 @@ import json, sys, time
 import labkit                                   # its import fixes python-etcd3's missing six
 from kazoo.client import KazooClient
 from labkit.servers.etcd import etcd_client
+from labkit.servers.secret import login_for     # the lab is private: log in as its owner
 
 hosts, timeout, path, etcd_host, etcd_port, ttl, key = sys.argv[1:]
-zookeeper = KazooClient(hosts=hosts, timeout=float(timeout))
+zookeeper = KazooClient(hosts=hosts, timeout=float(timeout), **login_for(hosts, "zookeeper"))
 zookeeper.start(timeout=15)
 node = zookeeper.create(path, b"a program that exits", ephemeral=True, makepath=True)
-etcd = etcd_client(etcd_host, int(etcd_port))
+etcd = etcd_client(etcd_host, int(etcd_port), **login_for(f"{etcd_host}:{etcd_port}", "etcd"))
 lease = etcd.lease(int(ttl))
 etcd.put(key, "a program that exits", lease=lease)
 print(json.dumps({"node": node, "session_id": zookeeper.client_id[0], "key": key, "lease_id": lease.id,

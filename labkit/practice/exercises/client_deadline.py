@@ -102,7 +102,7 @@ def _cut_link(report: Report, stop_at: Callable, lab: Lab, ttl: float, margin: f
 
     with TcpLink(f"{lab.redis.host}:{lab.redis.port}") as link:
         host, port = link.address.rsplit(":", 1)
-        holder = redis.Redis(host=host, port=int(port), socket_timeout=reply_delay + 0.3)
+        holder = redis.Redis(host=host, port=int(port), socket_timeout=reply_delay + 0.3, **lab.redis.auth)
         threading.Thread(target=watch, daemon=True).start()
         last: tuple[float, float] | None = None
         try:

@@ -42,7 +42,7 @@ def check_fenced_write(fenced_put: Callable, lab: Lab) -> Report:
     learner_function(fenced_put, hint="pass fenced_put(client, name, token, value) -> bool")
     report = Report("fenced write exercise", properties=PROPERTIES)
     name = f"exercise:fenced:{uuid.uuid4().hex[:8]}"
-    learner = RacingRedis(host=lab.redis.host, port=lab.redis.port, socket_timeout=5.0)
+    learner = RacingRedis(host=lab.redis.host, port=lab.redis.port, socket_timeout=5.0, **lab.redis.auth)
     store = FencedStore(lab.redis.client(), name)     # how the checker reads and how c2 writes in the race
     try:
         t1, t2 = _two_tokens_across_an_expiry(lab, name)

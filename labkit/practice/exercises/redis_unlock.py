@@ -36,7 +36,7 @@ def check_redis_unlock(unlock: Callable, lab: Any) -> Report:
     report = Report("Redis unlock exercise", properties=PROPERTIES)
     name = f"exercise:unlock:{uuid.uuid4().hex[:8]}"
     mine, theirs = "c1:" + uuid.uuid4().hex, "c2:" + uuid.uuid4().hex
-    learner = RacingRedis(host=lab.redis.host, port=lab.redis.port, socket_timeout=5.0)
+    learner = RacingRedis(host=lab.redis.host, port=lab.redis.port, socket_timeout=5.0, **lab.redis.auth)
     other = lab.redis.client()
     try:
         report.scenarios.append("c1 holds the lock and unlocks")
