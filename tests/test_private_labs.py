@@ -10,6 +10,7 @@ the reason, where there is no root or no /usr/bin/python3.
 import json
 import os
 import pwd
+import re
 import shutil
 import stat
 import subprocess
@@ -230,3 +231,43 @@ def test_two_users_run_labs_at_once_and_down_stops_only_ones_own(lab, peer):
                        for pid in theirs["pids"])
     finally:
         peer.run("import labkit; labkit.down_all(say=lambda *a: None)", timeout=60)
+
+
+CLIENT_CALL = re.compile(r"(?<![\w.])(KazooClient|redis\.Redis|RacingRedis|etcd_client|etcd3\.client)\(")
+LOGIN_WORDS = ("auth", "login", "secret", "**kwargs", "**options")
+
+
+def calls_without_login(text: str) -> list[str]:
+    """Each call that builds a client by hand and passes nothing that could log in."""
+    found = []
+    for match in CLIENT_CALL.finditer(text):
+        depth, end = 0, match.end() - 1
+        for end in range(match.end() - 1, len(text)):
+            depth += {"(": 1, ")": -1}.get(text[end], 0)
+            if depth == 0:
+                break
+        call = text[match.start():end + 1]
+        defines = text[:match.start()].endswith(("def ", "class "))
+        if not defines and not any(word in call for word in LOGIN_WORDS):
+            found.append(" ".join(call.split()))
+    return found
+
+
+def test_every_client_labkit_and_the_notebooks_build_by_hand_can_log_in():
+    """A lab is private by default: a KazooClient, redis.Redis or etcd client built by hand
+    without the lab's login is refused. New code gets this wrong first: pass
+    ``**lab.zookeeper.auth`` (``lab.redis.auth``, ``lab.etcd.auth``, ``node.auth``)."""
+    assert calls_without_login("c = KazooClient(hosts=link.address,\n timeout=f(2))") == [
+        "KazooClient(hosts=link.address, timeout=f(2))"]
+    assert not calls_without_login("KazooClient(hosts=h, **lab.zookeeper.auth)")
+    root = LABKIT_SOURCE.parent
+    sources = [*LABKIT_SOURCE.rglob("*.py"), *(root / "notebooks").glob("*.ipynb")]
+    offenders = {}
+    for path in sources:
+        text = path.read_text()
+        if path.suffix == ".ipynb":
+            text = "\n".join("".join(cell["source"]) for cell in json.loads(text)["cells"] if cell["cell_type"] == "code")
+        calls = calls_without_login(text)
+        if calls:
+            offenders[str(path.relative_to(root))] = calls
+    assert not offenders, f"clients built without the lab's login: {offenders}"
