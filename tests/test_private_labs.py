@@ -233,7 +233,7 @@ def test_two_users_run_labs_at_once_and_down_stops_only_ones_own(lab, peer):
         peer.run("import labkit; labkit.down_all(say=lambda *a: None)", timeout=60)
 
 
-CLIENT_CALL = re.compile(r"(?<![\w.])(KazooClient|redis\.Redis|RacingRedis|etcd_client|etcd3\.client)\(")
+CLIENT_CALL = re.compile(r"(?<![\w.`])(KazooClient|redis\.Redis|RacingRedis|etcd_client|etcd3\.client)\(")  # `...` quotes one
 LOGIN_WORDS = ("auth", "login", "secret", "**kwargs", "**options")
 
 

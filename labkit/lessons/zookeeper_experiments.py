@@ -205,7 +205,7 @@ def cut_off_holder_history(lab: "Lab", waiter_client: KazooClient, path: str, se
     ``callback``): a client cut off at the end is closed with the notebook's others."""
     history = History()
     with TcpLink(lab.zookeeper.nodes[0].endpoint) as link:    # the holder's only way to ZooKeeper
-        cut_off = KazooClient(hosts=link.address, timeout=session_timeout)
+        cut_off = KazooClient(hosts=link.address, timeout=session_timeout, **lab.zookeeper.auth)
         cut_off.start(timeout=15)
         on_close(cut_off.close)
         on_close(cut_off.stop)
