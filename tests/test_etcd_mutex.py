@@ -4,7 +4,6 @@ with Go's Mutex through ``etcdctl lock``."""
 from __future__ import annotations
 
 import contextlib
-import os
 import queue
 import signal
 import subprocess
@@ -322,7 +321,7 @@ def etcdctl_lock(etcd, name: str):
     unlocks when interrupted. Yields a queue that receives its output lines."""
     argv = [find_etcdctl(), "--endpoints", ",".join(etcd.endpoints), "lock", name]
     process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               env=dict(os.environ, ETCDCTL_API="3"))
+                               env=etcd.etcdctl_environment())
     lines: queue.Queue = queue.Queue()
     reader = threading.Thread(target=lambda: [lines.put(line.strip()) for line in process.stdout], daemon=True)
     reader.start()

@@ -186,11 +186,17 @@ class EtcdService(Service):
                 raise
             command = [sys.executable, "-m", "labkit.servers.docker_backend", "etcdctl"]  # the image's etcdctl
         argv = [*command, "--endpoints", ",".join(self.endpoints), *args]
-        env = dict(os.environ, ETCDCTL_API="3")
-        if self.secret:  # in the environment, which only this user can read (not in argv)
-            env["ETCDCTL_USER"] = f"{self.secret.user}:{self.secret.password}"
-        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env,
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=self.etcdctl_environment(),
                               check=check, **kwargs)
+
+    def etcdctl_environment(self) -> dict[str, str]:
+        """The environment an etcdctl of your own runs with (``subprocess.Popen(..., env=...)``):
+        API v3, and a private lab's login in ETCDCTL_USER, where only this user can read it
+        (a ``--user`` flag would show in ``ps``)."""
+        env = dict(os.environ, ETCDCTL_API="3")
+        if self.secret:
+            env["ETCDCTL_USER"] = f"{self.secret.user}:{self.secret.password}"
+        return env
 
     def describe(self) -> dict:
         return {"endpoints": self.endpoints, "nodes": [n.describe() for n in self.nodes]}
