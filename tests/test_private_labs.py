@@ -7,6 +7,7 @@ under root's home, which other users cannot execute) and a readable copy of labk
 refusal checks use raw sockets and HTTP, so they need no client library. Skipped, with
 the reason, where there is no root or no /usr/bin/python3.
 """
+import importlib.util
 import json
 import os
 import pwd
@@ -28,6 +29,13 @@ from labkit.servers.secret import SECRET_FILE
 PEER = "labkit-peer"
 SYSTEM_PYTHON = "/usr/bin/python3"
 LABKIT_SOURCE = Path(labkit.__file__).parent
+
+
+def link_or_copy(source: str, target: str) -> None:
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
 
 
 class Peer:
@@ -63,10 +71,14 @@ def peer():
         subprocess.run(["useradd", "--create-home", "--shell", "/bin/sh", PEER], check=True)
     copy = tempfile.mkdtemp(prefix="labkit-peer-code-")
     shutil.copytree(LABKIT_SOURCE, Path(copy) / "labkit", ignore=shutil.ignore_patterns("__pycache__"))
+    # the venv's packages, linked (or copied) where the peer can read them: the venv may sit
+    # under root's home. Not redis: the lock's redis wants async-timeout before Python 3.11.3,
+    # and Debian's python3-redis serves (same minor version, so compiled gRPC loads too).
+    site = Path(importlib.util.find_spec("kazoo").origin).parent.parent
+    shutil.copytree(site, Path(copy), dirs_exist_ok=True, copy_function=link_or_copy,
+                    ignore=shutil.ignore_patterns("__pycache__", "redis", "redis-*", "labkit*", "*.pth"))
     for folder, _, files in os.walk(copy):
         os.chmod(folder, 0o755)
-        for name in files:
-            os.chmod(Path(folder) / name, 0o644)
     yield Peer(PEER, copy)
     shutil.rmtree(copy, ignore_errors=True)
 

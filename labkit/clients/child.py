@@ -24,6 +24,7 @@ from labkit.errors import LabError
 from labkit.locks.registry import login as registry_login, make_lock
 from labkit.record.fencing import FencedStore
 from labkit.record.events import sink_for
+from labkit.servers.secret import login_for
 
 
 class ChildError(LabError):
@@ -48,8 +49,10 @@ class _Child:
         self.store = None
         if spec.get("store"):
             store = spec["store"]
-            # the store is the lab's Redis: log in as the lock's connections do
-            login = registry_login(dict(spec["connections"], redis=f"{store['host']}:{store['port']}"), "redis")
+            # the store may be another lab's Redis (the torture runs keep it apart): log in to
+            # the lab at its address, else as the lock's connections do (a store behind a relay)
+            address = f"{store['host']}:{store['port']}"
+            login = login_for(address, "redis") or registry_login(dict(spec["connections"], redis=address), "redis")
             self.store = FencedStore(redis.Redis(host=store["host"], port=store["port"], **login), store["name"],
                                      fenced=store["fenced"])
         zookeeper = self.handle.extra.get("zookeeper")

@@ -26,10 +26,22 @@ def mend_python_etcd3() -> None:
     """python3-etcd3 0.13's watch module uses ``six`` without importing it: every watch
     thread of every client (a learner's own ``etcd3.client()`` too) dies with
     ``NameError: name 'six' is not defined`` when its watches are cancelled or its client
-    closes. Give the module the one ``six`` function it calls. Idempotent; runs once when
-    labkit is imported (this module is imported by ``labkit.servers``)."""
+    closes. Give the module the one ``six`` function it calls. And with ``user=`` /
+    ``password=`` (a private lab) it attaches its token both as call metadata and as gRPC
+    call credentials, which gRPC refuses on a plain (non-TLS) channel, so every call fails:
+    keep the metadata only. Idempotent; runs once when labkit is imported (this module is
+    imported by ``labkit.servers``)."""
     if not hasattr(etcd3.watch, "six"):
         etcd3.watch.six = types.SimpleNamespace(itervalues=lambda mapping: iter(mapping.values()))
+    create = etcd3.Etcd3Client.__init__
+    if getattr(create, "token_as_metadata_only", False):
+        return
+
+    def __init__(client, *args, **kwargs):
+        create(client, *args, **kwargs)
+        client.call_credentials = None  # the token still travels in client.metadata
+    __init__.token_as_metadata_only = True
+    etcd3.Etcd3Client.__init__ = __init__
 
 
 mend_python_etcd3()
