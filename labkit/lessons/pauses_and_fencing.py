@@ -152,7 +152,7 @@ def holder_behind_link(lab: Lab, path: str, session_timeout: float,
     ZooKeeper node only through a ``TcpLink`` (cut it with ``link.cut()``). The caller
     closes the client and the link. Raises LockTimeout if the lock is not free within 10 s."""
     link = TcpLink(lab.zookeeper.nodes[0].endpoint)
-    client = KazooClient(hosts=link.address, timeout=session_timeout)
+    client = KazooClient(hosts=link.address, timeout=session_timeout, **lab.zookeeper.auth)
     client.start(timeout=10)
     lock = ZooKeeperLock(client, path, identifier="holder", on_event=on_event)
     lock.acquire(timeout=10)
