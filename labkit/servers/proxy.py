@@ -104,6 +104,10 @@ class Network:
                 head = await self.rewrite_election_address(route, reader)
             elif route["kind"] == "redis-shared":
                 head = await asyncio.wait_for(_first_command(reader), 5)
+                if head.split(b"\r\n")[2:3] == [b"AUTH"]:
+                    # a private lab's sentinel logs in first and names itself next, in the same
+                    # write (hiredis queues both): read on to the name, briefly
+                    head += await asyncio.wait_for(_first_command(reader), 1)
                 found = re.search(rb"sentinel-([0-9a-f]{8})-", head)
                 src = route["members"].get(found.group(1).decode() if found else "")
         except (asyncio.TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, OSError):
