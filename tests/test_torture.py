@@ -279,12 +279,16 @@ def test_fenced_etcd_survives_killed_holders_and_leaders():
     assert trial.judgement.availability.held_share > 0.3
 
 
-def test_redis_failover_grants_the_lock_twice():
+def test_redis_under_pauses_and_a_failover_lets_two_holders_write():
+    """Redis has no token and no session: a holder paused past its TTL writes late, so the
+    store's record shows overlapping holds. (Whether the failover itself also loses an
+    acknowledged SET, which makes the lock's own history non-linearizable, depends on the
+    replication lag at the kill: it happens in some runs, so it is not asserted here.)"""
     result = torture("redis", nemesis="pause,leader", seed=2, **SOAK)
     trial = result.trials[0]
     assert any(done.step.nemesis == "leader" and not done.skipped for done in trial.executed), repr(result)
     assert not result.ok, repr(result)
-    assert trial.judgement.linearizability.ok is False, repr(result)
+    assert not trial.judgement.mutual_exclusion.ok, repr(result)
 
 
 def test_redlock_has_no_token_and_forgets_its_votes():
