@@ -7,7 +7,7 @@ from __future__ import annotations
 import atexit
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
     from labkit.widgets.panel import LockPanel
@@ -15,10 +15,12 @@ if TYPE_CHECKING:
 _LIVE_PANELS: "weakref.WeakSet[Any]" = weakref.WeakSet()
 
 
-def start_timer(panel: LockPanel, method: str, interval: float, name: str) -> threading.Thread:
+def start_timer(panel: LockPanel, method: str, interval: float, name: str, stopping: threading.Event,
+                report: Callable[[LockPanel, str], None]) -> threading.Thread:
+    """Call ``panel.<method>()`` every ``interval`` seconds until ``stopping`` is set; a
+    failing call is handed to ``report(panel, text)`` and the timer goes on."""
     # the thread holds only a weak reference, so a forgotten panel can still be collected
     panel_reference = weakref.ref(panel)
-    stopping = panel._stopping
 
     def loop() -> None:
         while not stopping.wait(interval):
@@ -28,7 +30,7 @@ def start_timer(panel: LockPanel, method: str, interval: float, name: str) -> th
             try:
                 getattr(target, method)()
             except Exception as error:  # one bad refresh must not kill the live view
-                target._report(f"refresh failed: {type(error).__name__}: {error}")
+                report(target, f"refresh failed: {type(error).__name__}: {error}")
             del target
     thread = threading.Thread(target=loop, name=name, daemon=True)
     thread.start()

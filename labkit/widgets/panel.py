@@ -123,9 +123,10 @@ class LockPanel:
         register(self)
         for driver in self.drivers:
             driver.start()
-        self._threads = [start_timer(self, "_refresh_clients", refresh, "panel-refresh"),
-                         start_timer(self, "_refresh_nodes", max(1.0, refresh), "panel-nodes"),
-                         start_timer(self, "_redraw", redraw_every, "panel-figure")]
+        timers = (("_refresh_clients", refresh, "panel-refresh"), ("_refresh_nodes", max(1.0, refresh), "panel-nodes"),
+                  ("_redraw", redraw_every, "panel-figure"))
+        self._threads = [start_timer(self, method, interval, name, self._stopping, LockPanel._report)
+                         for method, interval, name in timers]
 
     # ---- what the view reads ----
     @property
