@@ -29,9 +29,13 @@ def free_ports(count: int) -> list[int]:
     range: a port from that range can be taken, between this choice and the server's bind,
     as the source port of any outgoing connection on the machine (a test making many
     client connections does exactly that). Falls back to the kernel's choice when the
-    ephemeral range leaves no room below it."""
-    low, _ = ephemeral_port_range()
-    candidates = list(range(10_000, low)) if low - 10_000 >= 10 * count else []
+    ephemeral range leaves no room below it.
+
+    ``LABKIT_PORTS=FIRST-LAST`` narrows the choice to that range: labs in containers that
+    share the host's network (docker/hub/ gives each student a range of their own) then
+    cannot pick the same port in the moment between this check and a server's bind."""
+    first, last = lab_port_range()
+    candidates = list(range(first, last + 1)) if last + 1 - first >= 10 * count else []
     random.shuffle(candidates)
     sockets, ports = [], []
     try:
@@ -55,6 +59,22 @@ def free_ports(count: int) -> list[int]:
         for sock in sockets:
             sock.close()
     return ports
+
+
+def lab_port_range() -> tuple[int, int]:
+    """The ports labs choose from: ``LABKIT_PORTS`` (``FIRST-LAST``), else 10000 up to the
+    kernel's ephemeral range."""
+    wanted = os.environ.get("LABKIT_PORTS", "")
+    if wanted:
+        try:
+            first, last = (int(part) for part in wanted.split("-"))
+        except ValueError:
+            raise ValueError(f"LABKIT_PORTS={wanted!r}: expected FIRST-LAST, e.g. 20000-20499") from None
+        if not 1024 <= first <= last <= 65535:
+            raise ValueError(f"LABKIT_PORTS={wanted!r}: expected 1024 <= FIRST <= LAST <= 65535")
+        return first, last
+    low, _ = ephemeral_port_range()
+    return 10_000, low - 1
 
 
 def ephemeral_port_range() -> tuple[int, int]:
