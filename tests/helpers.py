@@ -43,3 +43,9 @@ def process_exists(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def bytes_of(size: str) -> int:
+    """A size as JupyterHub's ByteSpecification reads it ("1.5G": K, M, G, T are powers of 1024)."""
+    units = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+    return int(float(size[:-1]) * units[size[-1]]) if size[-1] in units else int(size)
