@@ -265,6 +265,10 @@ lock() {
     "$tools/bin/uv" pip compile pyproject.toml --extra test --universal --python-version 3.10 \
         --generate-hashes --custom-compile-command "./lab.sh lock" --quiet -o "$LOCK" "$@"
     say "$LOCK: $(grep -c '^[a-z0-9]' "$LOCK") pins; the next ./lab.sh start/test/setup installs them"
+    # the class hub's packages (docker/hub/), held to the lock's versions of what they share
+    "$tools/bin/uv" pip compile requirements/hub.in --constraint "$LOCK" --universal --python-version 3.10 \
+        --generate-hashes --custom-compile-command "./lab.sh lock" --quiet -o requirements/hub.txt "$@"
+    say "requirements/hub.txt: $(grep -c '^[a-z0-9]' requirements/hub.txt) pins (docker/hub/hub.sh installs them)"
 }
 
 test_latest() {
@@ -330,6 +334,7 @@ docker_leg() {
     trap stop_dockerd EXIT
     { command -v debootstrap >/dev/null || [ "$(id -u)" != 0 ] || apt_install debootstrap; } &&
         docker/build.sh || status=1
+    install_hub_extras || say "node-configurable-http-proxy could not be installed: tests/test_hub.py will skip"
     say "images ready in $((SECONDS - phase)) s"
     if [ "$status" -eq 0 ]; then
         say "running the test suite again with every server in a Docker container"
@@ -374,6 +379,12 @@ stop_dockerd() {
     kill -9 "$DOCKERD_PID" 2>/dev/null || true
     DOCKERD_PID=""
     unset DOCKER_HOST
+}
+
+install_hub_extras() {
+    # tests/test_hub.py (the class hub, docker/hub/): JupyterHub's proxy, from Debian. The hub
+    # itself and its single-user image come from docker/hub/hub.sh, which the test runs.
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then apt_install node-configurable-http-proxy; fi
 }
 
 no_labkit_containers_left() {
