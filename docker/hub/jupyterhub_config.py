@@ -130,7 +130,9 @@ c.JupyterHub.load_roles = [{
     "services": ["idle-culler"],
 }]
 
-# Who may log in: Unix accounts of this host by default (PAM). For a class, set your
-# authenticator here (GitHub, LTI, a shared-secret one), and list the instructors:
+# Who may log in: by default the Unix accounts of this host (PAM) in the group LABKIT_HUB_GROUP
+# ("students"), and the instructors in LABKIT_HUB_ADMINS (comma-separated). For a class
+# without Unix accounts, set your authenticator here (GitHub, LTI, OAuth), e.g.
 # c.JupyterHub.authenticator_class = "github"
+c.PAMAuthenticator.allowed_groups = {os.environ.get("LABKIT_HUB_GROUP", "students")}
 c.Authenticator.admin_users = set(filter(None, os.environ.get("LABKIT_HUB_ADMINS", "").split(",")))
