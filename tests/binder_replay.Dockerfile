@@ -10,6 +10,8 @@
 # the two requirement files), so that editing the course does not reinstall the packages.
 ARG BASE=labkit-base:bookworm
 FROM ${BASE}
+# on every layer, so that what this replay leaves in Docker's cache can be found
+LABEL labkit.binder-replay=1
 
 # What Binder's image has before it reads .binder/: a UTF-8 locale, bash, the notebook user,
 # a Python 3.11 the user owns; the man page folder Java's packages expect (this minimal base
@@ -54,7 +56,6 @@ RUN ${KERNEL_PYTHON_PREFIX}/bin/pip install --no-cache-dir -r ".binder/requireme
 # the repository, then postBuild as the notebook user in it
 USER root
 COPY --chown=jovyan:jovyan repo/ /home/jovyan/
-LABEL labkit.binder-replay=1
 USER jovyan
 RUN chmod +x .binder/postBuild && ./.binder/postBuild
 ENTRYPOINT ["/home/jovyan/.binder/start"]

@@ -126,6 +126,8 @@ def test_notebooks_00_and_02_pass_as_binder_runs_them(replay_image):
     name = f"labkit-binder-replay-{os.getpid()}"
     command = " ; ".join([
         "echo backend-from-start=$LABKIT_BACKEND",
+        # what Binder launches must still start after the lock replaced its packages
+        "jupyterhub-singleuser --version > /dev/null && jupyter lab --version > /dev/null && echo launchers-start",
         "python -m pytest --nbval-lax -p no:cacheprovider " + " ".join(NOTEBOOKS),
         "status=$?",
         # the container's own cgroup keeps its peak (v2: memory.peak; v1 counts page cache too)
@@ -149,6 +151,7 @@ def test_notebooks_00_and_02_pass_as_binder_runs_them(replay_image):
         f"the container {name} was left behind"
     assert run.returncode == 0, f"notebooks failed in the Binder replay (exit {run.returncode}):\n{tail(output)}"
     assert "backend-from-start=local" in output, f".binder/start did not set LABKIT_BACKEND:\n{tail(output)}"
+    assert "launchers-start" in output, f"jupyterhub-singleuser or jupyter lab does not start:\n{tail(output)}"
     for notebook in NOTEBOOKS:
         assert notebook in output, f"{notebook} did not run:\n{tail(output)}"
     assert re.search(r"\d+ passed", output) and not re.search(r"\d+ (failed|error)", output), tail(output)
