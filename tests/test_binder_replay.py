@@ -7,7 +7,7 @@ as that user, through .binder/start, under Binder's 2 GiB memory limit, with no 
 
 The replay runs only in the Docker leg of ./lab.sh test (LABKIT_BACKEND=docker) where a
 Docker engine answers and the lab's base image is built (docker/build.sh makes it). Cold (no
-layer cache) the build took 2.5 min here; warm, only the repository copy and postBuild rerun
+layer cache) the build took 2 to 5 min here, by load; warm, only the repository copy and postBuild rerun
 (seconds), and the notebooks take about a minute. The image tag is removed after, its layers
 stay cached. What it cannot tell: that Ubuntu's packages (Binder's base image) behave as
 Debian's do, and that conda's Python behaves as Debian's.
