@@ -8,8 +8,8 @@ as that user, through .binder/start, under Binder's 2 GiB memory limit, with no 
 The replay runs only in the Docker leg of ./lab.sh test (LABKIT_BACKEND=docker) where a
 Docker engine answers and the lab's base image is built (docker/build.sh makes it). Cold (no
 layer cache) the build took 2 to 5 min here, by load; warm, only the repository copy and postBuild rerun
-(seconds), and the notebooks take about a minute. The image tag is removed after, its layers
-stay cached. What it cannot tell: that Ubuntu's packages (Binder's base image) behave as
+(seconds), and the notebooks take about a minute. The image keeps its tag, as the cache of the
+next run; older replay images (untagged by a newer build) are pruned after each build. What it cannot tell: that Ubuntu's packages (Binder's base image) behave as
 Debian's do, and that conda's Python behaves as Debian's.
 """
 import os
@@ -114,9 +114,10 @@ def replay_image(tmp_path):
     if build.returncode != 0:
         pytest.fail(f"building the Binder replay FROM {base} failed:\n{tail(build.stdout + build.stderr)}")
     print(f"Binder replay image built FROM {base} in {time.monotonic() - began:.0f} s")
+    # the tagged image is the next run's cache; the ones this build untagged go (a changed lock
+    # or apt.txt would otherwise leave ~1.5 GB behind each time)
+    docker("image", "prune", "--force", "--filter", "label=labkit.binder-replay=1")
     yield IMAGE
-    # the tag goes, its layers stay: Docker's cache makes the next build fast
-    docker("rmi", "--no-prune", IMAGE)
 
 
 @pytest.mark.docker
