@@ -71,8 +71,15 @@ def sequence_of(node: str) -> int | None:
 
 def sorted_contenders(children: list[str]) -> list[str]:
     """The contender nodes among ``children``, in queue order."""
-    contenders = [child for child in children if sequence_of(child) is not None]
-    return sorted(contenders, key=sequence_of)
+    # Every waiter that wakes runs this over the whole queue: each name is parsed once
+    # (at a thousand contenders, parsing twice cost as much as the server's reply).
+    numbered = []
+    for child in children:
+        match = CONTENDER_NAME.search(child)
+        if match:
+            numbered.append((int(match.group(1)), child))
+    numbered.sort()
+    return [child for _, child in numbered]
 
 
 class ZooKeeperLock:
