@@ -11,7 +11,8 @@ import pytest
 from labkit import bench_scale
 from labkit.bench_scale.crowd_handoff import SCENARIOS
 from labkit.clients.crowd import Crowd, CrowdError, running
-from labkit.locks.registry import connections_of
+from labkit.locks.errors import LockTimeout
+from labkit.locks.registry import connections_of, etcd_client_for, etcd_mutex_on
 
 N = 20
 HERDS = ("zookeeper parent", "etcd python-etcd3 Lock")
@@ -95,3 +96,21 @@ def test_a_crowd_closes_every_session_and_worker(lab, zk, unique_name):
         assert [event.client for event in crowd.history.events(kind="acquired")] == ["contender-3"]
     assert running(pids) == []
     assert zk.get_children(path) == []   # the holder's session was closed: its node is gone
+
+
+def test_etcd_sessions_share_one_client_each_with_its_own_lease(lab, unique_name):
+    # how a crowd worker holds its etcd contenders: one client, many sessions (leases)
+    client = etcd_client_for(connections_of(lab), "etcd")
+    try:
+        first, second = (etcd_mutex_on(client, unique_name, name, ttl=10) for name in ("first", "second"))
+        assert first.session()["lease_id"] != second.session()["lease_id"]
+        first.lock.acquire(timeout=10)
+        with pytest.raises(LockTimeout):
+            second.lock.acquire(timeout=0.5)
+        first.close()   # revokes the first lease only: the lock is free, the client still works
+        second.lock.acquire(timeout=10)
+        assert second.lock.contenders() == [second.lock.key]
+        second.close()
+        assert list(client.get_prefix(unique_name)) == []
+    finally:
+        client.close()

@@ -125,11 +125,13 @@ class Crowd:
     ``labkit.locks.registry``), dealt round-robin over ``workers`` processes. Every
     session is open when the constructor returns (within ``start_timeout`` seconds).
     ``call_timeout``: the etcd client's deadline per call (python3-etcd3's default, 10 s,
-    is too short for a herd of a thousand on 2 busy cores)."""
+    is too short for a herd of a thousand on 2 busy cores). ``share_client``: the etcd
+    contenders of one worker share one client, each with its own lease (False: a client
+    each, as separate programs would have; see ``labkit.clients.crowd_worker``)."""
 
     def __init__(self, connections: dict[str, str], recipe: str, name: str, n: int, workers: int = 10,
                  session_timeout: float = 30.0, ttl: float = 60.0, start_timeout: float = 120.0,
-                 history: History | None = None, call_timeout: float = 120.0):
+                 history: History | None = None, call_timeout: float = 120.0, share_client: bool = True):
         if n < 1 or workers < 1:
             raise ValueError(f"a crowd needs at least one contender and one worker, got n={n}, workers={workers}")
         self.names = [f"contender-{number}" for number in range(n)]
@@ -147,7 +149,8 @@ class Crowd:
             for index in range(min(workers, n)):
                 clients = self.names[index::workers]
                 spec = {"recipe": recipe, "connections": connections, "name": name, "clients": clients,
-                        "session_timeout": session_timeout, "ttl": ttl, "call_timeout": call_timeout}
+                        "session_timeout": session_timeout, "ttl": ttl, "call_timeout": call_timeout,
+                        "share_client": share_client}
                 worker = _Worker(spec, self)
                 self.workers.append(worker)
                 self.worker_of.update(dict.fromkeys(clients, worker))

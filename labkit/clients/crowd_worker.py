@@ -1,9 +1,15 @@
 """One worker of a crowd: ``python -m labkit.clients.crowd_worker SPEC_JSON``.
 
-It holds many contenders of one lock (each with its own connection and session, made by
-``labkit.locks.registry.make_lock``), so that a thousand contenders spread over a few
-processes measure the coordinator and the recipe rather than one Python interpreter's
-threads and pings. It talks JSON lines like ``labkit.clients.child``: commands on stdin
+It holds many contenders of one lock, each with a session of its own, so that a thousand
+contenders spread over a few processes measure the coordinator and the recipe rather than
+one Python interpreter's threads and pings. A ZooKeeper session is a connection, so each
+ZooKeeper contender has its own (``labkit.locks.registry.make_lock``). An etcd session is
+a lease, not a connection: the etcd contenders of one worker share one client (one gRPC
+channel, one watch stream carrying every waiter's watch), each with its own lease, as Go's
+concurrency package runs many sessions over one client (``labkit.locks.registry.etcd_mutex_on``;
+python-etcd3's Lock grants a lease per attempt anyway: ``etcd3_lock_on``). A thousand gRPC
+channels, one per contender, were what made a thousand-contender hand-off slow: the load
+average went past 100 on 2 cores. It talks JSON lines like ``labkit.clients.child``: commands on stdin
 (``acquire``/``release`` for one contender, ``loop`` for all of them, ``exit``), events
 and replies on stdout (see ``labkit.clients.crowd.Crowd`` for the other side).
 
@@ -25,10 +31,13 @@ from typing import Any
 
 import etcd3.exceptions
 
-from labkit.locks.registry import RecipeHandle, make_lock
+from labkit.locks.registry import RecipeHandle, etcd3_lock_on, etcd_client_for, etcd_mutex_on, make_lock
 from labkit.record.events import Event
 
 RETRIES = 3   # tries of an acquire that lost its etcd connection, before the error goes to the harness
+# recipes whose contenders in one worker share one client (their sessions are leases), and
+# how each contender's lock is made on it: (client, name, identifier, on_event, ttl) -> RecipeHandle
+SHARED_CLIENT = {"etcd": etcd_mutex_on, "etcd3-lock": etcd3_lock_on}
 OPENING_THREADS = 16   # sessions opened at once: enough to hide the round trips, few enough not to swamp 2 cores
 
 
@@ -41,6 +50,10 @@ class CrowdWorker:
         self._output_lock = threading.Lock()
         self.quiet = threading.Event()   # set while looping for throughput: events would only cost
         self.handles: dict[str, RecipeHandle] = {}
+        self.shared_client: Any = None
+        if spec["recipe"] in SHARED_CLIENT and spec.get("share_client", True):
+            self.shared_client = etcd_client_for(spec["connections"], spec["recipe"])
+            self.set_call_timeout(self.shared_client)
         with ThreadPoolExecutor(OPENING_THREADS) as pool:
             opened = pool.map(self.open, spec["clients"])
             self.handles = dict(zip(spec["clients"], opened))
@@ -49,14 +62,20 @@ class CrowdWorker:
         def on_event(kind: str, **detail: Any) -> None:
             if not self.quiet.is_set():
                 self.send(type="event", event=Event(time.time(), client, kind, detail).to_dict())
+        if self.shared_client is not None:
+            make = SHARED_CLIENT[self.spec["recipe"]]
+            return make(self.shared_client, self.spec["name"], client, on_event, self.spec["ttl"])
         handle = make_lock(self.spec["recipe"], self.spec["connections"], self.spec["name"], client, on_event,
                            self.spec["session_timeout"], self.spec["ttl"])
-        etcd = handle.extra.get("etcd")
-        if etcd is not None and self.spec.get("call_timeout"):
-            # python3-etcd3's deadline per call (10 s): a herd of a thousand on 2 busy cores can
-            # queue a call longer than that, and a missed deadline would end the measurement
-            etcd.timeout = self.spec["call_timeout"]
+        if handle.extra.get("etcd") is not None:
+            self.set_call_timeout(handle.extra["etcd"])
         return handle
+
+    def set_call_timeout(self, etcd: Any) -> None:
+        # python3-etcd3's deadline per call (10 s): a herd of a thousand on 2 busy cores can
+        # queue a call longer than that, and a missed deadline would end the measurement
+        if self.spec.get("call_timeout"):
+            etcd.timeout = self.spec["call_timeout"]
 
     def send(self, **message: Any) -> None:
         line = json.dumps(message, default=str) + "\n"
@@ -136,6 +155,8 @@ class CrowdWorker:
                 print(f"(closing a session: {error!r})", file=sys.stderr)
         with ThreadPoolExecutor(max(1, len(self.handles))) as pool:
             list(pool.map(close_one, self.handles.values()))
+        if self.shared_client is not None:
+            self.shared_client.close()
 
     def serve(self, commands: Any) -> None:
         for line in commands:

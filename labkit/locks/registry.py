@@ -130,25 +130,47 @@ def etcd_client_for(connections: dict[str, str], recipe: str) -> Any:
     return etcd_client(host, int(port), **login(connections, "etcd"))
 
 
-def _etcd_mutex(connections, name, identifier, on_event, session_timeout, ttl) -> RecipeHandle:
-    client = etcd_client_for(connections, "etcd")
+def etcd_mutex_on(client: Any, name: str, identifier: str, on_event: EventSink = ignore_events,
+                  ttl: float = 5.0) -> RecipeHandle:
+    """An EtcdMutex on a session (a lease) of its own, over a ``client`` it does not own.
+    A session is a lease, not a connection: Go's concurrency package runs many sessions
+    over one client, and so can a process holding many contenders (one gRPC channel and
+    one watch stream for all of them). ``close()`` revokes the lease, leaves the client open."""
     session = EtcdSession(client, ttl=max(1, math.ceil(ttl)))
     lock = EtcdMutex(session, name, identifier=identifier, on_event=on_event)
+    return RecipeHandle(lock, session.close, lambda: {"lease_id": session.lease_id}, session.stop_keepalive,
+                        expired=session.done.is_set, extra={"etcd": client})
+
+
+def _etcd_mutex(connections, name, identifier, on_event, session_timeout, ttl) -> RecipeHandle:
+    client = etcd_client_for(connections, "etcd")
+    handle = etcd_mutex_on(client, name, identifier, on_event, ttl)
+    close_session = handle.close
 
     def close() -> None:
         try:
-            session.close()
+            close_session()
         finally:
             client.close()
-    return RecipeHandle(lock, close, lambda: {"lease_id": session.lease_id}, session.stop_keepalive,
-                        expired=session.done.is_set, extra={"etcd": client})
+    handle.close = close
+    return handle
+
+
+def etcd3_lock_on(client: Any, name: str, identifier: str, on_event: EventSink = ignore_events,
+                  ttl: float = 5.0) -> RecipeHandle:
+    """python-etcd3's Lock over a ``client`` it does not own (each attempt grants its own
+    lease, see etcd3_reference.py). ``close()`` leaves the client open; a lease granted and
+    never released runs out by its TTL, as it does when a client of its own is closed."""
+    lock = Etcd3ReferenceLock(client, name, ttl=max(1, math.ceil(ttl)), identifier=identifier, on_event=on_event)
+    return RecipeHandle(lock, lambda: None, lambda: {"lease_id": getattr(lock.etcd3_lock.lease, "id", None)},
+                        extra={"etcd": client})
 
 
 def _etcd3_reference(connections, name, identifier, on_event, session_timeout, ttl) -> RecipeHandle:
     client = etcd_client_for(connections, "etcd3-lock")
-    lock = Etcd3ReferenceLock(client, name, ttl=max(1, math.ceil(ttl)), identifier=identifier, on_event=on_event)
-    return RecipeHandle(lock, client.close, lambda: {"lease_id": getattr(lock.etcd3_lock.lease, "id", None)},
-                        extra={"etcd": client})
+    handle = etcd3_lock_on(client, name, identifier, on_event, ttl)
+    handle.close = client.close
+    return handle
 
 
 def _redis(connections, name, identifier, on_event, session_timeout, ttl) -> RecipeHandle:
