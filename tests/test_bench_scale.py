@@ -40,6 +40,8 @@ def test_wakeups_per_release_are_exact_over_worker_processes(tiny_run):
         else:
             assert row["wakeups"] == [1] * 10 and row["handoffs"] == 10
         assert 0 < row["handoff_p50_ms"] <= row["handoff_p99_ms"]
+        # each hand-off timed from the release's start and from its reply, on one clock
+        assert row["handoff_from_reply_p50_ms"] <= row["handoff_p50_ms"]
 
 
 def test_the_server_counts_the_herd(tiny_run):

@@ -156,12 +156,18 @@ def measure_crowd(lab: Lab, label: str, n: int, releases: int, workers: int, run
         crowd.close()
         row["teardown_s"] = round(time.monotonic() - closing, 2)
         row["left_behind"] = running(crowd.pids)
-    # from the moment the holder began to let go (in its worker) to the next holder's
-    # "acquired": the recipe's hand-off. run.latencies also counts the harness's pipe to the worker.
-    latency = summarize([acquired - started for (_, _, acquired), started in zip(run.releases, crowd.release_started)])
+    # The recipe's hand-off: from the moment the holder began to let go (in its worker) to
+    # the next holder's "acquired" (in its worker), both on time.monotonic(). The target is
+    # on this one. "From the reply": from when the holder's release call returned (the
+    # server has deleted the node or key) instead: what the next holder alone spends
+    # noticing and re-checking. run.latencies also counts the harness's pipe to the worker.
+    taken = [crowd.acquired_at[acquired] for _, _, acquired in run.releases]
+    latency = summarize([acquired - started for acquired, (started, _) in zip(taken, crowd.releases)])
+    from_reply = summarize([acquired - replied for acquired, (_, replied) in zip(taken, crowd.releases)])
     harness = summarize(run.latencies)
     row.update(handoffs=len(run.releases), wakeups=run.wakeups, mean_wakeups=round(statistics.mean(run.wakeups), 2),
                handoff_p50_ms=latency["p50_ms"], handoff_p99_ms=latency["p99_ms"],
+               handoff_from_reply_p50_ms=from_reply["p50_ms"],
                asked_p50_ms=harness["p50_ms"], retried_acquires=crowd.retries,
                server_per_release={key: round(statistics.mean(cost[key] for cost in costs), 3) for key in costs[0]})
     return row

@@ -59,7 +59,7 @@ class _Worker:
         for line in self.process.stdout:
             message = json.loads(line)
             if message["type"] == "event":
-                self.crowd.receive(Event.from_dict(message["event"]))
+                self.crowd.receive(Event.from_dict(message["event"]), message.get("monotonic"))
             elif message["type"] == "reply" and message["id"] in self.pending:
                 answered, reply = self.pending[message["id"]]
                 reply.update(message)   # the worker's reply carries no "client": ours stays
@@ -117,7 +117,7 @@ class RemoteLock:
 
     def release(self) -> None:
         result = self.worker.call("release", client=self.client, timeout=60)
-        self.worker.crowd.release_started.append(result["started"])
+        self.worker.crowd.releases.append((result["started"], result["replied"]))
 
 
 class Crowd:
@@ -140,7 +140,10 @@ class Crowd:
         self.numbers = itertools.count()
         self.listeners: list[EventSink] = []
         self.retries = 0   # acquires a worker tried again after losing its etcd connection
-        self.release_started: list[float] = []   # time.time() each holder began to let go, in its worker
+        # Every worker stamps with time.monotonic(), one clock for the whole machine on Linux
+        # (CLOCK_MONOTONIC: never stepped, unlike the wall clock of the events' own stamps).
+        self.releases: list[tuple[float, float]] = []   # each release: (began to let go, its reply came)
+        self.acquired_at: dict[float, float] = {}   # an "acquired" event's time -> time.monotonic() then
         self.abandoned: set[str] = set()   # contenders the harness let go: their calls stop waiting
         self.workers: list[_Worker] = []
         self.worker_of: dict[str, _Worker] = {}
@@ -164,8 +167,10 @@ class Crowd:
             self.close()
             raise
 
-    def receive(self, event: Event) -> None:
-        """An event from a worker, with the worker's time stamp (the machine has one clock)."""
+    def receive(self, event: Event, monotonic: float | None = None) -> None:
+        """An event from a worker, with the worker's time stamps (the machine has one clock)."""
+        if event.kind == "acquired" and monotonic is not None:
+            self.acquired_at[event.time] = monotonic
         self.history.append(event)
         for listener in self.listeners:
             listener(event.kind, client=event.client)

@@ -60,8 +60,9 @@ class CrowdWorker:
 
     def open(self, client: str) -> RecipeHandle:
         def on_event(kind: str, **detail: Any) -> None:
-            if not self.quiet.is_set():
-                self.send(type="event", event=Event(time.time(), client, kind, detail).to_dict())
+            if not self.quiet.is_set():   # both clocks at once: hand-offs are timed on the monotonic one
+                stamp, monotonic = time.time(), time.monotonic()
+                self.send(type="event", event=Event(stamp, client, kind, detail).to_dict(), monotonic=monotonic)
         if self.shared_client is not None:
             make = SHARED_CLIENT[self.spec["recipe"]]
             return make(self.shared_client, self.spec["name"], client, on_event, self.spec["ttl"])
@@ -100,9 +101,11 @@ class CrowdWorker:
                 result = None
                 if command["op"] == "acquire":
                     result = {"retries": self.acquire(lock, command.get("timeout"))}
-                else:   # when the holder began to let go: a hand-off's start, without the pipe to this worker
-                    result = {"started": time.time()}
+                else:   # when the holder began to let go and when its release was answered: a
+                    # hand-off's start (two ways), without the pipe to this worker
+                    started = time.monotonic()
                     lock.release()
+                    result = {"started": started, "replied": time.monotonic()}
         except Exception as error:  # the crowd re-raises it; the worker keeps serving
             self.reply(command, error=error)
         else:
