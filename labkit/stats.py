@@ -33,12 +33,14 @@ def summarize(seconds: Sequence[float]) -> dict[str, Any]:
 
 
 def take_turns(methods: Mapping[str, Callable[[], Any]], iterations: int, warm_up: int = 0,
-               order: random.Random | None = None) -> dict[str, list[float]]:
+               order: random.Random | None = None, pause: float = 0.0) -> dict[str, list[float]]:
     """Seconds each call of each method took: ``warm_up`` untimed calls of each first, then
     ``iterations`` rounds of one call of each, in a new random order every round. Why
     turns: a client library's threads keep working for a moment after a call returns,
     and in a fixed order that cost (or a burst of load on the machine) would always land
-    on the same method. Whatever a method raises is raised."""
+    on the same method. ``pause``: seconds of sleep (not timed) before each call, for a
+    call that comes after a quiet spell, when every thread on its path (client, server)
+    has to be woken first. Whatever a method raises is raised."""
     order = order or random.Random(0)
     for method in methods.values():  # connections, first node of each path
         for _ in range(warm_up):
@@ -48,6 +50,8 @@ def take_turns(methods: Mapping[str, Callable[[], Any]], iterations: int, warm_u
     for _ in range(iterations):
         order.shuffle(names)
         for name in names:
+            if pause:
+                time.sleep(pause)
             started = time.perf_counter()
             methods[name]()
             samples[name].append(time.perf_counter() - started)

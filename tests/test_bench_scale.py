@@ -74,6 +74,9 @@ def test_report_json_and_plots(tiny_run, tmp_path):
     assert len(verdicts) == len(tiny_run["targets"])
     wakeup_targets = [t for t in tiny_run["targets"] if "wakeup" in t["target"] or "wakes" in t["target"]]
     assert len(wakeup_targets) == 4 and all(t["met"] for t in wakeup_targets)
+    # the second yardstick (each op after a quiet spell) is printed next to the targets, not as one
+    assert set(tiny_run["uncontended_after_quiet"]) == set(tiny_run["uncontended"])
+    assert "(not a target)" in printed
     saved = tmp_path / "scale.json"
     saved.write_text(json.dumps(tiny_run))
     figure = bench_scale.load_and_plot(saved, save=tmp_path / "scale.png")

@@ -175,14 +175,17 @@ def measure_crowd(lab: Lab, label: str, n: int, releases: int, workers: int, run
 
 
 def uncontended(lab: Lab, iterations: int, run_id: str,
-                recipes: tuple[str, ...] = ("zookeeper predecessor", "etcd EtcdMutex")) -> dict[str, dict[str, Any]]:
+                recipes: tuple[str, ...] = ("zookeeper predecessor", "etcd EtcdMutex"),
+                pause: float = 0.0) -> dict[str, dict[str, Any]]:
     """Acquire + release with nobody else around (the targets' yardstick), for ``recipes``
-    (labels of SCENARIOS), each on its own connections, taking turns (``labkit.stats``)."""
+    (labels of SCENARIOS), each on its own connections, taking turns (``labkit.stats``).
+    ``pause``: seconds of quiet before each op, as before each hand-off (its waiters settle
+    first): then every thread on the op's path starts asleep."""
     handles = {label: make_lock(SCENARIOS[label], connections_of(lab), f"/scale-{run_id}/alone-{SCENARIOS[label]}",
                                 label, ttl=60) for label in recipes}
     try:
         samples = take_turns({label: (lambda lock=handle.lock: (lock.acquire(timeout=10), lock.release()))
-                              for label, handle in handles.items()}, iterations, warm_up=3)
+                              for label, handle in handles.items()}, iterations, warm_up=3, pause=pause)
     finally:
         for handle in handles.values():
             handle.close()
