@@ -69,7 +69,7 @@ class EtcdMutex:
         if owner is None:
             return self._acquired(response.header.revision)
         try:
-            self._wait_deletes(self._revision - 1, deadline)
+            mine = self._wait_deletes(self._revision - 1, deadline)
         except LockTimeout:
             self._leave_queue()  # Go: Unlock when the context ends
             waited = time.monotonic() - started
@@ -79,8 +79,7 @@ class EtcdMutex:
             self._leave_queue()  # Go: Unlock when the wait fails
             raise
         # Re-check: the keys ahead are gone, but so may be mine if the lease expired meanwhile.
-        mine = self._range(etcdrpc.RangeRequest(key=self._key.encode()))
-        if not mine.kvs or self.session.done.is_set():
+        if mine is None or not mine.kvs or self.session.done.is_set():
             reason = self.session.lost_reason or f"my key {self._key} is gone: its lease expired or was revoked"
             self._emit_lost(reason, token=None)
             self._leave_queue()
@@ -150,16 +149,31 @@ class EtcdMutex:
                                     max_create_revision=max_create_revision)
 
     # -- wait (Go's key.go) ------------------------------------------------------------
-    def _wait_deletes(self, max_create_revision: int, deadline: float | None) -> None:
+    def _wait_deletes(self, max_create_revision: int, deadline: float | None) -> etcdrpc.RangeResponse | None:
         # Wait until no key older than mine is left. Watch only the youngest of them (Go's
         # WithLastCreate + WithMaxCreateRev): when it goes, look again, because a waiter
-        # ahead of me may have left while the holder still holds.
+        # ahead of me may have left while the holder still holds. Returns my own key as read
+        # with the last look (None if the session ended first).
         while not self.session.done.is_set():
-            ahead = self._range(self._by_create_revision(etcdrpc.RangeRequest.DESCEND,
-                                                         max_create_revision=max_create_revision))
+            ahead, mine = self._look_ahead(max_create_revision)
             if not ahead.kvs:
-                return
+                return mine
             self._wait_delete(ahead.kvs[0].key.decode(), ahead.header.revision, deadline)
+        return None
+
+    def _look_ahead(self, max_create_revision: int) -> tuple[etcdrpc.RangeResponse, etcdrpc.RangeResponse]:
+        # The youngest key ahead of mine, and my own key, in one read-only transaction: Go
+        # reads them one after the other (waitDeletes, then Get(myKey)); read together they
+        # come from one revision, and a hand-off costs one round trip less.
+        request = etcdrpc.TxnRequest(success=[
+            etcdrpc.RequestOp(request_range=self._by_create_revision(etcdrpc.RangeRequest.DESCEND,
+                                                                     max_create_revision=max_create_revision)),
+            etcdrpc.RequestOp(request_range=etcdrpc.RangeRequest(key=self._key.encode()))])
+        response = rpc(self.client, self.client.kvstub.Txn, request)
+        ahead, mine = (op.response_range for op in response.responses)
+        ahead.header.CopyFrom(response.header)  # the ranges inside a txn carry no header of their own
+        mine.header.CopyFrom(response.header)
+        return ahead, mine
 
     def _wait_delete(self, key: str, revision: int, deadline: float | None) -> None:
         events: queue.Queue = queue.Queue()
