@@ -73,13 +73,8 @@ def sorted_contenders(children: list[str]) -> list[str]:
     """The contender nodes among ``children``, in queue order."""
     # Every waiter that wakes runs this over the whole queue: each name is parsed once
     # (at a thousand contenders, parsing twice cost as much as the server's reply).
-    numbered = []
-    for child in children:
-        match = CONTENDER_NAME.search(child)
-        if match:
-            numbered.append((int(match.group(1)), child))
-    numbered.sort()
-    return [child for _, child in numbered]
+    numbered = [(sequence_of(child), child) for child in children]
+    return [child for number, child in sorted(pair for pair in numbered if pair[0] is not None)]
 
 
 class ZooKeeperLock:
