@@ -7,7 +7,10 @@ recipe's own docstring says how long.
 """
 from __future__ import annotations
 
-from typing import Any, Self
+from typing import Any, TypeVar
+
+# typing.Self is Python 3.11+: a bound TypeVar says the same on 3.10 (Ubuntu 22.04's python3)
+_Lock = TypeVar("_Lock", bound="HeldInside")
 
 
 class HeldInside:
@@ -19,7 +22,7 @@ class HeldInside:
     def release(self) -> None:
         raise NotImplementedError
 
-    def __enter__(self) -> Self:
+    def __enter__(self: _Lock) -> _Lock:
         self.acquire()
         return self
 
