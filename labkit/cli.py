@@ -172,6 +172,21 @@ def cmd_torture(args) -> int:
     return 0 if result.ok else 1
 
 
+def cmd_races(args) -> int:
+    from labkit.lessons.holder_safety import TOPOLOGIES, batches
+
+    topologies = args.topology.split(",") if args.topology else list(TOPOLOGIES)
+    unknown = sorted(set(topologies) - set(TOPOLOGIES))
+    if unknown:
+        print(f"labkit races: unknown topology {', '.join(unknown)}; choose from {', '.join(TOPOLOGIES)}",
+              file=sys.stderr)
+        return 2
+    rows = batches(args.recipe.split(","), topologies, args.runs, args.naive_runs, args.timeout)
+    unsafe = [row for row in rows if row["rule"] != "trusts its server" and row["safe"] < row["runs"]]
+    print("every holder gave up before the next one acquired" if not unsafe else f"UNSAFE: {unsafe}")
+    return 1 if unsafe else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="labkit", description="Real lock servers for the Distributed Locks Lab.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -237,6 +252,16 @@ def main(argv: list[str] | None = None) -> int:
     torture.add_argument("--report", default=None, help="report folder (default: $LABKIT_HOME/torture/...)")
     torture.add_argument("--replay", default=None, metavar="REPORT", help="run the schedule of a report.json again")
     torture.set_defaults(handler=cmd_torture)
+
+    races = commands.add_parser("races", help="does a holder give up before the next one acquires? "
+                                              "each topology, N runs, on a lab of its own (exit 1: unsafe)")
+    races.add_argument("--recipe", default="zookeeper,etcd", help="zookeeper, etcd or both (default)")
+    races.add_argument("--topology", default=None, help="client-link, follower-cut, old-leader (default: all)")
+    races.add_argument("--runs", type=int, default=10, help="races per topology (default 10)")
+    races.add_argument("--naive-runs", type=int, default=10,
+                       help="ZooKeeper races with server_lag=0 in follower-cut, the negative control (default 10)")
+    races.add_argument("--timeout", type=float, default=2.0, help="session timeout / lease TTL (default 2)")
+    races.set_defaults(handler=cmd_races)
 
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["bench"]:

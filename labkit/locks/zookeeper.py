@@ -7,12 +7,18 @@ What can go wrong, first:
   becomes True and a "suspended" event is emitted: stop writing to the protected resource
   until "reconnected".
 - The client-side deadline: kazoo says LOST only once it reconnects and hears that the
-  session expired. A holder cut off from every server would stay SUSPENDED while the server
-  expires its session and gives the lock to the next waiter. So the holder counts for
-  itself, from the last request the server answered (``zookeeper_contact.py``): once the
-  negotiated session timeout minus a margin has passed in SUSPENDED, ``is_held`` becomes
-  False and a "lost" event says "client-side deadline" -- before the server can have
-  expired the session. (Curator does the same; Chubby calls it "jeopardy".)
+  session expired. A holder cut off from the ensemble would go on believing it holds while
+  the leader expires its session and gives the lock to the next waiter. So the holder
+  counts for itself (Chubby calls it "jeopardy"): it gives up at the send time of the
+  newest request its server answered, plus the negotiated session timeout, minus a margin,
+  minus ``server_lag`` -- because an answer from a *follower* does not prove that the
+  leader heard of us: a follower cut from the leader keeps answering for up to syncLimit x
+  tickTime while the leader expires the session. ``is_held`` checks that deadline every time
+  it is read, and while holding the lock sends a small heartbeat so that its newest answer
+  is never old; when the deadline passes a "lost" event says "client-side deadline". Do not
+  wait for SUSPENDED: kazoo says it only after two thirds of a timeout of silence (Curator's
+  advice is the same: treat SUSPENDED as lost). And a deadline does not replace fencing: a
+  write sent just before it can still arrive late.
 - LOST: the session expired, so the server deleted my ephemeral node and someone else may
   hold the lock already. ``is_held`` becomes False and a "lost" event is emitted; a waiter's
   ``acquire`` raises ``SessionExpired``. Start again with a new session. Closing the client
@@ -45,6 +51,7 @@ from kazoo.protocol.states import EventType, KazooState, KeeperState
 from labkit.record.events import EventSink, ignore_events
 from labkit.locks.errors import LockError, LockTimeout, SessionExpired
 from labkit.locks.zookeeper_contact import server_contact
+from labkit.servers.zookeeper import SERVER_LAG
 
 # Any child ending in "lock-" or kazoo's "__lock__" plus 10 digits is a contender, whoever
 # made it: Curator's "_c_<uuid>-lock-N", kazoo's "<uuid>__lock__N" and ours "<uuid>-lock-N".
@@ -87,9 +94,26 @@ class ZooKeeperLock:
     parent deleted and re-created (Curator makes lock parents *container* nodes, which the
     server deletes when empty) starts again at 0 -- a new holder would carry a lower number.
 
-    ``deadline_margin``: the client-side deadline fires this fraction of the session timeout
-    early, to cover a late timer thread and the time the last answered request took to reach
-    the server.
+    The client-side deadline, in monotonic time: ``heard_at + session_timeout x (1 -
+    deadline_margin) - server_lag - heartbeat``, where ``heard_at`` is the send time of the
+    newest request the client's server answered (``zookeeper_contact.py``):
+
+    - ``deadline_margin``: a fraction of the session timeout kept for a server clock that runs
+      fast and a late timer thread (0.2: the server's clock may run up to 20 % fast).
+    - ``server_lag``: seconds by which the leader's knowledge of this session can trail the
+      answers of the client's own server. A follower passes its clients' pings on to the
+      leader only when the leader pings it (every half tick), and cut from the leader it keeps
+      answering for syncLimit x tickTime: so syncLimit x tickTime + tickTime / 2. The default
+      is this lab's (``lab.zookeeper.server_lag``, 1.1 s); for another ensemble, compute it
+      from its zoo.cfg (ZooKeeper's sample config: 5 x 2 s + 1 s = 11 s). 0 trusts every
+      answer, the rule that is unsafe when the holder's follower is cut from the leader
+      (``lessons/client_deadlines.py`` keeps it as the negative control).
+    - ``heartbeat`` (``min(timeout / 10, 0.1 s)``): while holding, the lock asks the server
+      about its own node that often, so the leader's last news of us is at most one
+      heartbeat older than what the follower last passed on.
+
+    A session too short for that (the deadline would come before the next heartbeat) is
+    refused by ``acquire`` with a ``ValueError`` that says how long it must be.
 
     Not re-entrant, and one hold at a time per object. Each thread or process needs its own
     lock object; give each its own client if they must queue against each other.
@@ -97,7 +121,7 @@ class ZooKeeperLock:
 
     def __init__(self, client: KazooClient, path: str, identifier: str = "",
                  watch: str = "predecessor", on_event: EventSink = ignore_events,
-                 deadline_margin: float = 0.2):
+                 deadline_margin: float = 0.2, server_lag: float | None = None):
         if watch not in WATCH_KINDS:
             raise ValueError(f"watch={watch!r} is not one of {WATCH_KINDS}: "
                              "use 'predecessor' (wakes one waiter) or 'parent' (wakes them all)")
@@ -108,12 +132,16 @@ class ZooKeeperLock:
         if not 0 <= deadline_margin < 1:
             raise ValueError(f"deadline_margin={deadline_margin!r} is a fraction of the session timeout, in [0, 1)")
         self.deadline_margin = deadline_margin
+        if server_lag is not None and server_lag < 0:
+            raise ValueError(f"server_lag={server_lag!r}: seconds, 0 or more (syncLimit x tickTime + tickTime / 2)")
+        self.server_lag = SERVER_LAG if server_lag is None else server_lag
         self.contact = server_contact(client)    # before my first request: its answer must count
         self.node: str | None = None      # my child's name, without the path
         self.sequence: int | None = None  # its number: my place in the queue
         self.token: int | None = None     # my node's czxid, once I hold the lock
         self.czxid: int | None = None
-        self._deadline_timer: threading.Timer | None = None
+        self._hold_over = threading.Event()   # set when a hold ends: stops its deadline watch
+        self._hold_over.set()
         self._gave_up = False             # the client-side deadline passed while I held the lock
         self.is_suspended = False
         self._emit = on_event
@@ -128,9 +156,39 @@ class ZooKeeperLock:
 
     @property
     def is_held(self) -> bool:
-        """True from acquire until release, until the client-side deadline passes in
-        SUSPENDED, or until the session is LOST, whichever comes first."""
-        return self._held
+        """True from acquire until release, until the client-side deadline passes, or until
+        the session is LOST, whichever comes first. The deadline is checked at each read."""
+        return self._held and time.monotonic() < self.give_up_at()
+
+    @property
+    def heartbeat(self) -> float:
+        """Seconds between the holder's heartbeats: a tenth of the session timeout, at most 0.1 s."""
+        return min(self.contact.session_timeout / 10, 0.1)
+
+    def give_up_at(self) -> float:
+        """The client-side deadline (``time.monotonic()``): the holder stops holding then,
+        before the leader can have expired the session. Now, if nothing was ever answered."""
+        contact = self.contact
+        if contact.heard_at is None:
+            return time.monotonic()
+        return (contact.heard_at + contact.session_timeout * (1 - self.deadline_margin)
+                - self.server_lag - self.heartbeat)
+
+    def time_left(self) -> float:
+        """Seconds until the client-side deadline; 0 when not holding."""
+        return max(self.give_up_at() - time.monotonic(), 0.0) if self._held else 0.0
+
+    def _check_session_is_long_enough(self) -> None:
+        timeout = self.contact.session_timeout
+        slack = timeout * (1 - self.deadline_margin) - self.server_lag - 2 * self.heartbeat
+        if slack <= 0:
+            shortest = (self.server_lag + 0.3) / (1 - self.deadline_margin)
+            raise ValueError(
+                f"a {timeout:.2f} s ZooKeeper session is too short to hold {self.path!r} safely: the leader may "
+                f"learn of this client's contact {self.server_lag:.2f} s late (server_lag), the deadline keeps a "
+                f"{self.deadline_margin:.0%} margin and a {self.heartbeat:.2f} s heartbeat, which leaves no time "
+                f"to hold. Ask for a session timeout of at least {shortest:.1f} s (KazooClient(timeout=...)), "
+                "or pass the server_lag of your ensemble (syncLimit x tickTime + tickTime / 2).")
 
     def acquire(self, timeout: float | None = None) -> int:
         """Queue up and block until I hold the lock; return the fencing token.
@@ -141,6 +199,7 @@ class ZooKeeperLock:
         if self.node is not None:
             raise LockError(f"this lock object already holds or waits for {self.path!r}; "
                             "release() it first (the lock is not re-entrant)")
+        self._check_session_is_long_enough()
         started = time.monotonic()
         deadline = None if timeout is None else started + timeout
         self._session_lost = False
@@ -160,8 +219,7 @@ class ZooKeeperLock:
         self._held = True
         self.token = self.czxid
         self._emit("acquired", token=self.token, node=f"{self.path}/{self.node}", sequence=self.sequence)
-        if self.is_suspended:                     # the connection dropped as the answer came in
-            self._start_deadline()
+        self._watch_deadline()
         return self.token
 
     def _create_my_node(self, deadline: float | None) -> bool:
@@ -299,9 +357,7 @@ class ZooKeeperLock:
             self.is_suspended = True
             self._connected.clear()
             self._emit("suspended", path=self.path)
-            self._start_deadline()
         elif state == KazooState.CONNECTED:
-            self._stop_deadline()
             if self.is_suspended:
                 self.is_suspended = False
                 self._emit("reconnected", path=self.path)
@@ -311,7 +367,7 @@ class ZooKeeperLock:
                 self.client.delete_async(f"{self.path}/{self.node}")
             self._connected.set()
         elif state == KazooState.LOST:
-            self._stop_deadline()
+            self._hold_over.set()
             self._session_lost = True
             self.is_suspended = False
             if self._held:
@@ -326,33 +382,47 @@ class ZooKeeperLock:
             return True                           # kazoo removes this listener
         return False
 
-    def _start_deadline(self) -> None:
-        """In SUSPENDED, holding: give up when the server may be about to expire the session."""
-        if not self._held or self._deadline_timer is not None:
-            return
-        contact = self.contact
-        give_up_at = contact.expires_by() - self.deadline_margin * contact.session_timeout
-        timer = threading.Timer(max(0.0, give_up_at - time.monotonic()), self._deadline_passed)
-        timer.daemon = True
-        self._deadline_timer = timer
-        timer.start()
+    def _watch_deadline(self) -> None:
+        """While I hold the lock: heartbeat, and give up when the deadline passes."""
+        self._hold_over = hold_over = threading.Event()
+        node = f"{self.path}/{self.node}"
+        thread = threading.Thread(target=self._deadline_watch, args=(hold_over, node),
+                                  name=f"zookeeper-deadline-{self.node}", daemon=True)
+        thread.start()
 
-    def _stop_deadline(self) -> None:
-        timer, self._deadline_timer = self._deadline_timer, None
-        if timer is not None:
-            timer.cancel()
+    def _deadline_watch(self, hold_over: threading.Event, node: str) -> None:
+        beat = None                               # the heartbeat in flight: one at a time
+        next_beat = time.monotonic()
+        while not hold_over.is_set():
+            now, give_up_at = time.monotonic(), self.give_up_at()
+            if now >= give_up_at:
+                self._give_up(hold_over)
+                return
+            if now >= next_beat:
+                if beat is None or beat.ready():
+                    # Any request will do: its answer moves heard_at (zookeeper_contact.py).
+                    # Queued by kazoo while the connection is down, answered when it is back.
+                    beat = self.client.exists_async(node)
+                next_beat = now + self.heartbeat
+            hold_over.wait(max(min(next_beat, give_up_at) - time.monotonic(), 0.001))
 
-    def _deadline_passed(self) -> None:
+    def _give_up(self, hold_over: threading.Event) -> None:
         with self._guard:
-            if not (self.is_suspended and self._held):
-                return                            # reconnected or released meanwhile
+            if hold_over.is_set() or not self._held:
+                return                            # released or lost meanwhile
             self._held, token, self.token = False, self.token, None
             self._gave_up = True
+            hold_over.set()
         contact = self.contact
         self._emit("lost", token=token, silent_for=round(contact.silent_for(), 3),
-                   reason=f"client-side deadline: no answer from ZooKeeper to anything sent in the last "
-                          f"{contact.silent_for():.2f} s; the server may expire the session "
-                          f"({contact.session_timeout:.2f} s timeout) at any moment, so I stop holding")
+                   reason=f"client-side deadline: the newest request the server answered was sent "
+                          f"{contact.silent_for():.2f} s ago; with the leader up to {self.server_lag:.2f} s behind "
+                          f"and a {contact.session_timeout:.2f} s session, it may expire the session at any "
+                          "moment, so I stop holding")
+        if self.node is not None and not self._session_lost:
+            # If the session lives on, my node would block the queue for a holder that has
+            # given up: delete it (sent now, or as soon as the connection is back).
+            self.client.delete_async(f"{self.path}/{self.node}")
 
     def release(self) -> None:
         """Delete my node (idempotent). Raises LockError if the server cannot be reached:
@@ -382,7 +452,7 @@ class ZooKeeperLock:
         self._forget_node()
 
     def _forget_node(self) -> None:
-        self._stop_deadline()
+        self._hold_over.set()
         self.client.remove_listener(self._on_connection_state)
         self.node = self.sequence = self.token = self.czxid = None
         self._held = False

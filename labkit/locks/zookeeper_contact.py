@@ -1,24 +1,28 @@
-"""When did the ZooKeeper server last hear from this client? The clock a lock holder needs in
-order to give up *before* the server expires its session.
+"""When did this client send the newest request its ZooKeeper server answered? The clock a lock
+holder needs in order to give up *before* the ensemble expires its session.
 
 What can go wrong, first: a client cut off from every server learns nothing. kazoo says
-SUSPENDED when a ping goes unanswered, and LOST only after it reconnects and the server
-tells it the session is gone. Meanwhile the server expires the session one timeout after it
-last heard from the client, deletes the ephemeral lock node and lets the next waiter in.
-So the holder must count for itself (Chubby calls this "jeopardy"; Curator's
-ConnectionStateManager does the same): from the last moment the server is known to have
-heard from it, the session lives at most one negotiated timeout.
+SUSPENDED only after about two thirds of a timeout of silence, and LOST only after it
+reconnects and hears that the session is gone. Meanwhile the leader expires the session,
+deletes the ephemeral lock node and lets the next waiter in. So the holder counts for
+itself (Chubby calls this "jeopardy"). The rule: the send time of the newest request whose
+answer proves the session alive, plus the session timeout, minus a margin. ``heard_at``
+here is the first half of it: the send time of the newest request the client's *own
+server* answered. The server restarts the session's timer when a request *arrives*, which
+is after we *sent* it, so we count from the send time, never from when the answer came back
+(that can be late by a whole network delay).
 
-"Known to have heard from it" means: a request (or ping) that the server answered. The
-server restarts the session's timer when the request *arrives*, which is after we *sent*
-it, so we count from the send time of the newest answered request, never from the time its
-answer came back (that could be late by a whole network delay).
+What this does not prove: that the *leader* heard of it. For global sessions the leader
+alone expires sessions; a follower answers pings itself and passes them on in its own ping
+exchange with the leader. Cut from the leader, a follower keeps answering for up to
+syncLimit x tickTime. ``ZooKeeperLock`` therefore subtracts that lag (its ``server_lag``)
+from the deadline: see its docstring.
 
 Why a private hook: kazoo 2.11 has no public callback for "a reply arrived" (its state
-listener reports only CONNECTED / SUSPENDED / LOST, and SUSPENDED comes about two thirds of a
-timeout after the last reply), and it does not keep the negotiated session timeout. Both are
-visible only inside its connection handler (``client._connection``), so ``_follow`` wraps
-three of its methods, for one client, once. Nothing else in labkit touches kazoo's insides.
+listener reports only CONNECTED / SUSPENDED / LOST), and it does not keep the negotiated
+session timeout. Both are visible only inside its connection handler
+(``client._connection``), so ``_follow`` wraps three of its methods, for one client, once.
+Nothing else in labkit touches kazoo's insides.
 """
 from __future__ import annotations
 

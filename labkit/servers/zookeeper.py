@@ -28,6 +28,15 @@ CONTAINER_CHECK_MS = 500
 # answers makes it double: elections after a partition took 5-18 s. Capped at a few
 # ticks, a new leader is elected about a second after the followers miss the old one.
 MAX_NOTIFICATION_INTERVAL_MS = 4 * TICK_MS
+# A follower that hears nothing from its leader for syncLimit ticks drops its clients and
+# looks for a new leader; until then it keeps answering its clients' pings by itself, while
+# the leader (which alone expires sessions) hears of them only in its own ping exchange with
+# the follower, every half tick. So a follower's answer can be up to SERVER_LAG older than what
+# the leader knows of the session: ZooKeeperLock subtracts it from its client-side deadline.
+# 5 ticks (1 s) rather than 10: the smaller the lag, the shorter a session that can be held
+# safely (a 2 s session keeps 0.4 s of slack, see ZooKeeperLock).
+SYNC_LIMIT = 5
+SERVER_LAG = (SYNC_LIMIT * TICK_MS + TICK_MS / 2) / 1000.0
 
 
 def four_letter(host: str, port: int, word: str, timeout: float = 2.0) -> str:
@@ -52,7 +61,7 @@ def zookeeper_config(data_dir: str, client_port: int, peers: list[tuple[int, int
         # may first try the cut-off old leader (a stale vote) and come back only later: with
         # 25 ticks that wait cost 5 s per such election; a lab's data syncs in milliseconds
         "initLimit=10",
-        "syncLimit=10",
+        f"syncLimit={SYNC_LIMIT}",
         f"dataDir={data_dir}",
         f"clientPort={client_port}",
         f"clientPortAddress={HOST}",
@@ -205,6 +214,12 @@ class ZooKeeperService(Service):
     def four_letter(self, word: str, node: ZooKeeperNode | None = None) -> str:
         node = node or self.first_running()
         return node.four_letter(word)
+
+    @property
+    def server_lag(self) -> float:
+        """Seconds by which the leader's view of a session can trail what the client's own
+        server answered (syncLimit x tickTime + half a tick): ``ZooKeeperLock(server_lag=)``."""
+        return SERVER_LAG
 
     def client(self, timeout: float = 4.0, via: str | None = None, nodes: list | None = None, **kwargs) -> KazooClient:
         """A started KazooClient on the whole ensemble (or on ``nodes``); the caller stops it.

@@ -1,0 +1,287 @@
+"""A holder that is told it holds must really hold: the client-side deadline, tried in every
+topology where it could fail.
+
+``holder_race(lab, recipe, topology)`` runs one race on a real 3-node ensemble started with
+``network=True``. A holder takes the lock through its own links (``holder-1``), a waiter
+queues through others (``waiter-1``), then the network is broken so that the holder loses
+the quorum while the waiter keeps it. The holder's ``is_held`` is read every 2 ms; the
+outcome says when it first read False and when the waiter's ``acquire`` returned, in ms
+after the fault. Safe means: the holder gave up strictly before the waiter acquired.
+
+The topologies (``TOPOLOGIES``):
+
+- ``client-link``: the holder's own link to its server is cut (the server is fine).
+- ``follower-cut``: the holder's server is a follower, cut from the leader and the third
+  member; the holder's link to it stays up. A ZooKeeper follower keeps answering pings
+  until it has missed the leader for syncLimit x tickTime, while the leader, which alone
+  expires sessions, hears nothing of them: the answers are no proof that the session lives.
+  An etcd member forwards keep-alives to its leader, so there they fail at once.
+- ``old-leader``: the holder's server is the leader, isolated with the holder; the other two
+  elect a new leader.
+
+``naive=True`` (ZooKeeper only) gives the holder ``server_lag=0``: it trusts every answer of
+its own server, the rule that is unsafe in ``follower-cut`` (the negative control).
+
+What can fail: ``TimeoutError`` if the waiter never acquires or the ensemble does not settle
+again after the heal (the message says which); ``ValueError`` for an unknown recipe or
+topology, or a lab without 3 members of that service and ``network=True``.
+"""
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from labkit.locks.etcd_mutex import EtcdMutex
+from labkit.locks.etcd_session import EtcdSession
+from labkit.locks.zookeeper import ZooKeeperLock
+from labkit.timing import wait_until
+
+RECIPES = ("zookeeper", "etcd")
+TOPOLOGIES = {
+    "client-link": "the holder's link to its server is cut",
+    "follower-cut": "the holder's server (a follower) is cut from the leader; the holder's link stays up",
+    "old-leader": "the holder's server is the leader, isolated with the holder",
+}
+HOLDER, WAITER = "holder-1", "waiter-1"
+POLL = 0.002
+
+
+@dataclass(frozen=True)
+class RaceRun:
+    """One race. Times in ms after the fault; ``gave_up_ms`` is None if the holder still
+    believed it held two timeouts after the waiter's grant."""
+
+    recipe: str
+    topology: str
+    rule: str                   # "server_lag subtracted" / "trusts its server" / "keep-alive reply"
+    timeout_s: float            # the holder's session timeout or lease TTL
+    gave_up_ms: float | None    # the holder's is_held first read False
+    acquired_ms: float          # the waiter's acquire returned
+
+    @property
+    def safe(self) -> bool:
+        return self.gave_up_ms is not None and self.gave_up_ms < self.acquired_ms
+
+    @property
+    def margin_ms(self) -> float | None:
+        """How long before the waiter's grant the holder gave up (negative: after it)."""
+        return None if self.gave_up_ms is None else self.acquired_ms - self.gave_up_ms
+
+    def row(self) -> dict[str, Any]:
+        return {"recipe": self.recipe, "topology": self.topology, "rule": self.rule,
+                "timeout (s)": self.timeout_s,
+                "holder gave up (ms)": "never" if self.gave_up_ms is None else round(self.gave_up_ms),
+                "waiter acquired (ms)": round(self.acquired_ms),
+                "margin (ms)": "-" if self.margin_ms is None else round(self.margin_ms),
+                "safe": self.safe}
+
+
+def holder_race(lab, recipe: str = "zookeeper", topology: str = "follower-cut", timeout: float = 2.0,
+                naive: bool = False) -> RaceRun:
+    """One race (see the module docstring). ``timeout``: the holder's session timeout
+    (ZooKeeper, seconds) or lease TTL (etcd, whole seconds)."""
+    if recipe not in RECIPES:
+        raise ValueError(f"recipe={recipe!r} is not one of {RECIPES}")
+    if topology not in TOPOLOGIES:
+        raise ValueError(f"topology={topology!r} is not one of {tuple(TOPOLOGIES)}")
+    if naive and recipe != "zookeeper":
+        raise ValueError("naive=True is the ZooKeeper negative control (server_lag=0); etcd has no such rule")
+    service = lab.zookeeper if recipe == "zookeeper" else lab.etcd
+    if service is None or len(service.nodes) != 3 or lab.network is None:
+        raise ValueError(f"holder_race needs a lab with 3 {recipe} members and network=True, "
+                         f"e.g. labkit.up({recipe}=3, network=True)")
+    race = _ZooKeeperRace if recipe == "zookeeper" else _EtcdRace
+    return race(lab, topology, timeout, naive).run()
+
+
+def race_many(lab, recipe: str, topology: str, runs: int, timeout: float = 2.0, naive: bool = False,
+              progress=None) -> list[RaceRun]:
+    """``runs`` races in a row; ``progress(i, run)`` after each (e.g. print)."""
+    results = []
+    for number in range(runs):
+        results.append(holder_race(lab, recipe, topology, timeout, naive))
+        if progress is not None:
+            progress(number, results[-1])
+    return results
+
+
+def summary(runs: list[RaceRun]) -> dict[str, Any]:
+    """Counts and margins of a batch of runs of one kind."""
+    margins = [run.margin_ms for run in runs if run.margin_ms is not None]
+    first = runs[0]
+    return {"recipe": first.recipe, "topology": first.topology, "rule": first.rule, "runs": len(runs),
+            "safe": sum(run.safe for run in runs),
+            "margin min (ms)": round(min(margins)) if margins else "-",
+            "margin max (ms)": round(max(margins)) if margins else "-"}
+
+
+class _Race:
+    """The shared shape: set up, queue the waiter, break the network, watch, heal, settle."""
+
+    rule = ""
+
+    def __init__(self, lab, topology: str, timeout: float, naive: bool):
+        self.lab, self.topology, self.timeout, self.naive = lab, topology, timeout, naive
+        self.name = f"race-{uuid.uuid4().hex[:8]}"
+
+    def run(self) -> RaceRun:
+        service = self.service()
+        leader = service.wait_for_leader(timeout=30)
+        followers = [node for node in service.nodes if node.name != leader.name]
+        holder_node = leader if self.topology == "old-leader" else followers[0]
+        others = [node for node in service.nodes if node.name != holder_node.name]
+        self.open(holder_node, others)
+        acquired: list[float] = []
+        failed: list[BaseException] = []
+        try:
+            self.holder_acquire()
+            waiting = threading.Thread(target=self._waiter, args=(acquired, failed), daemon=True)
+            waiting.start()
+            self.wait_queued()
+            fault_at = time.monotonic()
+            if self.topology == "client-link":
+                self.lab.isolate(HOLDER)
+            else:
+                self.lab.partition([holder_node.name, HOLDER], [node.name for node in others] + [WAITER])
+            gave_up = None
+            deadline = fault_at + 30 + 6 * self.timeout
+            while not acquired and not failed and time.monotonic() < deadline:
+                if gave_up is None and not self.holder_is_held():
+                    gave_up = time.monotonic()
+                time.sleep(POLL)
+            if failed:
+                raise failed[0]
+            if not acquired:
+                raise TimeoutError(f"{self.topology}: the waiter did not get the lock within "
+                                   f"{deadline - fault_at:.0f} s of the fault")
+            # Unsafe if it still believes it holds: go on reading, to say how late it gave up.
+            believed_until = acquired[0] + 2 * self.timeout
+            while gave_up is None and time.monotonic() < believed_until:
+                if not self.holder_is_held():
+                    gave_up = time.monotonic()
+                time.sleep(POLL)
+        finally:
+            self.lab.heal()
+            self.close()
+        self.settle()
+        return RaceRun(self.recipe, self.topology, self.rule, float(self.timeout),
+                       None if gave_up is None else 1000 * (gave_up - fault_at), 1000 * (acquired[0] - fault_at))
+
+    def _waiter(self, acquired: list[float], failed: list[BaseException]) -> None:
+        try:
+            self.waiter_acquire()
+            acquired.append(time.monotonic())
+        except BaseException as error:  # handed to the main thread
+            failed.append(error)
+
+    def settle(self) -> None:
+        """After the heal: one leader, every member serving again, before the next race."""
+        service = self.service()
+        wait_until(lambda: service.is_ready(), f"the {self.recipe} ensemble settles after the heal", timeout=60,
+                   poll=0.05)
+
+
+class _ZooKeeperRace(_Race):
+    recipe = "zookeeper"
+
+    def service(self):
+        return self.lab.zookeeper
+
+    @property
+    def rule(self) -> str:
+        return "trusts its server" if self.naive else "server_lag subtracted"
+
+    def open(self, holder_node, others) -> None:
+        zookeeper = self.service()
+        # The holder may reconnect only to its own server: in the partition it has no other.
+        self.holder_client = zookeeper.client(timeout=self.timeout, via=HOLDER, nodes=[holder_node])
+        self.waiter_client = zookeeper.client(timeout=max(self.timeout, 6.0), via=WAITER, nodes=others)
+        path = f"/{self.name}"
+        self.holder = ZooKeeperLock(self.holder_client, path, "holder", server_lag=0 if self.naive else None)
+        self.waiter = ZooKeeperLock(self.waiter_client, path, "waiter")
+        self.path = path
+
+    def holder_acquire(self) -> None:
+        self.holder.acquire(timeout=15)
+
+    def waiter_acquire(self) -> None:
+        self.waiter.acquire(timeout=30 + 6 * self.timeout)
+
+    def wait_queued(self) -> None:
+        wait_until(lambda: len(self.waiter_client.get_children(self.path)) == 2, "the waiter queues")
+
+    def holder_is_held(self) -> bool:
+        return self.holder.is_held
+
+    def close(self) -> None:
+        try:
+            self.waiter.release()
+        finally:
+            for client in (self.holder_client, self.waiter_client):
+                client.stop()
+                client.close()
+
+
+class _EtcdRace(_Race):
+    recipe = "etcd"
+    rule = "keep-alive reply"
+
+    def service(self):
+        return self.lab.etcd
+
+    def open(self, holder_node, others) -> None:
+        etcd = self.service()
+        self.clients = [etcd.client(node=holder_node, via=HOLDER, timeout=10),
+                        etcd.client(node=others[0], via=WAITER, timeout=10)]
+        self.sessions = [EtcdSession(self.clients[0], ttl=int(self.timeout)),
+                         EtcdSession(self.clients[1], ttl=max(int(self.timeout), 6))]
+        self.holder = EtcdMutex(self.sessions[0], self.name, "holder")
+        self.waiter = EtcdMutex(self.sessions[1], self.name, "waiter")
+
+    def holder_acquire(self) -> None:
+        self.holder.acquire(timeout=15)
+
+    def waiter_acquire(self) -> None:
+        self.waiter.acquire(timeout=30 + 6 * self.timeout)
+
+    def wait_queued(self) -> None:
+        prefix = self.holder.prefix
+        wait_until(lambda: len(list(self.clients[1].get_prefix(prefix, keys_only=True))) == 2, "the waiter queues")
+
+    def holder_is_held(self) -> bool:
+        return self.holder.is_held
+
+    def close(self) -> None:
+        try:
+            if self.waiter.is_held:
+                self.waiter.release()
+        finally:
+            for session in self.sessions:
+                session.close()
+            for client in self.clients:
+                client.close()
+
+
+def batches(recipes=RECIPES, topologies=tuple(TOPOLOGIES), runs: int = 10, naive_runs: int = 10,
+            timeout: float = 2.0, print_=print) -> list[dict[str, Any]]:
+    """``labkit races``: ``runs`` races of each recipe in each topology on a lab of its own
+    (3 members, network=True), plus ``naive_runs`` of the ZooKeeper negative control in
+    ``follower-cut``; prints each run and returns one summary row per batch."""
+    import labkit                                 # the lab is started here, not at import time
+
+    rows = []
+    for recipe in recipes:
+        members = {"zookeeper": 3 if recipe == "zookeeper" else 0, "etcd": 3 if recipe == "etcd" else 0}
+        with labkit.up(redis=False, network=True, quiet=True, **members) as lab:
+            plans = [(topology, False, runs) for topology in topologies]
+            if recipe == "zookeeper" and naive_runs and "follower-cut" in topologies:
+                plans.append(("follower-cut", True, naive_runs))
+            for topology, naive, count in plans:
+                done = race_many(lab, recipe, topology, count, timeout, naive,
+                                 progress=lambda number, run: print_(f"  {number + 1:2d} {run.row()}"))
+                rows.append(summary(done))
+                print_(rows[-1])
+    return rows

@@ -1,0 +1,99 @@
+"""A holder that is told it holds really holds: in each topology where the client-side
+deadline could fail, on real 3-node ensembles, the holder's is_held reads False strictly
+before another client acquires, in every run. And the negative control: a ZooKeeper holder
+that trusts every answer of its own server (server_lag=0) is unsafe when that server is a
+follower cut from the leader. `labkit races --runs 10` runs the same with ten runs each."""
+from __future__ import annotations
+
+import pytest
+
+import labkit
+from labkit.lessons.holder_safety import TOPOLOGIES, holder_race, race_many
+from labkit.locks.zookeeper import ZooKeeperLock
+from labkit.servers.zookeeper import SERVER_LAG
+
+RUNS = 3
+
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:Exception in thread etcd3_watch:pytest.PytestUnhandledThreadExceptionWarning")
+
+
+@pytest.fixture(scope="module")
+def zookeeper_lab():
+    with labkit.up(zookeeper=3, etcd=0, redis=False, network=True, quiet=True) as lab:
+        yield lab
+
+
+@pytest.fixture(scope="module")
+def etcd_lab():
+    with labkit.up(zookeeper=0, etcd=3, redis=False, network=True, quiet=True) as lab:
+        yield lab
+
+
+def _assert_all_safe(runs):
+    rows = [run.row() for run in runs]
+    print(*rows, sep="\n")
+    assert len(runs) == RUNS
+    assert all(run.safe for run in runs), rows
+
+
+@pytest.mark.parametrize("topology", list(TOPOLOGIES))
+def test_a_zookeeper_holder_gives_up_before_anyone_else_acquires(zookeeper_lab, topology):
+    _assert_all_safe(race_many(zookeeper_lab, "zookeeper", topology, RUNS))
+
+
+@pytest.mark.parametrize("topology", list(TOPOLOGIES))
+def test_an_etcd_holder_gives_up_before_anyone_else_acquires(etcd_lab, topology):
+    _assert_all_safe(race_many(etcd_lab, "etcd", topology, RUNS))
+
+
+def test_negative_control_trusting_a_cut_off_follower_is_unsafe(zookeeper_lab):
+    # The rule before the fix: the send time of the newest request the client's own server
+    # answered. The follower keeps answering for syncLimit x tickTime after the cut while
+    # the leader expires the session: the waiter gets the lock while the holder still holds.
+    runs = race_many(zookeeper_lab, "zookeeper", "follower-cut", RUNS, naive=True)
+    rows = [run.row() for run in runs]
+    print(*rows, sep="\n")
+    assert not any(run.safe for run in runs), rows
+    assert all(run.rule == "trusts its server" for run in runs)
+
+
+def test_a_session_too_short_for_the_servers_lag_is_refused_at_acquire(lab, unique_name):
+    client = lab.zookeeper.client(timeout=1.0)
+    try:
+        lock = ZooKeeperLock(client, unique_name)
+        with pytest.raises(ValueError, match=r"too short to hold .* safely.* at least \d"):
+            lock.acquire(timeout=5)
+        assert lock.node is None and client.exists(unique_name) is None   # it never queued
+        # the same session with the lag of an ensemble that has none (a standalone server) is fine
+        lock = ZooKeeperLock(client, unique_name, server_lag=0)
+        lock.acquire(timeout=5)
+        assert lock.is_held
+        lock.release()
+    finally:
+        client.stop()
+        client.close()
+
+
+def test_is_held_reads_the_deadline_each_time_not_only_after_suspended(lab, unique_name):
+    # A holder whose answers stop coming (here: its contact clock frozen in the past) reads
+    # False at once, with no SUSPENDED event and no timer needed.
+    client = lab.zookeeper.client(timeout=4.0)
+    try:
+        lock = ZooKeeperLock(client, unique_name)
+        lock.acquire(timeout=5)
+        assert lock.is_held and lock.time_left() > 4.0 * 0.8 - SERVER_LAG - 1.0
+        lock.contact.heard_at -= 10.0             # as if nothing had been answered for 10 s
+        assert not lock.is_held
+        assert not lock.is_suspended
+        lock.release()
+    finally:
+        client.stop()
+        client.close()
+
+
+def test_bad_arguments_get_clear_errors(zookeeper_lab):
+    with pytest.raises(ValueError, match="topology"):
+        holder_race(zookeeper_lab, "zookeeper", "sideways")
+    with pytest.raises(ValueError, match="negative control"):
+        holder_race(zookeeper_lab, "etcd", "follower-cut", naive=True)
