@@ -61,15 +61,26 @@ def test_negative_control_trusting_a_cut_off_follower_is_unsafe(zookeeper_lab):
 def test_a_session_too_short_for_the_servers_lag_is_refused_at_acquire(lab, unique_name):
     client = lab.zookeeper.client(timeout=1.0)
     try:
-        lock = ZooKeeperLock(client, unique_name)
+        lock = ZooKeeperLock(client, unique_name, server_lag=SERVER_LAG)   # as on this lab's ensembles
         with pytest.raises(ValueError, match=r"too short to hold .* safely.* at least \d"):
             lock.acquire(timeout=5)
         assert lock.node is None and client.exists(unique_name) is None   # it never queued
-        # the same session with the lag of an ensemble that has none (a standalone server) is fine
-        lock = ZooKeeperLock(client, unique_name, server_lag=0)
+        # The shared lab's server is standalone: it expires sessions itself, no lag, and the
+        # lock finds that out by itself (an empty /zookeeper/config): the same session is fine.
+        lock = ZooKeeperLock(client, unique_name)
         lock.acquire(timeout=5)
-        assert lock.is_held
+        assert lock.server_lag == 0 and lock.is_held
         lock.release()
+    finally:
+        client.stop()
+        client.close()
+
+
+def test_an_ensemble_client_subtracts_the_labs_lag_by_default(zookeeper_lab, unique_name):
+    client = zookeeper_lab.zookeeper.client(timeout=4.0)
+    try:
+        lock = ZooKeeperLock(client, unique_name)
+        assert lock.server_lag == SERVER_LAG == zookeeper_lab.zookeeper.server_lag
     finally:
         client.stop()
         client.close()

@@ -147,10 +147,12 @@ def test_a_cut_off_kazoo_holder_loses_its_lock_while_its_process_runs_and_believ
 
 
 def test_a_cut_off_zookeeper_holder_gives_up_before_the_server_grants_the_lock_to_another(healed):
-    """labkit's ZooKeeperLock counts a client-side deadline from the last reply it heard, so
-    the cut-off holder reports the lock lost before the waiter can have it."""
+    """labkit's ZooKeeperLock counts a client-side deadline from the send time of the newest
+    request its server answered, less the servers' lag (an ensemble: 2 s is about the
+    shortest session that allows it), so the cut-off holder reports the lock lost before
+    the waiter can have it."""
     lab = healed
-    with spawn_clients(lab, "zookeeper", n=2, name="/net/holder", session_timeout=1, proxied=True) as clients:
+    with spawn_clients(lab, "zookeeper", n=2, name="/net/holder", session_timeout=2, proxied=True) as clients:
         holder, waiter = clients["client-1"], clients["client-2"]
         holder.acquire(timeout=10)
         lab.isolate("client-1")

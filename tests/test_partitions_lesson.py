@@ -46,8 +46,8 @@ def test_the_minority_cannot_grant(netlab):
 
 
 def test_a_cut_off_holder_believes_it_holds_unless_it_keeps_a_deadline(netlab):
-    plain = partitions.cut_off_zookeeper_holder(netlab, deadline=False, session_timeout=1.0)
-    guarded = partitions.cut_off_zookeeper_holder(netlab, deadline=True, session_timeout=1.0)
+    plain = partitions.cut_off_zookeeper_holder(netlab, deadline=False, session_timeout=2.0)
+    guarded = partitions.cut_off_zookeeper_holder(netlab, deadline=True, session_timeout=2.0)
     print(plain.row(), guarded.row())
     assert plain.holder_believed_at_grant and plain.holder_state_at_grant == "SUSPENDED"
     assert plain.gave_up_s is None and plain.learned_lost_s > plain.healed_s

@@ -1,7 +1,10 @@
 """A TCP relay on 127.0.0.1 between one client and one server that can be cut and restored.
 
 ``cut()`` keeps every connection open but drops the bytes both ways, as a network
-partition does: neither side is told, each notices only by its own timeouts.
+partition does: neither side is told, each notices only by its own timeouts. A connection
+that lost bytes never carries more: after ``restore()`` the relay closes it, since a TCP
+stream with a hole in it cannot go on (had the relay passed later bytes, a client would read
+the answer to its request 8 where it waits for 7's: kazoo then dies with "xids do not match").
 
 What can fail: a target that is not on 127.0.0.1 (``ValueError``: the lab binds loopback
 only); a relay whose listening port cannot be opened (``OSError``).
@@ -21,8 +24,8 @@ class TcpLink:
 
     ``cut()`` keeps every connection open but drops the bytes both ways, like a cable
     pulled out: neither side is told, each notices only by its own timeouts. ``restore()``
-    lets bytes through again (a client usually reconnects on a new connection, because
-    its old stream lost bytes). ``close()`` ends the relay and its connections.
+    lets bytes through again on new connections and closes those that lost bytes during the
+    cut (their clients reconnect). ``close()`` ends the relay and its connections.
     """
 
     def __init__(self, target: str):
@@ -33,6 +36,7 @@ class TcpLink:
         self._listener = socket.create_server((HOST, 0))
         self.address = f"{HOST}:{self._listener.getsockname()[1]}"
         self._is_cut = threading.Event()
+        self._broken: dict[socket.socket, socket.socket] = {}   # lost bytes in a cut: closed on restore
         self._closed = threading.Event()
         self._selector = selectors.DefaultSelector()
         self._selector.register(self._listener, selectors.EVENT_READ, None)
@@ -52,6 +56,10 @@ class TcpLink:
     def _relay(self) -> None:
         # one thread and a selector: each socket's data goes to its peer, or nowhere when cut
         while not self._closed.is_set():
+            if self._broken and not self.is_cut:
+                for source, peer in list(self._broken.items()):
+                    self._drop(source, peer)
+                self._broken.clear()
             for key, _ in self._selector.select(timeout=0.1):
                 if key.data is None:
                     self._accept()
@@ -63,7 +71,9 @@ class TcpLink:
                     data = b""
                 if not data:
                     self._drop(source, peer)
-                elif not self.is_cut:
+                elif self.is_cut or source in self._broken:
+                    self._broken[source] = peer
+                else:
                     try:
                         peer.sendall(data)
                     except OSError:

@@ -37,6 +37,7 @@ from typing import Any
 from labkit.locks.etcd_mutex import EtcdMutex
 from labkit.locks.etcd_session import EtcdSession
 from labkit.locks.zookeeper import ZooKeeperLock
+from labkit.servers import up
 from labkit.timing import wait_until
 
 RECIPES = ("zookeeper", "etcd")
@@ -270,12 +271,10 @@ def batches(recipes=RECIPES, topologies=tuple(TOPOLOGIES), runs: int = 10, naive
     """``labkit races``: ``runs`` races of each recipe in each topology on a lab of its own
     (3 members, network=True), plus ``naive_runs`` of the ZooKeeper negative control in
     ``follower-cut``; prints each run and returns one summary row per batch."""
-    import labkit                                 # the lab is started here, not at import time
-
     rows = []
     for recipe in recipes:
         members = {"zookeeper": 3 if recipe == "zookeeper" else 0, "etcd": 3 if recipe == "etcd" else 0}
-        with labkit.up(redis=False, network=True, quiet=True, **members) as lab:
+        with up(redis=False, network=True, quiet=True, **members) as lab:
             plans = [(topology, False, runs) for topology in topologies]
             if recipe == "zookeeper" and naive_runs and "follower-cut" in topologies:
                 plans.append(("follower-cut", True, naive_runs))

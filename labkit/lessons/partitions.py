@@ -203,7 +203,7 @@ class CutOffRun:
                 "holder believed it held": self.holder_believed_at_grant}
 
 
-def cut_off_zookeeper_holder(lab, deadline: bool, session_timeout: float = 1.0, heal_after: float = 0.5) -> CutOffRun:
+def cut_off_zookeeper_holder(lab, deadline: bool, session_timeout: float = 2.0, heal_after: float = 0.5) -> CutOffRun:
     """A holder (``holder-1``, kazoo client through its own links) takes the lock; a waiter
     (``waiter-1``) queues; the holder is isolated. The server expires the holder's session
     and grants the lock to the waiter; ``heal_after`` seconds later the link heals.
@@ -226,10 +226,9 @@ def cut_off_zookeeper_holder(lab, deadline: bool, session_timeout: float = 1.0, 
     if deadline:
         holder = ZooKeeperLock(holder_client, path, "holder",
                                on_event=lambda kind, **_: note("gave_up") if kind == "lost" else None)
-        deadline_s = (1 - holder.deadline_margin) * session_timeout
     else:
         holder = KazooLock(holder_client, path, "holder")
-        deadline_s = None
+    deadline_s = None
     waiter = ZooKeeperLock(waiter_client, path, "waiter")
     try:
         holder.acquire(timeout=10)
@@ -243,6 +242,8 @@ def cut_off_zookeeper_holder(lab, deadline: bool, session_timeout: float = 1.0, 
         if not waiting or isinstance(waiting[0], Exception):
             raise TimeoutError(f"the waiter did not get the lock after the holder was cut: {waiting}")
         granted = time.monotonic()
+        if deadline:   # the send time of its last answer before the cut fixed it
+            deadline_s = holder.give_up_at() - cut
         believed = holder.is_held if deadline else holder.is_acquired
         state = holder_client.state
         time.sleep(heal_after)

@@ -103,11 +103,13 @@ class ZooKeeperLock:
     - ``server_lag``: seconds by which the leader's knowledge of this session can trail the
       answers of the client's own server. A follower passes its clients' pings on to the
       leader only when the leader pings it (every half tick), and cut from the leader it keeps
-      answering for syncLimit x tickTime: so syncLimit x tickTime + tickTime / 2. The default
-      is this lab's (``lab.zookeeper.server_lag``, 1.1 s); for another ensemble, compute it
-      from its zoo.cfg (ZooKeeper's sample config: 5 x 2 s + 1 s = 11 s). 0 trusts every
-      answer, the rule that is unsafe when the holder's follower is cut from the leader
-      (``lessons/client_deadlines.py`` keeps it as the negative control).
+      answering for syncLimit x tickTime: so syncLimit x tickTime + tickTime / 2. By default
+      (None) the lock asks the server once per client: a standalone server (empty
+      ``/zookeeper/config``) answers for itself, lag 0; an ensemble gets this lab's bound
+      (``lab.zookeeper.server_lag``, 1.1 s). For another ensemble, compute it from its zoo.cfg
+      (ZooKeeper's sample config: 5 x 2 s + 1 s = 11 s). 0 trusts every answer, the rule that
+      is unsafe when the holder's follower is cut from the leader (``lessons/holder_safety.py``
+      keeps it as the negative control).
     - ``heartbeat`` (``min(timeout / 10, 0.1 s)``): while holding, the lock asks the server
       about its own node that often, so the leader's last news of us is at most one
       heartbeat older than what the follower last passed on.
@@ -134,7 +136,7 @@ class ZooKeeperLock:
         self.deadline_margin = deadline_margin
         if server_lag is not None and server_lag < 0:
             raise ValueError(f"server_lag={server_lag!r}: seconds, 0 or more (syncLimit x tickTime + tickTime / 2)")
-        self.server_lag = SERVER_LAG if server_lag is None else server_lag
+        self._server_lag = server_lag
         self.contact = server_contact(client)    # before my first request: its answer must count
         self.node: str | None = None      # my child's name, without the path
         self.sequence: int | None = None  # its number: my place in the queue
@@ -159,6 +161,13 @@ class ZooKeeperLock:
         """True from acquire until release, until the client-side deadline passes, or until
         the session is LOST, whichever comes first. The deadline is checked at each read."""
         return self._held and time.monotonic() < self.give_up_at()
+
+    @property
+    def server_lag(self) -> float:
+        """Seconds subtracted from the deadline for the leader's lag (see the class docstring)."""
+        if self._server_lag is None:
+            self._server_lag = 0.0 if self.contact.standalone(self.client) else SERVER_LAG
+        return self._server_lag
 
     @property
     def heartbeat(self) -> float:
@@ -426,14 +435,21 @@ class ZooKeeperLock:
 
     def release(self) -> None:
         """Delete my node (idempotent). Raises LockError if the server cannot be reached:
-        the lock then stays held until a later release() succeeds or the session ends."""
+        the lock then stays held until a later release() succeeds or the session ends.
+        After the client-side deadline gave the lock up, an unreachable server is no error:
+        the node is deleted as soon as the connection is back (or goes with the session)."""
         if self.node is None:
             return
+        node = f"{self.path}/{self.node}"
         try:
-            self.client.delete(f"{self.path}/{self.node}")
+            self.client.delete(node)
         except (NoNodeError, SessionExpiredError):
             pass                                  # gone already: the session ended, and its nodes with it
         except KazooException as error:
+            if self._gave_up:
+                self._delete_when_connected(node)
+                self._forget_node()
+                return
             self._emit("error", message=f"release failed: {error!r}")
             raise LockError(f"could not delete {self.path}/{self.node} ({error!r}); the lock stays "
                             "held until release() succeeds or the session ends (client.stop())") from error
@@ -441,6 +457,14 @@ class ZooKeeperLock:
         self._forget_node()
         if was_held:
             self._emit("released", token=token)
+
+    def _delete_when_connected(self, node: str) -> None:
+        """A node of a hold given up: delete it once kazoo reconnects with the session alive."""
+        def on_state(state: str) -> bool:
+            if state == KazooState.CONNECTED:
+                self.client.delete_async(node)
+            return state != KazooState.SUSPENDED       # once: connected again, or the session is gone
+        self.client.add_listener(on_state)
 
     def _leave_queue(self) -> None:
         """Best-effort delete of my node after a failed acquire; the session end is the backstop."""

@@ -31,6 +31,7 @@ import time
 import weakref
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException
 
 
 class ServerContact:
@@ -44,6 +45,20 @@ class ServerContact:
         self.session_timeout = session_timeout
         self.heard_at: float | None = None
         self._sent: dict[int | None, float] = {}   # xid -> send time, for requests not yet answered
+        self._standalone: bool | None = None
+
+    def standalone(self, client: KazooClient) -> bool:
+        """Is the client's server a standalone one (it alone expires sessions, so its answers
+        prove the session alive)? Asked once: an ensemble lists its members in
+        ``/zookeeper/config``, a standalone server leaves it empty. An ensemble if the
+        answer cannot be had (the careful guess)."""
+        if self._standalone is None:
+            try:
+                config, _ = client.get("/zookeeper/config")
+            except KazooException:
+                return False
+            self._standalone = not config.strip()
+        return self._standalone
 
     def expires_by(self) -> float:
         """The monotonic time by which the server may have expired the session, if it has
