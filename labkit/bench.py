@@ -343,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         results = run(lab, **settings)
         if lab.private:  # what the login costs: against an open lab of the same size, started here
-            with up(zookeeper=1, etcd=1, redis=True, quiet=True, private=False) as open_lab:
+            with up(zookeeper=1, etcd=1, redis=True, quiet=True, private=False, keep_previous=True) as open_lab:
                 results["auth_cost"] = measure_auth_cost(lab, open_lab, results["iterations"], uuid.uuid4().hex[:8])
     finally:
         if not options.attach:

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +15,10 @@ import labkit
 from labkit.errors import InvalidClusterSize, NodeStartError, PortBusy, ServerNotFound, UnknownNode
 from labkit.servers import state as lab_state
 from labkit.servers.process import process_state
+
+from helpers import wait_until
+
+NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 
 
 # Host binaries found through the environment (a fake java, a missing redis-server) mean
@@ -267,3 +272,98 @@ def test_cli_round_trip_up_status_down():
     after = subprocess.run(labkit_cli + ["status", "--json"], capture_output=True, text=True, timeout=60,
                            env=os.environ)
     assert after.returncode == 1 and json.loads(after.stdout)["services"] == {}
+
+
+# ---- re-running a cell: one lab per kernel unless asked for more --------------------------
+def code_cells_up_to_the_lab(notebook: str) -> list[str]:
+    """The notebook's code cells, from the first one to the one that starts its lab."""
+    cells = []
+    for cell in json.loads((NOTEBOOKS / notebook).read_text())["cells"]:
+        if cell["cell_type"] == "code":
+            cells.append("".join(cell["source"]))
+            if "labkit.up(" in cells[-1]:
+                return cells
+    raise AssertionError(f"{notebook} has no cell that calls labkit.up(")
+
+
+def labs_on_disk(home: Path) -> dict[str, list[int]]:
+    """Every lab with a state file under that LABKIT_HOME: its id and its servers' pids."""
+    labs = {}
+    for run_dir in (home / "labs").iterdir():
+        data = lab_state.read_state(run_dir)
+        if data is not None:
+            labs[data["id"]] = [node["runner"]["pid"] for node in data["nodes"]]
+    return labs
+
+
+@pytest.mark.slow
+def test_rerunning_the_first_cells_of_notebook_00_three_times_leaves_one_lab(tmp_path, monkeypatch):
+    from jupyter_client.manager import start_new_kernel
+
+    home = tmp_path / "labkit"
+    environment = dict(os.environ, LABKIT_HOME=str(home), LABKIT_BACKEND="local")
+    manager, kernel = start_new_kernel(kernel_name="python3", env=environment, cwd=str(NOTEBOOKS))
+
+    def run(code: str) -> str:
+        printed = []
+
+        def collect(message):
+            if message["msg_type"] == "stream":
+                printed.append(message["content"]["text"])
+            elif message["msg_type"] == "error":
+                printed.append("\n".join(message["content"]["traceback"]))
+        reply = kernel.execute_interactive(code, timeout=120, output_hook=collect)
+        assert reply["content"]["status"] == "ok", "".join(printed)
+        return "".join(printed)
+
+    cells = code_cells_up_to_the_lab("00_start_here.ipynb")
+    started = []  # each run's lab: (id, its servers' pids)
+    try:
+        for run_number in range(3):
+            printed = "".join(run(cell) for cell in cells)
+            lab_id, *pids = run("print(lab.id, *[node.pid for node in lab.nodes])").split()
+            started.append((lab_id, [int(pid) for pid in pids]))
+            said = [line for line in printed.splitlines() if line.startswith("stopped the lab")]
+            if run_number == 0:
+                assert said == [], printed
+            else:
+                assert len(said) == 1 and said[0].startswith("stopped the lab this kernel started at "), printed
+                assert "(zookeeper=1, etcd=1, redis=1)" in said[0] and "keep_previous=True" in said[0], said
+        last_id, last_pids = started[-1]
+        assert len({lab_id for lab_id, _ in started}) == 3
+        assert list(labs_on_disk(home)) == [last_id], "exactly one lab should be left running"
+        assert len(last_pids) == 3 and all(process_state(pid) == "running" for pid in last_pids)
+        earlier = [pid for _, pids in started[:-1] for pid in pids]
+        assert len(earlier) == 6 and all(gone(pid) for pid in earlier), [process_state(pid) for pid in earlier]
+
+        printed = run("extra = labkit.up(zookeeper=0, etcd=0, redis=True, quiet=True, keep_previous=True)\n"
+                      "print('EXTRA', extra.id, lab.stopped)")
+        extra_id, lab_stopped = printed.split("EXTRA", 1)[1].split()
+        assert "stopped the lab" not in printed and lab_stopped == "False"
+        assert sorted(labs_on_disk(home)) == sorted([last_id, extra_id]), "keep_previous=True keeps both"
+        assert all(process_state(pid) == "running" for pid in last_pids + labs_on_disk(home)[extra_id])
+    finally:
+        kernel.stop_channels()
+        manager.shutdown_kernel(now=True)
+        monkeypatch.setenv("LABKIT_HOME", str(home))
+        wait_until(lambda: lab_state.reap_orphans(log=None) is not None and not labs_on_disk(home),
+                   "the dead kernel's labs to be reaped")
+
+
+def test_a_lab_inside_its_with_block_is_kept_and_a_bare_one_replaced(lab, capsys):
+    """The session's ``lab`` is inside its with block: a test's own labs never stop it."""
+    first = labkit.up(zookeeper=0, etcd=0, redis=True, quiet=True)
+    first_pids = lab_processes(first)
+    try:
+        with labkit.up(zookeeper=0, etcd=0, redis=True, quiet=True) as nested:
+            assert first.stopped and not lab.stopped and not nested.stopped
+            said = capsys.readouterr().out
+            assert said.count("stopped the lab this process started at") == 1, said
+            assert all(gone(pid) for pid in first_pids)
+            inner = labkit.up(zookeeper=0, etcd=0, redis=True, quiet=True)
+            assert not nested.stopped, "a lab inside its with block is never replaced"
+            assert "stopped" not in capsys.readouterr().out
+            inner.down()
+        assert all(node.state == "running" for node in lab.nodes)
+    finally:
+        first.down()

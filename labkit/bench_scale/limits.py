@@ -109,7 +109,7 @@ def ensemble_latency(sizes: tuple[int, ...], iterations: int, run_id: str) -> li
     rows = []
     for size in sizes:
         started = time.monotonic()
-        lab = up(zookeeper=size, etcd=size, redis=False, quiet=True)
+        lab = up(zookeeper=size, etcd=size, redis=False, quiet=True, keep_previous=True)  # beside the bench's lab
         try:
             ready_s = round(time.monotonic() - started, 1)
             measured = uncontended(lab, iterations, f"{run_id}-{size}")

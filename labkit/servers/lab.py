@@ -7,7 +7,9 @@ import sys
 import threading
 import time
 import uuid
+import weakref
 from pathlib import Path
+from typing import Callable
 
 from labkit.errors import DockerUnavailable, InvalidClusterSize, LabError, NoLabRunning, UnknownNode
 from labkit.servers import state as lab_state
@@ -28,6 +30,12 @@ class Lab:
     """Handle on a running lab. A context manager: leaving the block stops what it started.
 
     ``lab.zookeeper``, ``lab.etcd``, ``lab.redis`` are None when that service was not asked for.
+
+    Re-running a cell: a lab this process started outside a ``with`` block (the notebook
+    style, ``lab = labkit.up()``) is stopped by the next ``labkit.up()`` of the same
+    process, which says so in one line; the client groups and panels bound to it are
+    closed with it. ``labkit.up(keep_previous=True)`` keeps it. A lab still inside its
+    ``with`` block is never stopped that way (tests nest a lab of their own in a shared one).
     """
 
     def __init__(self, lab_id: str, run_dir: Path, backend: str, owned: bool, detached: bool,
@@ -47,7 +55,10 @@ class Lab:
         self.network: Network | None = None  # labkit.up(network=True): every link through a proxy
         self.secret: LabSecret | None = None  # a private lab's login (labkit/servers/secret.py)
         self.owner_pid = os.getpid()  # a forked child must never stop its parent's lab at exit
+        self.started_at: float | None = None  # wall clock, set once up() hands the lab out
         self._down = False
+        self._in_with_block = False
+        self._on_replace: list[weakref.WeakMethod] = []
 
     # -- nodes ------------------------------------------------------------------
     @property
@@ -65,6 +76,45 @@ class Lab:
         known = ", ".join(n.name for n in self.nodes) or "none"
         raise UnknownNode(f"no node named {name!r} in this lab (its nodes: {known})",
                           "use one of those names, e.g. lab.node('zk1')")
+
+    @property
+    def stopped(self) -> bool:
+        """True once ``down()`` ran: its servers are gone."""
+        return self._down
+
+    def sizes(self) -> str:
+        """Each service and its node count, e.g. "zookeeper=3, etcd=1"."""
+        return ", ".join(f"{s.name}={len(s.nodes)}" for s in self.services)
+
+    def on_replace(self, close: Callable[[], str | None]) -> None:
+        """Have ``close`` (a bound method) run when a later ``labkit.up()`` of this process
+        replaces this lab, before its servers stop; it returns what it closed, in a few
+        words, or None if that was closed already. Held weakly: a forgotten object is skipped."""
+        self._on_replace.append(weakref.WeakMethod(close))
+
+    @property
+    def replaceable(self) -> bool:
+        """True for a ready lab this process started outside a ``with`` block, still running:
+        the next ``labkit.up()`` of this process stops it unless ``keep_previous=True``."""
+        return (self.owned and not self.detached and not self._down and not self._in_with_block
+                and self.started_at is not None and self.owner_pid == os.getpid())
+
+    def close_bound(self) -> list[str]:
+        """Run the ``on_replace`` callbacks, newest first (a panel before its clients);
+        what they closed, in a few words each."""
+        closed = []
+        for reference in reversed(self._on_replace):
+            close = reference()
+            if close is None:
+                continue
+            try:
+                what = close()
+            except Exception as error:  # the lab is stopped anyway; say what could not be closed
+                what = f"(closing failed: {type(error).__name__}: {error})"
+            if what:
+                closed.append(what)
+        self._on_replace.clear()
+        return closed
 
     @property
     def private(self) -> bool:
@@ -107,15 +157,16 @@ class Lab:
         _LIVE_LABS.discard(self)
 
     def __enter__(self) -> "Lab":
+        self._in_with_block = True
         return self
 
     def __exit__(self, *exc) -> None:
+        self._in_with_block = False
         if self.owned:
             self.down()
 
     def __repr__(self) -> str:
-        sizes = ", ".join(f"{s.name}={len(s.nodes)}" for s in self.services)
-        return f"<Lab {self.id} {self.backend} {sizes}{' down' if self._down else ''}>"
+        return f"<Lab {self.id} {self.backend} {self.sizes()}{' down' if self._down else ''}>"
 
     def save_state(self) -> None:
         lab_state.write_state(self.run_dir, {
@@ -158,6 +209,34 @@ class Lab:
 
 
 _LIVE_LABS: set[Lab] = set()
+_REPLACING = threading.Lock()  # two threads calling up() at once stop a previous lab once
+
+
+def this_process() -> str:
+    """"this kernel" in a running Jupyter kernel, else "this process" (for messages)."""
+    kernel_app = sys.modules.get("ipykernel.kernelapp")  # imported is not enough: pytest may import it
+    in_kernel = kernel_app is not None and kernel_app.IPKernelApp.initialized()
+    return "this kernel" if in_kernel else "this process"
+
+
+def stop_previous_labs() -> list[Lab]:
+    """Stop every lab this process started outside a ``with`` block (``Lab.replaceable``),
+    and what is bound to it, and say so in one line. Returns the labs stopped."""
+    with _REPLACING:
+        previous = sorted((lab for lab in list(_LIVE_LABS) if lab.replaceable), key=lambda lab: lab.started_at)
+        closed = []
+        for lab in previous:
+            closed += lab.close_bound()
+            lab.down()
+    if previous:
+        who = this_process()
+        which = "the lab" if len(previous) == 1 else f"the {len(previous)} labs"
+        when = " and ".join(f"{time.strftime('%H:%M:%S', time.localtime(lab.started_at))} ({lab.sizes()})"
+                            for lab in previous)
+        also = f", with {', '.join(closed)}," if closed else ""
+        print(f"stopped {which} {who} started at {when}{also} before starting a new one "
+              f"(labkit.up(keep_previous=True) keeps {'it' if len(previous) == 1 else 'them'})", flush=True)
+    return previous
 
 
 @atexit.register
@@ -189,7 +268,7 @@ def choose_backend(backend: str | None, say=print) -> str:
 def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = False,
        backend: str | None = None, base_port: int | None = None, quiet: bool = False,
        detached: bool = False, timeout: float | None = None, clocks: bool = False, redlock: int = 0,
-       sentinels: int = 0, network: bool = False, private: bool = True) -> Lab:
+       sentinels: int = 0, network: bool = False, private: bool = True, keep_previous: bool = False) -> Lab:
     """Start a lab of real servers and wait until every node answers.
 
     zookeeper / etcd: ensemble sizes (0, 1, 3 or 5). redis: a primary; replica: plus an
@@ -207,6 +286,11 @@ def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = Fa
     (labkit/servers/secret.py); private=False for a lesson that shows raw access, on a
     machine nobody else uses.
 
+    keep_previous: keep running the labs this process started before outside a ``with``
+    block. Without it they are stopped first, with the client groups and panels bound to
+    them, and one line says which (re-running the cell that starts a lab must not pile up
+    labs of ~300 MB each); a lab still inside its ``with`` block is always kept.
+
     Raises InvalidClusterSize, ServerNotFound, ClockUnavailable (before starting anything),
     PortBusy, NodeStartError (with the node's last log lines; everything already started is stopped).
     """
@@ -220,6 +304,8 @@ def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = Fa
     binaries = find_binaries(zookeeper, etcd, redis or bool(redlock), backend)
     if clocks:
         build_shim()  # no compiler: say so before anything starts
+    if not keep_previous:
+        stop_previous_labs()
     lab_state.reap_orphans(log=say)
 
     redis_count = (1 + int(replica)) if redis else 0
@@ -264,6 +350,7 @@ def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = Fa
     except BaseException:
         lab.down()
         raise
+    lab.started_at = time.time()
     return lab
 
 

@@ -85,7 +85,7 @@ def torture(recipe: str = "zookeeper", clients: int = 8, duration: float = 60.0,
         say(f"torture: {recipe}, {clients} clients, {duration:g} s, nemesis {','.join(nemeses) or 'none'}, "
             f"seed {seed}, {'fenced' if fenced else 'unfenced'} store")
         lab = _start_lab(service, nemeses)
-        store_lab = up(zookeeper=0, etcd=0, redis=True, quiet=True)
+        store_lab = up(zookeeper=0, etcd=0, redis=True, quiet=True, keep_previous=True)  # beside the lab under test
         if service == "redis" and lab.network is None:
             relay = TcpLink(f"{lab.redis.host}:{lab.redis.port}")
         say(f"  servers: {', '.join(f'{node.name} {node.endpoint}' for node in lab.nodes)}; "
