@@ -3,6 +3,7 @@ import time
 
 import pytest
 
+import labkit
 from labkit.record.checker import check_mutual_exclusion
 from labkit.clients import RECIPES, ClientError, spawn_clients
 from labkit.record.fencing import FencedStore
@@ -100,3 +101,39 @@ def test_session_details_reach_the_notebook(lab, unique_name):
             time.sleep(0.05)
     finally:
         etcd.close()
+
+
+# ---- re-running a cell: the old clients go, unless asked to stay --------------------------
+def test_a_rerun_spawn_closes_the_group_it_started_before_on_the_same_lock(lab, unique_name, capsys):
+    first = spawn_clients(lab, "zookeeper", n=2, name=unique_name)
+    first_pids = [client.pid for client in first]
+    other_recipe = spawn_clients(lab, "etcd", n=1, name=unique_name, ttl=3)    # notebook 06: both on one name
+    with spawn_clients(lab, "zookeeper", n=1, name=unique_name) as in_block:   # a with block is never replaced
+        again = spawn_clients(lab, "zookeeper", n=2, name=unique_name)
+        try:
+            said = capsys.readouterr().out
+            assert said.count("closed the 2 zookeeper clients on " + unique_name) == 1, said
+            assert "this process started at" in said and "keep_previous=True" in said
+            assert not any(process_exists(pid) for pid in first_pids)
+            assert set(first.states().values()) == {"stopped"}
+            assert set(other_recipe.states().values()) == {"idle"} and set(in_block.states().values()) == {"idle"}
+            kept = spawn_clients(lab, "zookeeper", n=1, name=unique_name, keep_previous=True)
+            assert "closed" not in capsys.readouterr().out and set(again.states().values()) == {"idle"}
+            kept.close()
+        finally:
+            again.close()
+            other_recipe.close()
+
+
+def test_a_replaced_lab_closes_the_clients_bound_to_it(unique_name, capsys):
+    first = labkit.up(zookeeper=0, etcd=1, redis=False, quiet=True)
+    try:
+        clients = spawn_clients(first, "etcd", n=2, name=unique_name, ttl=3)
+        pids = [client.pid for client in clients]
+        second = labkit.up(zookeeper=0, etcd=1, redis=False, quiet=True)
+        second.down()
+    finally:
+        first.down()
+    said = capsys.readouterr().out
+    assert "stopped the lab this process started at" in said and "with 2 etcd clients on " + unique_name in said, said
+    assert not any(process_exists(pid) for pid in pids) and set(clients.states().values()) == {"stopped"}

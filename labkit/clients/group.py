@@ -23,6 +23,11 @@ reply in time (``ClientTimeout``: the client is paused, dead, or still waiting f
 lock), a recipe error in the child (re-raised here as ``LockTimeout``, ``SessionExpired``
 or ``ClientError``). ``close()`` (also run at exit) stops every child, with SIGKILL after
 a grace period, so no process outlives the notebook.
+
+Re-running a cell: a new group on the same lock (same recipe, lock name and servers)
+closes an earlier group of this process that is not in a ``with`` block nor held by a
+panel, and says so in one line, unless ``keep_previous=True``; a group bound to a lab is
+closed with that lab when a later ``labkit.up()`` replaces it (labkit/servers/lab.py).
 """
 from __future__ import annotations
 
@@ -37,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 from labkit.clients.client import START_TIMEOUT, STOP_GRACE, ClientError, LockClient
 from labkit.locks.registry import RECIPES, connections_of, etcd_client_for
 from labkit.record.history import History
+from labkit.servers.lab import this_process
 
 if TYPE_CHECKING:
     from etcd3 import Etcd3Client
@@ -54,7 +60,7 @@ class LockClients:
     def __init__(self, lab: Lab | None = None, recipe: str = "zookeeper", n: int = 5, name: str = "/locks/resource",
                  history: History | None = None, hold: float = 0.2, loops: int = 1, store: FencedStore | None = None,
                  session_timeout: float = 4.0, ttl: float = 5.0, connections: dict[str, str] | None = None,
-                 start_timeout: float = START_TIMEOUT, proxied: bool = False):
+                 start_timeout: float = START_TIMEOUT, proxied: bool = False, keep_previous: bool = False):
         if recipe not in RECIPES:
             raise ClientError(f"no recipe named {recipe!r}", hint=f"choose one of {', '.join(RECIPES)}")
         if n < 1:
@@ -66,6 +72,10 @@ class LockClients:
         self._etcd_client: Etcd3Client | None = None
         self._closed = False
         self.owner_pid = os.getpid()
+        self.started_at: float | None = None  # wall clock, set once every client answered
+        self.held_by: str | None = None  # "a with block", "a LockPanel": never replaced while held
+        if not keep_previous:
+            close_previous_groups(recipe, name, self.connections)
         spec = {"recipe": recipe, "name": name, "connections": self.connections,
                 "session_timeout": session_timeout, "ttl": ttl, "store": _store_spec(store)}
         _register_for_exit(self)
@@ -83,6 +93,10 @@ class LockClients:
         except BaseException:
             self.close()
             raise
+        self.started_at = time.time()
+        on_replace = getattr(lab, "on_replace", None)  # a Lab; None when only connections were given
+        if on_replace is not None:
+            on_replace(self._close_with_lab)
 
     def __getitem__(self, key: int | str) -> LockClient:
         if isinstance(key, str):
@@ -160,10 +174,28 @@ class LockClients:
         os.rmdir(self.log_directory)
 
     def __enter__(self) -> "LockClients":
+        self.held_by = "a with block"
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+    def describe(self) -> str:
+        """E.g. "3 zookeeper clients on /locks/x"."""
+        return f"{len(self.clients)} {self.recipe} client{'s' if len(self.clients) != 1 else ''} on {self.name}"
+
+    @property
+    def replaceable(self) -> bool:
+        """True for a started group of this process, still open, that nothing holds."""
+        return (not self._closed and self.held_by is None and self.started_at is not None
+                and self.owner_pid == os.getpid())
+
+    def _close_with_lab(self) -> str | None:
+        """Called when a later labkit.up() replaces this group's lab."""
+        if self._closed:
+            return None
+        self.close(grace=1.0)
+        return self.describe()
 
 
 def _store_spec(store: Any) -> dict[str, Any] | None:
@@ -181,6 +213,22 @@ def _register_for_exit(group: LockClients) -> None:
     _LIVE_GROUPS.add(group)
 
 
+def close_previous_groups(recipe: str, name: str, connections: dict[str, str]) -> list[LockClients]:
+    """Close every replaceable group of this process on the same lock (recipe, lock name
+    and servers): the group a re-run cell started before. Says so in one line."""
+    previous = sorted((group for group in list(_LIVE_GROUPS) if group.replaceable and group.recipe == recipe
+                       and group.name == name and group.connections == connections), key=lambda g: g.started_at)
+    for group in previous:
+        group.close(grace=1.0)
+    if previous:
+        who = this_process()
+        what = " and ".join(group.describe() for group in previous)
+        when = " and ".join(time.strftime("%H:%M:%S", time.localtime(group.started_at)) for group in previous)
+        print(f"closed the {what} that {who} started at {when} before starting new ones "
+              "(spawn_clients(..., keep_previous=True) keeps the old ones)", flush=True)
+    return previous
+
+
 def _close_all() -> None:
     for group in list(_LIVE_GROUPS):
         if group.owner_pid == os.getpid():  # a forked copy of the notebook must not stop them
@@ -196,6 +244,8 @@ def spawn_clients(lab: Lab | None = None, recipe: str = "zookeeper", n: int = 5,
     FencedStore the clients write to. Use as a context manager, or call ``close()``.
     ``proxied=True`` (a lab started with network=True): each client-N reaches the servers
     through links of its own, so ``lab.isolate("client-2")`` cuts that process only.
+    An earlier group of this process on the same lock, outside a ``with`` block, is closed
+    first (a re-run cell), and one line says so; ``keep_previous=True`` keeps it.
     Raises ClientError (with the child's stderr) if a client cannot start, for instance
     because the lab does not run the service the recipe needs."""
     return LockClients(lab, recipe, n, name, history, hold, loops, store, session_timeout, ttl, **options)
