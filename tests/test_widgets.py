@@ -312,3 +312,36 @@ def test_a_kernel_restart_stops_the_panel_its_clients_and_its_lab(tmp_path):
     finally:
         kernel.stop_channels()
         manager.shutdown_kernel(now=True)
+
+
+# ---- a panel whose lab is gone ------------------------------------------------------------
+def test_a_panel_whose_lab_was_stopped_says_so_when_clicked(unique_name):
+    own_lab = labkit.up(zookeeper=0, etcd=0, redis=True, quiet=True)
+    try:
+        with LockPanel(own_lab, "redis", clients=1, name=unique_name, close_others=False) as panel:
+            panel.wait_for_holder(timeout=20)
+            own_lab.down()
+            panel.button("redis1", "kill").click()   # the handler a browser click runs
+            panel.wait_for_actions(5)
+            said = [error for error in panel.errors if error.startswith("kill redis1")]
+            assert said and said[0].startswith(f"kill redis1: not done: lab {own_lab.id} was stopped"), panel.errors
+            assert "run the cell that makes the panel again" in said[0]
+            wait_until(lambda: any(error.startswith(f"lab {own_lab.id} was stopped") for error in panel.errors),
+                       f"the panel did not notice its lab was stopped: {panel.errors}", timeout=10)
+            assert "was stopped" in html.unescape(panel.view.errors.value)
+    finally:
+        own_lab.down()
+
+
+def test_a_new_lab_closes_the_panel_and_clients_of_the_lab_it_replaces(unique_name, capsys):
+    first = labkit.up(zookeeper=0, etcd=0, redis=True, quiet=True)
+    try:
+        panel = LockPanel(first, "redis", clients=2, name=unique_name, close_others=False)
+        pids = [client.pid for client in panel.clients]
+        labkit.up(zookeeper=0, etcd=0, redis=True, quiet=True).down()
+    finally:
+        first.down()
+    said = capsys.readouterr().out
+    assert f"with a LockPanel and its 2 redis clients on {unique_name}, before starting" in said, said
+    assert panel.closed and not any(process_exists(pid) for pid in pids)
+    assert "its lab was stopped by a new labkit.up()" in html.unescape(panel.view.holder_line.value)

@@ -22,6 +22,9 @@ reachable Redis in the lab there is no fenced store (the clients only lock; ``er
 says why). "cut the holder" with nobody holding, or "partition the leader" while the
 ensemble has no leader, fails at run time and says so under the log. A fault its target cannot take (a Redis lock has no session to expire) has
 a disabled button; a fault that fails at run time is shown in red under the log.
+A panel whose lab was stopped (``lab.down()``) says so under the log, and a click then
+says so too instead of failing; a later ``labkit.up()`` that replaces the lab (a re-run
+first cell) closes the panel and its clients with it.
 """
 from __future__ import annotations
 
@@ -105,7 +108,9 @@ class LockPanel:
         # that "cut the holder" cuts that one process and no other
         self.clients = spawn_clients(lab, recipe, n=clients, name=self.name, history=self.history,
                                      store=self.store, session_timeout=session_timeout, ttl=ttl,
-                                     proxied=self.has_network)
+                                     proxied=self.has_network, keep_previous=True)  # close_others decides
+        self.clients.held_by = "a LockPanel"
+        self._said_lab_stopped = False
         self.drivers: list[ClientDriver] = []
         self._threads: list[threading.Thread] = []
         try:
@@ -121,6 +126,9 @@ class LockPanel:
             self.clients.close()
             raise
         register(self)
+        on_replace = getattr(lab, "on_replace", None)
+        if on_replace is not None:
+            on_replace(self._close_with_lab)
         for driver in self.drivers:
             driver.start()
         timers = (("_refresh_clients", refresh, "panel-refresh"), ("_refresh_nodes", max(1.0, refresh), "panel-nodes"),
@@ -181,8 +189,24 @@ class LockPanel:
         return self.view.button(target, action)
 
     # ---- actions (run in the worker thread) ----
+    @property
+    def lab_stopped(self) -> bool:
+        """True once the panel's lab was stopped: its buttons have nothing left to break."""
+        return bool(getattr(self.lab, "stopped", False))
+
+    def _lab_stopped_text(self) -> str:
+        return (f"lab {getattr(self.lab, 'id', '')} was stopped, so this panel has no servers left: "
+                "start a lab and run the cell that makes the panel again")
+
     def act(self, what: str, action: Callable[[], Any]) -> Future:
-        """Run ``action`` in the worker thread; a failure goes to ``errors`` and the log."""
+        """Run ``action`` in the worker thread; a failure goes to ``errors`` and the log.
+        On a stopped lab, nothing runs: ``errors`` and the log say why."""
+        if self.lab_stopped:
+            self._report(f"{what}: not done: {self._lab_stopped_text()}")
+            done: Future = Future()
+            done.set_result(None)
+            return done
+
         def run() -> None:
             try:
                 action()
@@ -302,6 +326,11 @@ class LockPanel:
         self.view.refresh_clients(self.states(), time.time())
 
     def _refresh_nodes(self) -> None:
+        if self.lab_stopped:  # its nodes are gone: say so once instead of polling them
+            if not self._said_lab_stopped:
+                self._said_lab_stopped = True
+                self._report(self._lab_stopped_text())
+            return
         nodes = {node.name: (node.state, node.role) for node in self.nodes}
         self._node_roles = {name: role for name, (_, role) in nodes.items()}
         self.view.refresh_nodes(nodes)
@@ -313,8 +342,9 @@ class LockPanel:
         return figure.render_png(self.history, self.window)
 
     # ---- lifetime ----
-    def close(self) -> None:
-        """Stop the timers, the client loops and every client process. Safe to call twice."""
+    def close(self, reason: str | None = None) -> None:
+        """Stop the timers, the client loops and every client process. Safe to call twice.
+        ``reason`` is shown on the closed panel."""
         if self.closed:
             return
         self.closed = True
@@ -328,7 +358,14 @@ class LockPanel:
             self.clients.close()
         finally:
             forget(self)
-            self.view.show_closed()
+            self.view.show_closed(reason)
+
+    def _close_with_lab(self) -> str | None:
+        """Called when a later labkit.up() replaces the panel's lab."""
+        if self.closed:
+            return None
+        self.close(reason="its lab was stopped by a new labkit.up()")
+        return f"a LockPanel and its {self.clients.describe()}"
 
     def __enter__(self) -> "LockPanel":
         return self

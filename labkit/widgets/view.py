@@ -218,11 +218,12 @@ class PanelView:
             self.errors.value = (f"<pre style='color:{ERROR_COLOUR};margin:0;white-space:pre-wrap'>"
                                  + html.escape("\n".join(self._error_lines)) + "</pre>")
 
-    def show_closed(self) -> None:
+    def show_closed(self, reason: str | None = None) -> None:
         with self._update_lock:
             self._texts["closed"] = "yes"
             for button in self._buttons.values():
                 button.disabled = True
             self.hold_slider.disabled = self.pause_slider.disabled = True
-            self.holder_line.value = ("<div style='font-size:20px;font-weight:bold'>Panel closed: "
-                                      "its client processes are stopped.</div>")
+            because = f" ({html.escape(reason)})" if reason else ""
+            self.holder_line.value = ("<div style='font-size:20px;font-weight:bold'>Panel closed"
+                                      f"{because}: its client processes are stopped.</div>")
