@@ -90,7 +90,8 @@ class Lab:
         """Have ``close`` (a bound method) run when a later ``labkit.up()`` of this process
         replaces this lab, before its servers stop; it returns what it closed, in a few
         words, or None if that was closed already. Held weakly: a forgotten object is skipped."""
-        self._on_replace.append(weakref.WeakMethod(close))
+        alive = [reference for reference in self._on_replace if reference() is not None]
+        self._on_replace = alive + [weakref.WeakMethod(close)]
 
     @property
     def replaceable(self) -> bool:
@@ -289,7 +290,7 @@ def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = Fa
     keep_previous: keep running the labs this process started before outside a ``with``
     block. Without it they are stopped first, with the client groups and panels bound to
     them, and one line says which (re-running the cell that starts a lab must not pile up
-    labs of ~300 MB each); a lab still inside its ``with`` block is always kept.
+    labs of 100 to 300 MB each); a lab still inside its ``with`` block is always kept.
 
     Raises InvalidClusterSize, ServerNotFound, ClockUnavailable (before starting anything),
     PortBusy, NodeStartError (with the node's last log lines; everything already started is stopped).
