@@ -63,11 +63,14 @@ def test_acquire_and_release_on_all_five(redlock, name):
     try:
         before = time.monotonic()
         assert lock.acquire() is None and lock.token is None
+        after = time.monotonic()
         assert lock.quorum == 3 and lock.acquired_on == redlock.endpoints
         assert holders_on(redlock, name) == ["alice"] * 5
-        # validity = TTL - elapsed - drift (50 + 2 ms), counted from before the first SET
+        # validity = TTL - elapsed - drift (50 + 2 ms), counted from the end of the acquire:
+        # it runs until start + TTL - drift, the start lying between before and after
         assert 0 < lock.validity_ms <= 5000 - 52
-        assert before < lock.valid_until <= before + 5.0 and lock.is_valid and lock.is_held
+        assert before + 4.948 <= lock.valid_until <= after + 4.948 and lock.is_valid and lock.is_held
+        assert before <= lock.valid_until - lock.validity_ms / 1000 <= after  # the end of the acquire
         assert lock.release() is True
         assert holders_on(redlock, name) == ["-"] * 5 and not lock.is_valid
         assert lock.release() is False  # nothing held any more
@@ -146,6 +149,8 @@ def test_a_frozen_instance_costs_one_instance_timeout_not_the_ttl(redlock, name)
         assert frozen.endpoint not in lock.acquired_on and len(lock.acquired_on) == 4
         assert took_ms < 2000  # one reply timeout (50 ms) plus the others, not the 5 s TTL
         assert lock.validity_ms <= 5000 - 50 - 52  # the time waiting for r2 came off the validity
+        # ... once: the validity runs from the end of the acquire, until its start + TTL - drift
+        assert began + 4.948 <= lock.valid_until <= began + 4.948 + took_ms / 1000
         lock.release()
     finally:
         frozen.resume()

@@ -24,7 +24,9 @@ The recipe, step by step:
 2. ``SET name value NX PX ttl`` on every instance in turn, each with a short socket
    timeout (far below the TTL), so that a dead or frozen instance costs milliseconds.
 3. Held iff a majority (N // 2 + 1) said OK and the time spent is below the TTL; the
-   lock is valid for ``TTL − elapsed − drift``.
+   lock is valid for ``TTL − elapsed − drift`` counted from the END of the acquire, that
+   is until ``start + TTL − drift``: the keys began to expire when they were set, after
+   the start, so the elapsed time is subtracted once (``valid_until``).
 4. Otherwise release on every instance (also those that said no: a yes can be lost on
    the way back) and retry after a random delay, so that clients that collided once do
    not split the votes again in lockstep.
@@ -181,11 +183,15 @@ class Redlock(HeldInside):
         started = time.monotonic()
         granted = [endpoint for endpoint, client in zip(self.endpoints, self.clients)
                    if self._set(client, value)]
-        elapsed_ms = (time.monotonic() - started) * 1000
+        ended = time.monotonic()
+        elapsed_ms = (ended - started) * 1000
         validity_ms = self.ttl_ms - elapsed_ms - self.drift_ms
         if len(granted) >= self.quorum and validity_ms > 0:
             self.value, self.acquired_on, self.validity_ms = value, granted, validity_ms
-            self.valid_until = started + validity_ms / 1000  # counted from before the first SET
+            # counted from the end of the acquire: ended + (TTL - elapsed - drift) = started + TTL - drift.
+            # The first key was set after `started`, so no key on a majority expires before that (clocks
+            # within the drift allowance); counting from `started` would subtract the elapsed time twice.
+            self.valid_until = ended + validity_ms / 1000
             return True
         self._unlock_everywhere(value)
         return False

@@ -1,9 +1,10 @@
 """Exercise (lesson 08): how long may a Redlock holder act after winning its majority?
 
 The holder sent ``SET NX PX ttl`` to every instance; it took ``elapsed_ms`` (counted on
-its monotonic clock from before the first SET). Each instance expires the key by its own
-clock, and those clocks run at slightly different rates. The published algorithm
-subtracts a drift allowance: validity = ttl − elapsed − (1 % of ttl + 2 ms).
+its monotonic clock from before the first SET to after the last reply). Each instance
+expires the key by its own clock, and those clocks run at slightly different rates. The
+published algorithm subtracts a drift allowance: validity = ttl − elapsed − (1 % of ttl
++ 2 ms), counted from the end of the acquire, so it ends at start + ttl − drift.
 
     def validity_ms(ttl_ms, elapsed_ms) -> float      # <= 0 means: not held, release
 
@@ -103,11 +104,12 @@ def _fast_clocks(report: Report, validity_ms: Callable, redlock: RedlockService,
             node.clock.rate(FAST_CLOCK)
         begun = time.monotonic()
         votes = sum(bool(client.set(name, "holder", nx=True, px=ttl_ms)) for client in clients)
-        elapsed_ms = (time.monotonic() - begun) * 1000
+        ended = time.monotonic()
+        elapsed_ms = (ended - begun) * 1000
         if votes < quorum:
             report.judge("ends before the keys expire", False, f"only {votes} instances said yes", "no majority")
             return
-        ends = begun + float(validity_ms(ttl_ms, elapsed_ms)) / 1000
+        ends = ended + float(validity_ms(ttl_ms, elapsed_ms)) / 1000   # counted from the end of the acquire
         key_dies = []   # the latest each key can die, in this machine's time: an upper bound
         for client in clients:
             remaining = client.pttl(name)
