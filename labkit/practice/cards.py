@@ -1,8 +1,11 @@
 """Interview practice cards: question, answer, and the notebook section that proves it.
 
 Every card links to a section of a course notebook whose experiment shows the answer on
-real servers (or on the sandbox). The headings are fixed in ``SECTIONS``; notebook authors
-use exactly those texts as markdown headings, so a link never points at nothing.
+real servers (or on the sandbox), with an ``assert`` that checks it. The headings are fixed
+in ``SECTIONS``; notebook authors use exactly those texts as markdown headings, so a link
+never points at nothing. A few senior cards are marked ``discussion``: no experiment in the
+course shows their answer (a Curator semaphore, Postgres locks, STONITH ...), so they have
+no proof link, only ``see_also`` sections on related ground, which prove nothing about them.
 
     CARDS                          # every card; labkit.practice.deck.Deck shows them
 
@@ -11,6 +14,7 @@ notebook or heading missing from ``SECTIONS`` raises ValueError when it is creat
 """
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass
 
 from labkit.errors import LabError
@@ -94,6 +98,10 @@ SECTIONS: dict[str, tuple[str, ...]] = {
 }
 
 
+DISCUSSION = ("Discussion: no experiment in this course shows this answer; it rests on the designs and "
+              "documentation it names.")
+
+
 class UnknownCard(LabError):
     """A card id that is not in the deck."""
 
@@ -105,7 +113,9 @@ def anchor(heading: str) -> str:
 
 @dataclass(frozen=True)
 class Card:
-    """One practice question. ``proves`` lists (notebook file, section heading) pairs."""
+    """One practice question. ``proves`` lists (notebook file, section heading) pairs whose
+    experiments show the answer; a ``discussion`` card has none, and ``see_also`` pairs that
+    are related reading, not proof."""
 
     id: str
     question: str
@@ -115,18 +125,37 @@ class Card:
     source: str = "course"          # "seed-qa", "seed-pitfall", "course" or "senior"
     trade_off: str = ""             # what the answer costs: a senior interviewer asks for it
     when_not: str = ""              # when this answer is the wrong tool
+    discussion: bool = False        # no section of the course proves the answer
+    see_also: tuple[tuple[str, str], ...] = ()   # related sections of a discussion card: not proof
 
     def __post_init__(self):
-        if not self.proves:
-            raise ValueError(f"card {self.id} links to no notebook section; add one from SECTIONS")
-        for notebook, heading in self.proves:
+        if self.discussion and self.proves:
+            raise ValueError(f"card {self.id} is marked discussion but has proof links; drop one or the other")
+        if not self.proves and not self.discussion:
+            raise ValueError(f"card {self.id} links to no notebook section; add one from SECTIONS, or mark it "
+                             "discussion=True if no experiment of the course shows its answer")
+        for notebook, heading in self.proves + self.see_also:
             if heading not in SECTIONS.get(notebook, ()):
                 raise ValueError(f"card {self.id} links to {notebook} § {heading!r}, which is not in SECTIONS; "
                                  "add the heading there (and to the notebook) or pick an existing one")
 
     def links(self) -> list[str]:
-        """Markdown links to the proving sections, relative to the notebooks folder."""
-        return [f"[{notebook} › {heading}]({notebook}#{anchor(heading)})" for notebook, heading in self.proves]
+        """Markdown links to the proving sections (for a discussion card: to its see-also
+        sections), relative to the notebooks folder."""
+        return [f"[{notebook} › {heading}]({notebook}#{anchor(heading)})"
+                for notebook, heading in self.proves or self.see_also]
+
+    def links_html(self) -> str:
+        """The answer's footer in the widgets: "Proved in" and the links, or for a discussion
+        card, that nothing proves it and what is related."""
+        def items(pairs):
+            return "".join(f'<li><a href="{html.escape(notebook)}#{html.escape(anchor(heading))}">'
+                           f"{html.escape(notebook)} › {html.escape(heading)}</a></li>" for notebook, heading in pairs)
+        if not self.discussion:
+            return f"<p>Proved in:</p><ul>{items(self.proves)}</ul>"
+        related = f"<p>Related sections (they do not prove this answer):</p><ul>{items(self.see_also)}</ul>" \
+            if self.see_also else ""
+        return f"<p>{html.escape(DISCUSSION)}</p>{related}"
 
     def as_text(self, reveal: bool = True) -> str:
         lines = [f"[{self.id}] {self.question}"]
@@ -136,6 +165,9 @@ class Card:
         if reveal and self.when_not:
             lines.append(f"When not to: {self.when_not}")
         lines += [f"  proved in {notebook} › {heading}" for notebook, heading in self.proves]
+        if self.discussion:
+            lines.append(f"  {DISCUSSION}")
+            lines += [f"  related (not proof): {notebook} › {heading}" for notebook, heading in self.see_also]
         if self.claims:
             lines.append(f"  claims: {', '.join(self.claims)}")
         return "\n".join(lines)
@@ -231,7 +263,7 @@ CARDS: tuple[Card, ...] = (
           "Redis SET NX is a fast, best-effort lock on a single primary with only a TTL; ZooKeeper "
           "and etcd give consensus-backed locks bound to client sessions. Use them when two holders "
           "would corrupt data.",
-          (REDIS, "The one-liner to remember"), (REDIS, "Failover grants the same lock twice")),
+          (REDIS, "Failover grants the same lock twice"), (REDIS, "The comparison table, measured")),
     # --- the seed's pitfalls -------------------------------------------------------------
     _card("pitfall-parent-watch", "seed-pitfall", "C2",
           "Ten waiters queue under /locks/r and each one watches the parent. "
@@ -360,16 +392,18 @@ CARDS: tuple[Card, ...] = (
           "Redlock takes its lock on five independent Redis primaries instead of one. What does that cost, "
           "and what does it buy?",
           "One SET per instance to acquire and one delete per instance to release: five round trips where a "
-          "single Redis lock needs one, several times slower even on loopback. It buys availability: with a "
-          "minority of instances dead, clients still win a majority and mutual exclusion holds. It buys no "
-          "fencing token, and no protection against clock jumps, forgetful restarts or pauses.",
+          "single Redis lock needs one: slower, and notebook 08 measures by how much. It buys availability: "
+          "with a minority of instances dead, clients still win a majority and mutual exclusion holds. It buys "
+          "no fencing token, and no protection against clock jumps, forgetful restarts or pauses.",
           (REDLOCK, "The price: Redlock against one SET NX"), (REDLOCK, "It survives one crash")),
     _card("redlock-validity", "course", "C24",
           "What is Redlock's validity time, and why is it shorter than the TTL?",
-          "TTL minus the time the acquire took minus a drift allowance, counted on the client's monotonic "
-          "clock from before the first SET: the first keys began to expire when they were set, and the "
-          "instances' clocks may run a little fast. The holder may act only until it runs out, which a "
-          "frozen process cannot check and an instance whose clock jumps does not respect.",
+          "TTL minus the time the acquire took minus a drift allowance, counted from the end of the acquire "
+          "on the client's monotonic clock: the holder may act until start + TTL - drift, the start being "
+          "just before the first SET. The keys began to expire when they were set, after the start, so the "
+          "elapsed time comes off once; the allowance covers instances whose clocks run a little fast. The "
+          "holder may act only until the validity runs out, which a frozen process cannot check and an "
+          "instance whose clock jumps does not respect.",
           (REDLOCK, "Double grant 1: a clock step on a majority"),
           (REDLOCK, "Double grant 3: a pause, and no token to fence with")),
     _card("redlock-clock-step", "course", "C24",
@@ -409,14 +443,17 @@ CARDS: tuple[Card, ...] = (
           "consensus plus fencing. antirez: it needs clocks to run at about the same rate, not to agree; jumps "
           "and instant restarts can be ruled out by operations; pauses hurt every expiring lock. Redlock is "
           "fine for efficiency locks that must survive an instance crash, not where two holders corrupt data.",
-          (REDLOCK, "The debate: efficiency or correctness")),
+          (REDLOCK, "Double grant 1: a clock step on a majority"),
+          (REDLOCK, "Double grant 3: a pause, and no token to fence with")),
 )
 
 
 # --- senior cards: each also says what the answer costs and when it is the wrong tool ------
 def _senior(id: str, claims: str, question: str, answer: str, trade_off: str, when_not: str,
-            *proves: tuple[str, str]) -> Card:
-    return Card(id, question, answer, tuple(proves), tuple(claims.split()), "senior", trade_off, when_not)
+            *proves: tuple[str, str], see_also: tuple[tuple[str, str], ...] = ()) -> Card:
+    """A senior card; with ``see_also`` and no ``proves`` it is a discussion card."""
+    return Card(id, question, answer, tuple(proves), tuple(claims.split()), "senior", trade_off, when_not,
+                discussion=not proves, see_also=see_also)
 
 
 CARDS += (
@@ -456,7 +493,6 @@ CARDS += (
             "Not where two holders corrupt data (payments, inventory, leader-only writes): there, a "
             "consensus lock with a fencing token. Not for pure efficiency either if one Redis already "
             "does: Redlock costs more than it buys.",
-            (REDLOCK, "The debate: efficiency or correctness"),
             (REDLOCK, "Double grant 3: a pause, and no token to fence with"),
             (PAUSES, "Fencing tokens: the store rejects the stale write")),
     _senior("senior-chubby", "C10 C20",
@@ -488,7 +524,7 @@ CARDS += (
             "Do not build a correctness lock where the operation can be made idempotent or a "
             "conditional write does the job; do not call a lock 'for efficiency' when a double run "
             "charges a customer twice.",
-            (REDIS, "The one-liner to remember"), (REDLOCK, "The debate: efficiency or correctness"),
+            (REDIS, "Failover grants the same lock twice"),
             (PAUSES, "Fencing tokens: the store rejects the stale write")),
     _senior("senior-dies-halfway", "C3 C10",
             "The lock holder dies halfway through a three-step update. The next holder gets the lock. "
@@ -519,7 +555,7 @@ CARDS += (
             "Not when the protected resource is outside that database (a file, an external API, a "
             "fleet of workers), nor for long holds, nor across several databases: there a "
             "coordinator plus fencing.",
-            (ETCD, "Compare-and-swap with a transaction instead of a lock")),
+            see_also=((ETCD, "Compare-and-swap with a transaction instead of a lock"),)),
     _senior("senior-split-brain-stonith", "C8 C19 C22",
             "What is split brain, and how do STONITH and quorum prevent it?",
             "Two nodes each believe they are the primary (or the lock holder), usually after a "
@@ -533,8 +569,8 @@ CARDS += (
             "slow or failing fence blocks the failover: safety is bought with availability.",
             "Not for stateless services, where two active copies are harmless; and Redis Sentinel "
             "without fencing is not split-brain proof: min-replicas-to-write only narrows the window.",
-            (PARTITIONS, "Redis split brain with Sentinel"), (PARTITIONS, "The minority cannot grant"),
-            (REDIS, "Failover grants the same lock twice"), (CRASH, "Redis failover loses the lock")),
+            see_also=((PARTITIONS, "Redis split brain with Sentinel"), (PARTITIONS, "The minority cannot grant"),
+                      (REDIS, "Failover grants the same lock twice"), (CRASH, "Redis failover loses the lock"))),
     _senior("senior-etcd-revoke-when", "C11 C26 C19",
             "Your etcd lease has a TTL of 10 s and its holder crashed. When exactly does etcd delete "
             "the lock key?",
@@ -579,7 +615,7 @@ CARDS += (
             "Not when readers can use versioned, consistent reads of the data itself (etcd revisions, "
             "MVCC snapshots); not when the critical section is short enough that a plain mutex never "
             "queues.",
-            (ZK, "Sequential nodes: the lowest holds"), (ZK, "Herd or predecessor: counting wakeups")),
+            see_also=((ZK, "Sequential nodes: the lowest holds"), (ZK, "Herd or predecessor: counting wakeups"))),
     _senior("senior-reentrancy", "C15",
             "Is a distributed lock reentrant? What goes wrong if you assume it is, or is not?",
             "It depends on the library. Curator's InterProcessMutex counts re-entries per thread in "
@@ -591,7 +627,7 @@ CARDS += (
             "without it you must pass the lock (or its token) down explicitly.",
             "Do not share a session between workers that each need the lock; do not lean on "
             "reentrancy in code where a nested acquire means a design error.",
-            (ZK, "Hand-rolled locks vs kazoo and Curator"), (ETCD, "The mutex key is bound to the lease")),
+            see_also=((ZK, "Hand-rolled locks vs kazoo and Curator"), (ETCD, "The mutex key is bound to the lease"))),
     _senior("senior-lock-ordering", "C13 C16",
             "A job takes lock A then lock B; another takes B then A. What happens, and how do you prevent it?",
             "A distributed deadlock: both hold one lock and wait for ever for the other, and no "
@@ -604,7 +640,7 @@ CARDS += (
             "work than needed.",
             "Do not take several distributed locks at all if a transaction over one store covers "
             "the change: multi-key etcd txns and database transactions are atomic without locks.",
-            (HEALTH, "What to alert on"), (HEALTH, "The lock health dashboard")),
+            see_also=((HEALTH, "What to alert on"), (HEALTH, "The lock health dashboard"))),
     _senior("senior-semaphore-v2", "C1 C2",
             "What is Curator's InterProcessSemaphoreV2, and how does it work?",
             "A counting semaphore across processes: at most maxLeases holders at once. Each acquire "
@@ -618,7 +654,7 @@ CARDS += (
             "SharedCount), and a mismatch is not detected.",
             "Not for mutual exclusion on data (use the mutex and a token), and not for rate limits "
             "per second: a semaphore counts holders, not requests.",
-            (ZK, "Hand-rolled locks vs kazoo and Curator"), (ZK, "Ephemeral nodes die with the session")),
+            see_also=((ZK, "Hand-rolled locks vs kazoo and Curator"), (ZK, "Ephemeral nodes die with the session"))),
     _senior("senior-fencing-edges", "C25 C10",
             "You added fencing tokens. Can a stale holder still corrupt the data?",
             "Yes, in two ways. The resource checks a token only when a write arrives: a stale holder "
@@ -658,7 +694,7 @@ CARDS += (
             "of a window where two leaders may act.",
             "Not as the only guard for writes outside Kubernetes that must not happen twice; pass "
             "leaseTransitions or the resourceVersion as a token to a resource that checks it.",
-            (ETCD, "Leases and keep-alive"), (PAUSES, "A pause longer than the session timeout")),
+            see_also=((ETCD, "Leases and keep-alive"), (PAUSES, "A pause longer than the session timeout"))),
 )
 
 

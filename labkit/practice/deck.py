@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from labkit.errors import LabError
-from labkit.practice.cards import CARDS, Card, UnknownCard, anchor
+from labkit.practice.cards import CARDS, Card, UnknownCard
 
 
 @dataclass(frozen=True)
@@ -171,10 +171,8 @@ class CardPanel:
         self._show(self.card)
 
     def reveal(self) -> None:
-        links = "".join(f'<li><a href="{html.escape(notebook)}#{html.escape(anchor(heading))}">'
-                        f"{html.escape(notebook)} › {html.escape(heading)}</a></li>" for notebook, heading in self.card.proves)
         self.answer.value = (f"<p>{html.escape(self.card.answer)}</p>{senior_parts_html(self.card)}"
-                             f"<p>Proved in:</p><ul>{links}</ul>")
+                             f"{self.card.links_html()}")
         self.revealed = True
         self.got_it_button.disabled = self.missed_button.disabled = False
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import html
 import threading
 
-from labkit.practice.cards import anchor
 from labkit.practice.deck import MockInterview, senior_parts_html, widgets_available
 
 
@@ -60,11 +59,7 @@ class MockInterviewPanel:
         card = self.interview.current
         if card is None:
             return
-        links = "".join(f'<li><a href="{html.escape(notebook)}#{html.escape(anchor(heading))}">'
-                        f"{html.escape(notebook)} › {html.escape(heading)}</a></li>"
-                        for notebook, heading in card.proves)
-        self.answer.value = (f"<p>{html.escape(card.answer)}</p>{senior_parts_html(card)}"
-                             f"<p>Proved in:</p><ul>{links}</ul>")
+        self.answer.value = f"<p>{html.escape(card.answer)}</p>{senior_parts_html(card)}{card.links_html()}"
         self.got_it_button.disabled = self.missed_button.disabled = False
 
     def grade(self, correct: bool) -> None:
