@@ -79,8 +79,10 @@ def _figures(notebook: nbformat.NotebookNode) -> int:
                for output in cell.get("outputs", []) if "image/png" in output.get("data", {}))
 
 
-def build_page(source: Path, out: Path, timeout: int = 600) -> Page:
-    """Execute ``source`` in a fresh kernel and write ``out/<name>.html``."""
+def execute(source: Path, timeout: int = 600) -> tuple[nbformat.NotebookNode, float, str | None]:
+    """Run ``source`` top to bottom in a fresh kernel, as the book does: the executed
+    notebook (outputs included), its run time in seconds, and the error line of the cell
+    that failed (None if every cell ran)."""
     notebook = nbformat.read(source, as_version=4)
     started = time.monotonic()
     error = None
@@ -90,7 +92,12 @@ def build_page(source: Path, out: Path, timeout: int = 600) -> Page:
         client.execute()
     except (CellExecutionError, CellTimeoutError) as failure:
         error = str(failure).strip().splitlines()[-1] if str(failure).strip() else type(failure).__name__
-    seconds = time.monotonic() - started
+    return notebook, time.monotonic() - started, error
+
+
+def build_page(source: Path, out: Path, timeout: int = 600) -> Page:
+    """Execute ``source`` in a fresh kernel and write ``out/<name>.html``."""
+    notebook, seconds, error = execute(source, timeout)
     body, _ = HTMLExporter(template_name="lab").from_notebook_node(notebook)
     target = out / source.with_suffix(".html").name
     target.write_text(body, encoding="utf-8")

@@ -13,6 +13,7 @@ from typing import Callable
 
 from labkit.errors import DockerUnavailable, InvalidClusterSize, LabError, NoLabRunning, UnknownNode
 from labkit.servers import state as lab_state
+from labkit.servers.client_logs import route_client_logs
 from labkit.servers.clock import build_shim
 from labkit.servers.docker_backend import DockerContainer
 from labkit.servers.docker_engine import engine_problem
@@ -56,6 +57,7 @@ class Lab:
         self.secret: LabSecret | None = None  # a private lab's login (labkit/servers/secret.py)
         self.owner_pid = os.getpid()  # a forked child must never stop its parent's lab at exit
         self.started_at: float | None = None  # wall clock, set once up() hands the lab out
+        self.client_log: Path | None = None  # where kazoo's connection chatter goes (servers/client_logs.py)
         self._down = False
         self._in_with_block = False
         self._on_replace: list[weakref.WeakMethod] = []
@@ -320,6 +322,9 @@ def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = Fa
     run_dir.mkdir(parents=True, mode=0o700)
     run_dir.chmod(0o700)  # whatever the umask: data, logs and the secret are the owner's alone
     lab = Lab(lab_id, run_dir, backend, owned=True, detached=detached, clocks=clocks)
+    # a fault makes kazoo log every dropped connection as a WARNING, which a notebook shows in
+    # red on stderr: send that chatter to a file (real errors still show)
+    lab.client_log = route_client_logs()
     try:
         if private:
             lab.secret = create_secret(run_dir)
@@ -441,6 +446,7 @@ def attach(lab_id: str | None = None) -> Lab:
         raise NoLabRunning(f"lab {lab_id} is not running (no state in {run_dir})", "run `labkit up`")
     lab = Lab(data["id"], run_dir, data["backend"], owned=False, detached=data.get("detached", False),
               clocks=data.get("clocks", False))
+    lab.client_log = route_client_logs()
     if data.get("network"):
         network = data["network"]
         runner = LocalProcess.from_state(network["runner"]) if network.get("runner") else None

@@ -1,0 +1,111 @@
+"""No lesson output shows a stderr stream (red in JupyterLab and in the book) unless its cell
+says it shows one on purpose: a learner reads red text as an error.
+
+The chatter came from kazoo, which logs every dropped connection and reconnect attempt as a
+WARNING; labkit.up sends the client libraries' records to a file (labkit/servers/client_logs.py)
+while their ERROR records, labkit's own warnings and real exceptions still show.
+
+* ``route_client_logs`` is tested on a real kazoo client that cannot connect (a few seconds).
+* The sources of every notebook: a cell that writes to stderr itself carries the marker (fast).
+* Notebook 07, executed as the book executes it (``labkit.book.execute``), has no stderr
+  output: before the routing it had 54 (slow: about a minute on a 2-core machine).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import re
+import socket
+from pathlib import Path
+
+import pytest
+from kazoo.client import KazooClient
+from kazoo.handlers.threading import KazooTimeoutError
+
+from labkit.servers.client_logs import route_client_logs, routed_to, show_client_logs
+
+NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+ON_PURPOSE_TAG = "stderr-on-purpose"                 # a cell tag, or a comment line in the cell:
+ON_PURPOSE_COMMENT = re.compile(r"^\s*#\s*shows stderr on purpose\b", re.MULTILINE)
+WRITES_STDERR = re.compile(r"sys\.stderr|warnings\.warn\(|logging\.basicConfig|"
+                           r"\blog(?:ging|ger)?\.(?:warning|error|exception|critical)\(")
+
+
+def on_purpose(cell: dict) -> bool:
+    source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+    return ON_PURPOSE_TAG in cell.get("metadata", {}).get("tags", []) or bool(ON_PURPOSE_COMMENT.search(source))
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def routed(tmp_path):
+    before = routed_to()
+    path = route_client_logs(tmp_path / "clients.log")
+    assert routed_to() == path
+    yield path
+    show_client_logs()
+    if before is not None:      # as it was: a lab of this session had routed them
+        route_client_logs(before)
+
+
+def reaches_the_root(name: str) -> bool:
+    """Does a record of this logger reach the root logger, whose handlers (or, with none,
+    Python's last-resort handler, which prints WARNING and above) show it on stderr?"""
+    logger = logging.getLogger(name)
+    while logger.parent is not None:
+        if not logger.propagate:
+            return False
+        logger = logger.parent
+    return True
+
+
+def test_kazoo_chatter_goes_to_the_file_and_real_errors_still_show(routed, capfd):
+    client = KazooClient(hosts=f"127.0.0.1:{free_port()}", timeout=1.0,
+                         connection_retry={"max_tries": 1, "delay": 0.05})
+    with pytest.raises(KazooTimeoutError):
+        client.start(timeout=1.5)           # nothing listens there: kazoo logs its failed attempts
+    client.stop()
+    client.close()
+    logging.getLogger("kazoo.client").error("a callback raised")    # what a real failure in kazoo logs
+    printed = capfd.readouterr().err
+    logged = routed.read_text()
+    assert "Connection dropped" in logged and "Failed connecting to Zookeeper" in logged, logged
+    assert "Connection dropped" not in printed and "Failed connecting" not in printed, printed
+    assert not reaches_the_root("kazoo.client") and not reaches_the_root("kazoo.protocol.connection")
+    assert "kazoo.client: a callback raised" in printed and "a callback raised" in logged
+    assert reaches_the_root("labkit.servers.lab") and reaches_the_root("redis"), "only kazoo is routed"
+
+
+def test_show_client_logs_gives_kazoo_back_to_pythons_default(routed):
+    show_client_logs()
+    assert routed_to() is None and reaches_the_root("kazoo.client")
+    assert not routed.exists() or routed.read_text() == ""
+
+
+def test_a_cell_that_writes_to_stderr_says_it_does_so_on_purpose():
+    unmarked = []
+    for path in sorted(NOTEBOOKS.glob("*.ipynb")):
+        for index, cell in enumerate(json.loads(path.read_text(encoding="utf-8"))["cells"]):
+            source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+            if cell["cell_type"] == "code" and WRITES_STDERR.search(source) and not on_purpose(cell):
+                unmarked.append(f"{path.name}[{index}]: {WRITES_STDERR.search(source).group(0)}")
+    assert not unmarked, ("these cells write to stderr; tag them " + ON_PURPOSE_TAG +
+                          " (or add the comment '# shows stderr on purpose') if the learner should see it:\n"
+                          + "\n".join(unmarked))
+
+
+@pytest.mark.slow
+def test_notebook_07_executed_as_in_the_book_has_no_stderr_output():
+    from labkit.book import execute
+
+    notebook, seconds, error = execute(NOTEBOOKS / "07_partitions_and_client_side_expiry.ipynb")
+    assert error is None, error
+    red = [f"cell {index}: {output['text'].splitlines()[0] if output['text'] else ''}"
+           for index, cell in enumerate(notebook.cells) if cell.cell_type == "code" and not on_purpose(cell)
+           for output in cell.get("outputs", []) if output.get("name") == "stderr"]
+    assert not red, f"{len(red)} stderr outputs in 07 ({seconds:.0f} s):\n" + "\n".join(red[:20])
