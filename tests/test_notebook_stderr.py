@@ -104,8 +104,8 @@ def test_notebook_07_executed_as_in_the_book_has_no_stderr_output():
     from labkit.book import execute
 
     notebook, seconds, error = execute(NOTEBOOKS / "07_partitions_and_client_side_expiry.ipynb")
-    assert error is None, error
     red = [f"cell {index}: {output['text'].splitlines()[0] if output['text'] else ''}"
            for index, cell in enumerate(notebook.cells) if cell.cell_type == "code" and not on_purpose(cell)
            for output in cell.get("outputs", []) if output.get("name") == "stderr"]
     assert not red, f"{len(red)} stderr outputs in 07 ({seconds:.0f} s):\n" + "\n".join(red[:20])
+    assert error is None, f"07 stopped before its end, so its later cells were not checked: {error}"
