@@ -34,11 +34,14 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+import etcd3
+
 from labkit.locks.etcd_mutex import EtcdMutex
 from labkit.locks.etcd_session import EtcdSession
 from labkit.locks.zookeeper import ZooKeeperLock
 from labkit.servers import up
 from labkit.timing import wait_until
+from labkit.vocabulary import STATE_COLOURS
 
 RECIPES = ("zookeeper", "etcd")
 TOPOLOGIES = {
@@ -117,6 +120,30 @@ def summary(runs: list[RaceRun]) -> dict[str, Any]:
             "safe": sum(run.safe for run in runs),
             "margin min (ms)": round(min(margins)) if margins else "-",
             "margin max (ms)": round(max(margins)) if margins else "-"}
+
+
+def plot_races(runs: list[RaceRun], ax=None):
+    """One row per (recipe, topology, rule): each run's give-up (a holding-blue dot) and the
+    waiter's grant (a red cross), in seconds after the fault. Safe rows have every dot left
+    of every cross of its run; a run whose holder never gave up is drawn at the right edge."""
+    import matplotlib.pyplot as plt
+
+    labels = list(dict.fromkeys(f"{run.recipe}, {run.topology}\n({run.rule})" for run in runs))
+    if ax is None:
+        _, ax = plt.subplots(figsize=(10, 0.55 * len(labels) + 1.2), layout="constrained")
+    right = max(max(run.acquired_ms, run.gave_up_ms or 0) for run in runs) / 1000 + 0.3
+    for run in runs:
+        row = labels.index(f"{run.recipe}, {run.topology}\n({run.rule})")
+        gave_up = right if run.gave_up_ms is None else run.gave_up_ms / 1000
+        ax.plot([gave_up, run.acquired_ms / 1000], [row, row], color="#cccccc", linewidth=0.8, zorder=1)
+        ax.scatter([gave_up], [row], color=STATE_COLOURS["holding"] if run.safe else STATE_COLOURS["lost"],
+                   marker="o", s=22, zorder=2)
+        ax.scatter([run.acquired_ms / 1000], [row], color=STATE_COLOURS["lost"], marker="x", s=30, zorder=3)
+    ax.set_yticks(range(len(labels)), labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0, right + 0.1)
+    ax.set_xlabel("seconds after the fault: o = the old holder gave up (red: after the grant), x = the waiter acquired")
+    return ax
 
 
 class _Race:
@@ -246,7 +273,17 @@ class _EtcdRace(_Race):
         self.holder.acquire(timeout=15)
 
     def waiter_acquire(self) -> None:
-        self.waiter.acquire(timeout=30 + 6 * self.timeout)
+        # While the majority elects a new leader, its members answer "leader changed": a real
+        # client asks again (the lock's key is named by the lease, so asking again is safe).
+        deadline = time.monotonic() + 30 + 6 * self.timeout
+        while True:
+            try:
+                self.waiter.acquire(timeout=max(deadline - time.monotonic(), 0.1))
+                return
+            except (etcd3.exceptions.ConnectionFailedError, etcd3.exceptions.ConnectionTimeoutError):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
 
     def wait_queued(self) -> None:
         prefix = self.holder.prefix
