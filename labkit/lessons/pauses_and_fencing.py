@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 @dataclass
 class PauseOutcome:
-    """What ``pause_past_timeout`` saw. Tokens are ZooKeeper sequence numbers or etcd
+    """What ``pause_past_timeout`` saw. Tokens are ZooKeeper czxids (the lock node's) or etcd
     create revisions; ``writes`` is the store's own record, in the order it ran them."""
 
     recipe: str

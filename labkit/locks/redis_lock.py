@@ -16,7 +16,8 @@ It is NOT a quorum lock. Know what that costs before you rely on it:
 * There is no fencing token, so ``acquire`` returns None (see docs/RECIPES.md). The
   random value identifies the holder for release and extend, but it is not monotonic:
   a resource cannot compare two random values to tell the newer holder from the older,
-  which is what fencing needs. ZooKeeper's sequence numbers and etcd's revisions can.
+  which is what fencing needs. A ZooKeeper node's czxid and an etcd key's create
+  revision can.
 * There is no queue and no watch: waiters poll, so there is no FIFO order and no
   wakeup to count (this recipe never emits "woke").
 

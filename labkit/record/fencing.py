@@ -107,7 +107,7 @@ def _text(raw: bytes | str | None) -> str | None:
 
 def _check_token(token: int | None) -> None:
     if token is not None and (isinstance(token, bool) or not isinstance(token, int)):
-        raise ValueError(f"a fencing token is an integer (czxid, sequence number or revision), not {token!r}")
+        raise ValueError(f"a fencing token is an integer (a czxid or a create revision), not {token!r}")
 
 
 class StaleToken(LabError):
