@@ -285,8 +285,8 @@ CARDS: tuple[Card, ...] = (
           "What must it do before writing anything?",
           "Assume the lock is gone: check the session (or lease); if it expired, do not write, start "
           "over. Because a pause can also strike between that check and the write, the write must "
-          "carry the fencing token (node sequence, key revision) so the store can refuse it once a "
-          "newer holder has written.",
+          "carry the fencing token (the lock node's czxid, the key's create revision) so the store "
+          "can refuse it once a newer holder has written.",
           (PAUSES, "A pause longer than the session timeout"), (PAUSES, "Fencing tokens: the store rejects the stale write"),
           (PRACTICE, "Pitfalls: predict, then run")),
     # --- what the course adds ------------------------------------------------------------
@@ -325,10 +325,11 @@ CARDS: tuple[Card, ...] = (
           "hold the lock; stop writing. LOST: kazoo says it only after it reconnects and the server "
           "tells it the session expired; a holder cut off from every server never hears it and stays "
           "SUSPENDED while the server expires the session and gives the lock to another. So LOST is "
-          "not your expiry signal: keep a client-side deadline. When SUSPENDED has lasted the "
-          "negotiated session timeout minus a margin, counted from the last reply heard from the "
-          "server, assume the lock is lost and acquire again (Curator's approach; Chubby calls the "
-          "state jeopardy).",
+          "not your expiry signal, and SUSPENDED is no moment to count from either: kazoo reports it "
+          "only after about two thirds of a timeout of silence (Curator's advice: treat SUSPENDED as "
+          "lost). Keep a client-side deadline (Chubby calls the state jeopardy) by the deadline rule: "
+          "give up at the send time of the newest request whose answer proves the session alive, plus "
+          "the session timeout minus a margin.",
           (ZK, "Hand-rolled locks vs kazoo and Curator"), (PAUSES, "Stop writing: the holder's own deadline")),
     _card("course-recheck", "course", "C14",
           "A waiter's watch on its predecessor fires. May it take the lock straight away?",
@@ -426,7 +427,8 @@ CARDS: tuple[Card, ...] = (
           "Not with anything Redlock hands out: its value is random, so a store cannot tell the newer holder "
           "from the older one, and a store that demands a growing token refuses every Redlock write. A "
           "check-and-set on the value helps only if the new holder claims the resource before the late write "
-          "arrives. A growing token comes from consensus: ZooKeeper's sequence number, etcd's create revision.",
+          "arrives. A growing token comes from consensus: the lock node's czxid in ZooKeeper, the key's create "
+          "revision in etcd.",
           (REDLOCK, "Double grant 3: a pause, and no token to fence with")),
     _card("clocks-three-systems", "course", "C24",
           "Which of Redis, ZooKeeper and etcd expire a lock on the server's wall clock?",
@@ -544,7 +546,12 @@ CARDS += (
     _senior("senior-database-locks", "C12",
             "Your data lives in PostgreSQL (or DynamoDB). Why not lock there instead of in ZooKeeper?",
             "Often you should. Postgres advisory locks (pg_advisory_lock, or pg_advisory_xact_lock "
-            "freed at commit) are bound to the connection: the server frees them when it dies. "
+            "freed at commit) are bound to the connection, not to a live client: the server frees "
+            "them when it notices the connection is gone. When a client process dies, its "
+            "operating system closes the connection; but a dead or partitioned client host leaves a "
+            "half-open TCP connection, which Postgres notices only through TCP keepalive (hours with "
+            "the default settings) or, while a query runs, client_connection_check_interval; it "
+            "holds the lock until then. "
             "SELECT ... FOR UPDATE locks the rows you will change until commit (SKIP LOCKED turns a "
             "table into a work queue). A conditional write (UPDATE ... WHERE version = 7, DynamoDB's "
             "ConditionExpression, an HTTP If-Match) is compare-and-swap: no lock at all. The lock and "
@@ -591,10 +598,12 @@ CARDS += (
             "How does a lock holder find out that its session or lease has expired, and when should it "
             "stop writing?",
             "Usually too late, from the server: kazoo reports LOST only after it reconnects, and an "
-            "etcd keep-alive stream just stops answering. So count a deadline on the client: note the "
-            "time you sent each heartbeat or keep-alive that was acknowledged; the session is surely "
-            "alive until that time plus the timeout (or TTL), minus a margin for clock rate. Stop "
-            "writing at that deadline (SUSPENDED in kazoo means 'stop now, you may not hold it'); "
+            "etcd keep-alive stream just stops answering. So count a deadline on the client, by the "
+            "deadline rule: give up at the send time of the newest request whose answer proves the "
+            "session alive, plus the session timeout (or lease TTL) minus a margin. An etcd "
+            "keep-alive reply proves it; a ZooKeeper follower's answer does not, since a follower "
+            "cut from the leader keeps answering for up to syncLimit x tickTime, so subtract that too. "
+            "Stop writing at that deadline, and at once on SUSPENDED in kazoo ('you may not hold it'); "
             "resume only when the server confirms the session. This is Chubby's jeopardy.",
             "A conservative deadline makes the holder stop on short network blips when it still held "
             "the lock: fewer two-holder windows, more spurious give-ups and re-acquires.",
