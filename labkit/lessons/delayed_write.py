@@ -11,7 +11,7 @@ it, gets the lock (a higher token) and writes. Then the delayed write reaches Re
 unfenced store applies it after the successor's write, so the old holder's value wins: the
 data is corrupted. The fenced store refuses it: its token is lower than one it has seen.
 
-The holder did everything right by the deadline rule: its check passed, its send came
+The holder did everything right by its client-side deadline: its check passed, its send came
 before its deadline, and it gave up before the successor acquired. The network still
 carried its write past all of that. Only the resource, which sees the writes in the order
 they arrive, can tell.
