@@ -18,6 +18,8 @@ import shutil
 import subprocess
 import tempfile
 import threading
+import time
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
@@ -35,6 +37,17 @@ JARS = ("curator-client", "curator-framework", "curator-recipes", "zookeeper", "
 INSTALL_HINT = "apt-get install -y default-jdk-headless libcurator-recipes-java (it brings Guava, SLF4J, ZooKeeper)"
 STARTUP_DEADLINE = 60.0   # a JVM start on two busy cores can take several seconds
 ANSWER_MARGIN = 30.0      # beyond an acquire's own timeout, for the JVM to answer
+
+
+@dataclass(frozen=True)
+class StateChange:
+    """A connection state Curator reported: ``state`` is SUSPENDED, RECONNECTED or LOST;
+    ``at`` is ``time.monotonic()`` seconds when Curator called its listener (the JVM's
+    System.nanoTime is the same clock on Linux), or when the line reached Python if the
+    two clocks were found to differ."""
+
+    state: str
+    at: float
 
 
 class CuratorUnavailable(LabError):
@@ -99,14 +112,19 @@ class CuratorPeer:
 
     ``token`` is the czxid of Curator's node, as for ZooKeeperLock, so that both can fence
     one store; ``sequence`` is its place in the queue (``_c_<uuid>-lock-<seq>``).
+    ``states`` lists every connection state Curator reported, with its time (StateChange);
+    ``negotiated_timeout`` is the session timeout the server granted, in seconds.
     Always ``close()`` it (or use ``with``): that ends the JVM and its session.
     """
 
     def __init__(self, hosts: str, path: str, session_timeout: float = 4.0,
-                 identifier: str = "curator", on_event: EventSink = ignore_events, auth: dict | None = None):
+                 identifier: str = "curator", on_event: EventSink = ignore_events, auth: dict | None = None,
+                 connection_timeout: float = 15.0):
         """auth: ``lab.zookeeper.auth`` for a private lab (None finds this user's lab at
         ``hosts``). The JVM logs in with SASL DIGEST-MD5 from a JAAS file of its own (0600),
-        as any ZooKeeper Java client does: CuratorPeer.java needs no change for it."""
+        as any ZooKeeper Java client does: CuratorPeer.java needs no change for it.
+        connection_timeout: Curator's connection timeout (how long an operation waits for a
+        connection), in seconds."""
         java = shutil.which("java")
         if java is None:
             raise CuratorUnavailable("java is not on PATH", hint=INSTALL_HINT)
@@ -117,15 +135,19 @@ class CuratorPeer:
         self.token: int | None = None
         self.sequence: int | None = None
         self.is_suspended = False
+        self._states: list[tuple[str, float, float]] = []   # (state, JVM stamp, arrival), reader thread
+        self.stamps_from_jvm = False              # decided at READY: the JVM stamps are on our clock
         self._held = False
         self._emit = on_event
         self._answers: queue.Queue[str | None] = queue.Queue()
         self._errors = tempfile.TemporaryFile(mode="w+")   # a file, not a pipe: it can never fill up
+        started = time.monotonic()
         self._login_file = _jaas_file(login_for(hosts, "zookeeper") if auth is None else auth)
         login = [f"-Djava.security.auth.login.config={self._login_file}"] if self._login_file else []
         self._process = subprocess.Popen(
             [java, "-Xmx64m", "-XX:+UseSerialGC", *login, "-cp", f"{class_path()}{os.pathsep}{classes}",
-             "CuratorPeer", hosts, self.path, str(int(session_timeout * 1000)), identifier],
+             "CuratorPeer", hosts, self.path, str(int(session_timeout * 1000)), identifier,
+             str(int(connection_timeout * 1000))],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._errors, text=True, bufsize=1)
         self._reader = threading.Thread(target=self._read_lines, name=f"curator-peer-{identifier}", daemon=True)
         self._reader.start()
@@ -137,23 +159,37 @@ class CuratorPeer:
         except BaseException:
             self.close()
             raise
-        self.session_id = int(ready.split()[1], 16)
+        _, session, negotiated, stamp = ready.split()
+        self.session_id = int(session, 16)
+        self.negotiated_timeout = int(negotiated) / 1000.0
+        # The JVM printed System.nanoTime() after the process started and before its line was
+        # read: on the same clock as time.monotonic() it lies between the two.
+        self.stamps_from_jvm = started <= int(stamp) / 1e9 <= time.monotonic()
 
     @property
     def is_held(self) -> bool:
         return self._held
 
+    @property
+    def states(self) -> list[StateChange]:
+        """Every connection state Curator reported so far, oldest first."""
+        return [StateChange(state, stamp if self.stamps_from_jvm else arrived)
+                for state, stamp, arrived in list(self._states)]
+
     def _read_lines(self) -> None:
         # Connection states arrive whenever they happen; everything else answers a command.
         for line in self._process.stdout:
             line = line.strip()
-            if line == "STATE SUSPENDED":
+            if line.startswith("STATE "):
+                _, state, stamp = line.split()
+                self._states.append((state, int(stamp) / 1e9, time.monotonic()))
+            if line.startswith("STATE SUSPENDED"):
                 self.is_suspended = True
                 self._emit("suspended", path=self.path)
-            elif line == "STATE RECONNECTED":
+            elif line.startswith("STATE RECONNECTED"):
                 self.is_suspended = False
                 self._emit("reconnected", path=self.path)
-            elif line == "STATE LOST":
+            elif line.startswith("STATE LOST"):
                 if self._held:
                     self._held, token, self.token = False, self.token, None
                     self._emit("lost", reason="Curator reported its session LOST", token=token)

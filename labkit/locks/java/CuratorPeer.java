@@ -2,12 +2,16 @@
 // so that labkit's ZooKeeper locks can be shown to queue correctly with Curator's.
 //
 // Usage: java -cp <jars>:<dir> CuratorPeer <connect string> <lock path> [session ms] [identifier]
+//        [connection ms]
 // Reads commands on stdin, one per line:
 //   acquire <seconds>   -> "ACQUIRED <node path> <its czxid>" or "TIMEOUT"
 //   release             -> "RELEASED"
 //   quit                -> "BYE", then exits (closing the client ends the session)
-// At start it prints "READY <session id in hex>" once connected. At any time it may print
-// "STATE <SUSPENDED|RECONNECTED|LOST>" (connection state) and "ERROR <message>".
+// At start it prints "READY <session id in hex> <negotiated session ms> <nanoTime>" once
+// connected. At any time it may print "STATE <SUSPENDED|RECONNECTED|LOST> <nanoTime>" (a
+// connection state, stamped when Curator called the listener) and "ERROR <message>".
+// nanoTime is System.nanoTime(): CLOCK_MONOTONIC on Linux, the clock of Python's
+// time.monotonic(), so Python can place the states on its own time line (curator.py checks it).
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
@@ -47,16 +51,21 @@ public class CuratorPeer {
 
     public static void main(String[] args) throws Exception {
         if (args.length < 2) {
-            System.err.println("usage: CuratorPeer <connect string> <lock path> [session ms] [identifier]");
+            System.err.println("usage: CuratorPeer <connect string> <lock path> [session ms] [identifier] [connection ms]");
             System.exit(2);
         }
         int sessionMs = args.length > 2 ? Integer.parseInt(args[2]) : 4000;
+        int connectionMs = args.length > 4 ? Integer.parseInt(args[4]) : 15000;
+        // Curator's defaults otherwise: StandardConnectionStateErrorPolicy (SUSPENDED and LOST
+        // are both errors) and a simulated LOST once SUSPENDED has lasted the negotiated
+        // session timeout (simulatedSessionExpirationPercent 100).
         CuratorFramework client = CuratorFrameworkFactory.newClient(
-            args[0], sessionMs, 15000, new ExponentialBackoffRetry(100, 5));
+            args[0], sessionMs, connectionMs, new ExponentialBackoffRetry(100, 5));
         client.getConnectionStateListenable().addListener((unused, state) -> {
+            long now = System.nanoTime();
             if (state == ConnectionState.SUSPENDED || state == ConnectionState.RECONNECTED
                     || state == ConnectionState.LOST) {
-                say("STATE " + state.name());
+                say("STATE " + state.name() + " " + now);
             }
         });
         client.start();
@@ -66,7 +75,8 @@ public class CuratorPeer {
                 return;
             }
             long session = client.getZookeeperClient().getZooKeeper().getSessionId();
-            say("READY " + Long.toHexString(session));
+            int negotiated = client.getZookeeperClient().getZooKeeper().getSessionTimeout();
+            say("READY " + Long.toHexString(session) + " " + negotiated + " " + System.nanoTime());
             serve(client, new VisibleMutex(client, args[1], args.length > 3 ? args[3] : "curator"));
         } finally {
             client.close();
