@@ -196,7 +196,7 @@ class ZooKeeperLock:
                 f"a {timeout:.2f} s ZooKeeper session is too short to hold {self.path!r} safely: the leader may "
                 f"learn of this client's contact {self.server_lag:.2f} s late (server_lag), the deadline keeps a "
                 f"{self.deadline_margin:.0%} margin and a {self.heartbeat:.2f} s heartbeat, which leaves no time "
-                f"to hold. Ask for a session timeout of at least {shortest:.1f} s (KazooClient(timeout=...)), "
+                f"to hold. Ask for a session timeout of at least {shortest:.1f} s (the timeout argument of KazooClient), "
                 "or pass the server_lag of your ensemble (syncLimit x tickTime + tickTime / 2).")
 
     def acquire(self, timeout: float | None = None) -> int:
