@@ -1,8 +1,19 @@
-"""Shared fixtures. Every integration test talks to real servers on 127.0.0.1.
+"""Shared fixtures, and the legs of the suite. Every integration test talks to real servers on
+127.0.0.1. Tests keep their labs under their own LABKIT_HOME so that they never touch a
+learner's running lab.
 
-LABKIT_BACKEND (local | docker | auto) picks where the servers run, so the same tests
-exercise both backends. Tests keep their labs under their own LABKIT_HOME so that they
-never touch a learner's running lab.
+A leg (``--leg``, default ``local``) says where the servers run and which tests run, chosen
+here from the tests' markers (pyproject.toml declares them), never by skips in the test files:
+
+  local    servers as local processes; every test but those that need a Docker engine
+  quick    as local, without the slow tests and the browser: ``./lab.sh test --quick``
+  docker   servers in Docker containers; only the tests whose outcome depends on where the
+           servers run (marked ``backend``) and those that need a Docker engine (``docker``),
+           without those that fake host binaries (``local_backend``)
+  pythons  the quick tests that start no server (``no_servers``): the Python-versions leg
+
+The leg sets LABKIT_BACKEND for the tests and the labs they start. Notebooks (nbval) passed
+on the command line are run in any leg: which notebooks run is the caller's choice.
 """
 import os
 from pathlib import Path
@@ -10,9 +21,44 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("LABKIT_HOME", str(Path.home() / ".local" / "state" / "labkit-tests"))
-os.environ.setdefault("LABKIT_BACKEND", "local")
 
-import labkit  # noqa: E402  (after the environment above)
+import labkit  # noqa: E402  (after LABKIT_HOME)
+
+LEGS = {
+    # leg: (backend, does a test with these markers run?)
+    "local": ("local", lambda marks: "docker" not in marks),
+    "quick": ("local", lambda marks: not marks & {"docker", "slow", "browser"}),
+    "docker": ("docker", lambda marks: bool(marks & {"backend", "docker"}) and "local_backend" not in marks),
+    "pythons": ("local", lambda marks: "no_servers" in marks and not marks & {"docker", "slow", "browser"}),
+}
+
+
+def pytest_addoption(parser):
+    parser.addoption("--leg", choices=sorted(LEGS), default="local",
+                     help="which tests run and where their servers run (tests/conftest.py)")
+
+
+def pytest_configure(config):
+    os.environ["LABKIT_BACKEND"] = LEGS[config.getoption("--leg")][0]
+
+
+def pytest_report_header(config):
+    leg = config.getoption("--leg")
+    return f"leg: {leg} (servers: {LEGS[leg][0]})"
+
+
+def pytest_collection_modifyitems(config, items):
+    runs = LEGS[config.getoption("--leg")][1]
+    selected, deselected = [], []
+    for item in items:
+        if not isinstance(item, pytest.Function):  # a notebook cell (nbval)
+            selected.append(item)
+            continue
+        marks = {mark.name for mark in item.iter_markers()}
+        (selected if runs(marks) else deselected).append(item)
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = selected
 
 
 @pytest.fixture(scope="session")

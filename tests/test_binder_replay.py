@@ -5,7 +5,7 @@ repo2docker's steps on the lab's Debian base image (apt.txt as root, the noteboo
 its pip on .binder/requirements.txt, postBuild as that user), then runs notebooks 00 and 02
 as that user, through .binder/start, under Binder's 2 GiB memory limit, with no swap.
 
-The replay runs only in the Docker leg of ./lab.sh test (LABKIT_BACKEND=docker) where a
+The replay runs only in the Docker leg of ./lab.sh test (``--leg docker``), where a
 Docker engine answers and the lab's base image is built (docker/build.sh makes it). Cold (no
 layer cache) the build took 2 to 5 min here, by load; warm, only the repository copy and postBuild rerun
 (seconds), and the notebooks take about a minute. The image keeps its tag, as the cache of the
@@ -34,13 +34,6 @@ def docker(*args: str, timeout: float = 120.0, **options) -> subprocess.Complete
     return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout, **options)
 
 
-def engine_answers() -> bool:
-    try:
-        return docker("info", timeout=20).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-
-
 def base_image() -> str | None:
     """The base docker/build.sh picks: $LABKIT_BASE_IMAGE, else the first one present."""
     if os.environ.get("LABKIT_BASE_IMAGE"):
@@ -60,6 +53,7 @@ def apt_packages(text: str) -> set[str]:
     return {line.partition("#")[0].strip() for line in text.splitlines()} - {""}
 
 
+@pytest.mark.no_servers
 def test_binder_installs_what_lab_sh_installs():
     # lab.sh's install step, but Python: Binder's comes from conda, not python3-venv
     install_step = re.search(r"^install_servers\(\).*?^}", (ROOT / "lab.sh").read_text(), re.MULTILINE | re.DOTALL)
@@ -69,11 +63,6 @@ def test_binder_installs_what_lab_sh_installs():
     assert wanted <= listed, f".binder/apt.txt lacks {sorted(wanted - listed)} (lab.sh installs them)"
     start = (ROOT / ".binder" / "start").read_text()
     assert start.rstrip().endswith('exec "$@"') and "labkit up" not in start, "start must only set the environment"
-
-
-docker_leg_only = pytest.mark.skipif(
-    os.environ.get("LABKIT_BACKEND") != "docker",
-    reason="the Binder replay runs in the Docker leg of ./lab.sh test (LABKIT_BACKEND=docker)")
 
 
 def course_files() -> list[str]:
@@ -99,8 +88,6 @@ def build_context(folder: Path) -> Path:
 
 @pytest.fixture
 def replay_image(tmp_path):
-    if not engine_answers():
-        pytest.skip("no Docker engine answers")
     base = base_image()
     if base is None:
         pytest.skip("no base image: docker/build.sh makes labkit-base:bookworm (or pulls debian:bookworm-slim)")
@@ -122,7 +109,6 @@ def replay_image(tmp_path):
 
 @pytest.mark.docker
 @pytest.mark.slow
-@docker_leg_only
 def test_notebooks_00_and_02_pass_as_binder_runs_them(replay_image):
     name = f"labkit-binder-replay-{os.getpid()}"
     command = " ; ".join([

@@ -8,6 +8,8 @@ from labkit.practice.cards import anchor, Card, CARDS, SECTIONS, UnknownCard
 from labkit.practice.deck import Deck, render
 from labkit.errors import LabError
 
+pytestmark = pytest.mark.no_servers  # the Python-versions leg runs these
+
 NOTEBOOKS = {"00_start_here.ipynb", "01_redis_vs_consensus.ipynb", "02_zookeeper_lock_recipe.ipynb",
              "03_etcd_leases_and_mutex.ipynb", "04_pauses_and_fencing.ipynb",
              "05_coordinator_crash_and_quorum.ipynb", "06_observing_lock_health.ipynb",

@@ -8,6 +8,8 @@ from labkit.record.events import Event
 from labkit.record.fencing import StoreWrite
 from labkit.record.history import FAULT_CLIENT, History
 
+pytestmark = pytest.mark.no_servers  # the Python-versions leg runs these
+
 
 def store_log(*rows: tuple) -> list[StoreWrite]:
     """Rows of (time, client, token, accepted), in the order the store ran them."""

@@ -5,6 +5,10 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.no_servers  # the Python-versions leg runs these
+
 NOTEBOOKS = Path(__file__).parent.parent / "notebooks"
 
 

@@ -1,7 +1,7 @@
 """The Docker backend: every node a real, labelled container on the host network.
 
-The whole integration suite runs a second time with LABKIT_BACKEND=docker (./lab.sh test
-does it on a machine with Docker); the tests here check what only the Docker backend
+The tests marked ``backend`` run a second time with the servers in containers (the Docker
+leg of ./lab.sh test, ``--leg docker``, on a machine with Docker); the tests here check what only the Docker backend
 promises — labels, the engine's kill and freezer, cleanup of what a failed start or a
 dead owner left — and what both must keep: nothing listens beyond 127.0.0.1.
 """
@@ -18,8 +18,7 @@ import labkit
 from labkit.errors import NodeStartError
 from labkit.servers import docker_image, state as lab_state
 
-docker_only = pytest.mark.skipif(os.environ.get("LABKIT_BACKEND") != "docker",
-                                 reason="needs LABKIT_BACKEND=docker (the Docker leg of ./lab.sh test)")
+pytestmark = pytest.mark.backend
 
 LOOPBACK = {"0100007F", "0000000000000000FFFF00000100007F"}  # 127.0.0.1 in /proc/net/tcp and tcp6
 
@@ -61,7 +60,7 @@ def test_the_image_tag_follows_the_dockerfile(tmp_path, monkeypatch):
     assert first.startswith("labkit-servers:") and docker_image.server_image_tag() != first
 
 
-@docker_only
+@pytest.mark.docker
 def test_every_node_is_a_labelled_container_on_the_host_network(lab):
     from labkit.servers.docker_backend import lab_containers
 
@@ -77,7 +76,7 @@ def test_every_node_is_a_labelled_container_on_the_host_network(lab):
         assert (str(lab.run_dir), str(lab.run_dir)) in mounts  # same paths inside and out
 
 
-@docker_only
+@pytest.mark.docker
 @pytest.mark.slow
 def test_kill_and_pause_are_the_engines_own():
     from labkit.servers.docker_backend import lab_containers
@@ -97,7 +96,7 @@ def test_kill_and_pause_are_the_engines_own():
     assert lab_containers(lab.id) == []
 
 
-@docker_only
+@pytest.mark.docker
 def test_node_that_dies_at_start_reports_its_log_and_leaves_no_container(monkeypatch):
     from labkit.servers import docker_backend
 
@@ -113,7 +112,7 @@ def test_node_that_dies_at_start_reports_its_log_and_leaves_no_container(monkeyp
     assert {c.id for c in docker_backend.lab_containers()} == containers_before  # none left by the failed start
 
 
-@docker_only
+@pytest.mark.docker
 def test_a_missing_image_is_reported_before_anything_starts(monkeypatch):
     from labkit.servers.docker_image import ImageBuildError
 
@@ -124,7 +123,7 @@ def test_a_missing_image_is_reported_before_anything_starts(monkeypatch):
     assert set(os.listdir(lab_state.labs_dir())) == before
 
 
-@docker_only
+@pytest.mark.docker
 @pytest.mark.slow
 def test_containers_of_a_dead_owner_are_reaped_even_without_their_folder():
     from labkit.servers.docker_backend import lab_containers
@@ -145,7 +144,7 @@ def test_containers_of_a_dead_owner_are_reaped_even_without_their_folder():
     assert lab_containers(lab_id) == []
 
 
-@docker_only
+@pytest.mark.docker
 def test_etcdctl_comes_from_the_image_when_the_host_has_none(lab, monkeypatch, unique_name):
     monkeypatch.setattr(lab.etcd, "etcdctl_path", None)
     monkeypatch.setenv("LABKIT_ETCDCTL", "/nonexistent/etcdctl")

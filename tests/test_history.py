@@ -148,6 +148,8 @@ REPOSITORY = Path(__file__).resolve().parents[1]  # so that "python -c" imports 
 CHILD = """
 import sys
 from labkit.record.history import remote_sink
+
+pytestmark = pytest.mark.no_servers  # the Python-versions leg runs these
 on_event = remote_sink(sys.argv[1], sys.argv[2])
 for index in range(50):
     on_event("requested", index=index)

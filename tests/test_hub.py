@@ -4,7 +4,7 @@ Starts the hub on 127.0.0.1 with a test authenticator, creates three students th
 hub's REST API, spawns their containers, checks each server answers through the hub's proxy,
 runs notebook 00 in the three containers at the same time (each starts its own lab inside),
 then stops the hub: no student container may be left, and each student's notebooks volume
-must still hold their work. Runs in the Docker leg of ./lab.sh test (LABKIT_BACKEND=docker).
+must still hold their work. Runs in the Docker leg of ./lab.sh test (``--leg docker``).
 """
 import json
 import os
@@ -31,17 +31,8 @@ IMAGE = f"{VALUES['image']['name']}:{VALUES['image']['tag']}"
 HUB_PYTHON = ROOT / ".venv-hub" / "bin" / "python"
 
 
-def docker_answers() -> bool:
-    try:
-        return subprocess.run(["docker", "info"], capture_output=True, timeout=20).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-
-
 pytestmark = [
-    pytest.mark.skipif(os.environ.get("LABKIT_BACKEND") != "docker",
-                       reason="the class hub runs in the Docker leg of ./lab.sh test (LABKIT_BACKEND=docker)"),
-    pytest.mark.skipif(not shutil.which("docker") or not docker_answers(), reason="no Docker engine answers"),
+    pytest.mark.docker, pytest.mark.slow,
     pytest.mark.skipif(not shutil.which("configurable-http-proxy"),
                        reason="configurable-http-proxy is missing (apt-get install node-configurable-http-proxy)"),
 ]

@@ -17,6 +17,8 @@ from traitlets.config import Config
 
 from labkit.servers.state import ephemeral_port_range, free_ports
 
+pytestmark = pytest.mark.no_servers  # the Python-versions leg runs these
+
 HUB = Path(__file__).resolve().parent.parent / "docker" / "hub"
 VALUES = yaml.safe_load((HUB / "z2jh-values.yaml").read_text())
 SINGLEUSER = VALUES["singleuser"]

@@ -16,6 +16,8 @@ from labkit.record.periods import fault_periods  # noqa: E402
 from labkit.vocabulary import FAULT_BAND_COLOURS  # noqa: E402
 from matplotlib.colors import to_hex  # noqa: E402
 
+pytestmark = pytest.mark.no_servers  # the Python-versions leg runs these
+
 
 @pytest.fixture(autouse=True)
 def close_figures():

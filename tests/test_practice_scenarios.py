@@ -7,6 +7,8 @@ from labkit.practice.journal import Journal
 from labkit.practice.scenarios import (SCENARIOS, ScenarioInterview, ScenarioPanel, UnknownScenario, scenario,
                                        show_scenario)
 
+pytestmark = pytest.mark.no_servers  # the Python-versions leg runs these
+
 
 class FakeClock:
     def __init__(self):

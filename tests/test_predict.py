@@ -9,6 +9,8 @@ from labkit.errors import LabError
 from labkit.practice.journal import Journal
 from labkit.practice.predict import predict
 
+pytestmark = pytest.mark.no_servers  # the Python-versions leg runs these
+
 
 @pytest.fixture
 def journal(tmp_path):

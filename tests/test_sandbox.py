@@ -5,6 +5,8 @@ from labkit.errors import LabError
 from labkit.practice.sandbox import (MutualExclusionViolated, Sandbox, StrategyError, Stuck, View,
                             evaluate, watch_predecessor)
 
+pytestmark = pytest.mark.no_servers  # the Python-versions leg runs these
+
 
 def drained(strategy, clients):
     sim = Sandbox(strategy)

@@ -4,6 +4,8 @@ import pytest
 from labkit.practice.cards import CARDS, SECTIONS
 from labkit.practice.deck import CardPanel, Deck
 
+pytestmark = pytest.mark.no_servers  # the Python-versions leg runs these
+
 SENIOR = [card for card in CARDS if card.source == "senior"]
 
 # One card per topic of issue #14, found by a phrase of its question or answer.

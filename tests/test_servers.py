@@ -21,11 +21,12 @@ from helpers import wait_until
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 
 
+pytestmark = pytest.mark.backend
+
 # Host binaries found through the environment (a fake java, a missing redis-server) mean
-# nothing to the Docker backend, whose servers come from its image.
-local_only = pytest.mark.skipif(os.environ.get("LABKIT_BACKEND") == "docker",
-                                reason="simulates missing or broken host binaries: local backend only "
-                                       "(test_docker_backend.py covers the Docker side)")
+# nothing to the Docker backend, whose servers come from its image (test_docker_backend.py
+# covers the Docker side).
+local_backend = pytest.mark.local_backend
 
 
 def port_answers(endpoint: str) -> bool:
@@ -98,7 +99,7 @@ def test_busy_port_is_reported_before_anything_starts():
     assert set(os.listdir(lab_state.labs_dir())) == before  # the failed start left no folder
 
 
-@local_only
+@local_backend
 def test_missing_server_binary_says_how_to_install(monkeypatch):
     monkeypatch.setenv("LABKIT_REDIS_SERVER", "/nonexistent/redis-server")
     with pytest.raises(ServerNotFound) as info:
@@ -108,7 +109,7 @@ def test_missing_server_binary_says_how_to_install(monkeypatch):
     assert "apt-get install -y redis-server" in text and "brew install redis" in text
 
 
-@local_only
+@local_backend
 def test_missing_java_says_zookeeper_needs_it(monkeypatch):
     monkeypatch.delenv("JAVA_HOME", raising=False)
     monkeypatch.setenv("LABKIT_JAVA", "/nonexistent/java")
@@ -117,7 +118,7 @@ def test_missing_java_says_zookeeper_needs_it(monkeypatch):
     assert "default-jre-headless" in str(info.value)
 
 
-@local_only
+@local_backend
 def test_node_that_dies_at_start_reports_its_log_and_leaves_nothing(tmp_path, monkeypatch):
     fake_java = tmp_path / "java"
     fake_java.write_text("#!/bin/sh\necho 'Error: could not reserve enough space for the heap' >&2\nexit 1\n")
