@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# The Docker leg of ./lab.sh test: the tests whose outcome depends on where the servers run
+# (pytest --leg docker: server start and stop, faults, partitions, the Docker backend, the
+# class hub, the Binder replay), with every server in a container; then a check that no
+# container is left, and a smoke test of the whole-lab image (scripts/ci/smoke_lab_image.sh).
+#
+#   scripts/ci/docker.sh [PYTEST ARGS...]
+#
+# Runs where a Docker engine answers, or where one can be installed and started (root on
+# Debian/Ubuntu: a private dockerd, stopped at the end); elsewhere it says why and exits 77
+# (skipped). LABKIT_DOCKER_TESTS=no skips it.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+source scripts/lib.sh
+DOCKERD_PID=""
+
+start_dockerd() {
+    # A private socket, so that nothing else on this machine mistakes this short-lived engine
+    # for its own; no bridge and no iptables rules: labkit's containers use the host network.
+    say "starting dockerd for the tests (log: /tmp/labkit-dockerd.log)"
+    export DOCKER_HOST=unix:///run/labkit-dockerd.sock
+    dockerd -H "$DOCKER_HOST" --pidfile /run/labkit-dockerd.pid --bridge=none --iptables=false \
+        --ip6tables=false > /tmp/labkit-dockerd.log 2>&1 &
+    DOCKERD_PID=$!
+    local deadline=$((SECONDS + 60))
+    until docker info >/dev/null 2>&1; do
+        if ! kill -0 "$DOCKERD_PID" 2>/dev/null || [ "$SECONDS" -ge "$deadline" ]; then
+            tail -15 /tmp/labkit-dockerd.log >&2
+            say "dockerd did not start (log above): Docker leg FAILED"
+            stop_dockerd
+            return 1
+        fi
+        sleep 0.2
+    done
+}
+
+stop_dockerd() {
+    [ -n "$DOCKERD_PID" ] || return 0
+    say "stopping the dockerd this script started"
+    kill "$DOCKERD_PID" 2>/dev/null || true
+    local deadline=$((SECONDS + 30))
+    while kill -0 "$DOCKERD_PID" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.2; done
+    kill -9 "$DOCKERD_PID" 2>/dev/null || true
+    DOCKERD_PID=""
+    unset DOCKER_HOST
+}
+
+install_hub_extras() {
+    # tests/test_hub.py (the class hub, docker/hub/): JupyterHub's proxy, from Debian. The hub
+    # itself and its single-user image come from docker/hub/hub.sh, which the test runs.
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then apt_install node-configurable-http-proxy; fi
+}
+
+no_labkit_containers_left() {
+    local left
+    left=$(docker ps -a --filter label=labkit.lab --format '{{.Names}} ({{.Status}})')
+    [ -z "$left" ] && { say "no labkit container is left"; return 0; }
+    say "labkit containers were left behind: $left"
+    docker ps -aq --filter label=labkit.lab | xargs -r docker rm -f >/dev/null
+    return 1
+}
+
+if [ "${LABKIT_DOCKER_TESTS:-auto}" = no ]; then
+    say "Docker leg skipped (LABKIT_DOCKER_TESTS=no)"; exit 77
+fi
+if ! docker info >/dev/null 2>&1; then
+    if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null || [ "$(uname -s)" != Linux ]; then
+        say "Docker leg skipped: no Docker engine answers, and starting one needs root on Debian/Ubuntu"
+        exit 77
+    fi
+    command -v dockerd >/dev/null || apt_install docker.io
+    start_dockerd || exit 1
+fi
+trap stop_dockerd EXIT
+export LABKIT_HOME="${LABKIT_HOME:-$HOME/.local/state/labkit-tests}"
+status=0 began=$SECONDS
+{ command -v debootstrap >/dev/null || [ "$(id -u)" != 0 ] || apt_install debootstrap; } &&
+    docker/build.sh || status=1
+install_hub_extras || say "node-configurable-http-proxy could not be installed: tests/test_hub.py will skip"
+say "images ready in $((SECONDS - began)) s"
+if [ "$status" -eq 0 ]; then
+    say "running the tests that depend on where servers run, with every server in a Docker container"
+    phase=$SECONDS
+    run_pytest "$PY" -m pytest tests --leg docker "$@" || status=$?
+    say "tests on Docker took $((SECONDS - phase)) s"
+    labkit_down_quietly "$PY"
+    no_labkit_containers_left || status=1
+    scripts/ci/smoke_lab_image.sh || status=1
+fi
+say "Docker leg: $([ "$status" -eq 0 ] && echo passed || echo FAILED) in $((SECONDS - began)) s"
+exit "$status"

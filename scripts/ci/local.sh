@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The local leg of ./lab.sh test: the tests with every server a local process.
+#
+#   scripts/ci/local.sh [--quick | --notebooks] [PYTEST ARGS...]
+#     --quick      without the slow tests and the browser (pytest --leg quick), no notebooks
+#     --notebooks  every notebook too (when the non-root leg does not run them)
+# Run after ./lab.sh setup; LABKIT_HOME keeps the tests' labs apart from a learner's lab.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+source scripts/lib.sh
+
+leg=local paths=(tests) extra=()
+case "${1:-}" in
+    --quick) shift; leg=quick ;;
+    --notebooks) shift; paths=(tests notebooks); extra=(--nbval-lax) ;;
+esac
+export LABKIT_HOME="${LABKIT_HOME:-$HOME/.local/state/labkit-tests}"
+say "running the tests (leg $leg) on real servers (local processes): ${paths[*]}"
+status=0
+run_pytest "$PY" -m pytest "${paths[@]}" --leg "$leg" "${extra[@]}" "$@" || status=$?
+labkit_down_quietly "$PY"
+exit "$status"

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The non-root leg of ./lab.sh test: every notebook as an ordinary user (labkit-learner),
+# after root installed everything: nothing a learner runs may need root. This is where the
+# notebooks run when the suite runs as root (the local leg runs them otherwise).
+#
+#   scripts/ci/nonroot.sh             the leg (exit 77 and why when it cannot run here)
+#   scripts/ci/nonroot.sh --can-run   exit 0 when it can run here, else 1, silently
+#
+# The user gets its own copy of the course and a venv made from Debian's /usr/bin/python3
+# (the venv of ./lab.sh setup may come from a python under root's home, which other users
+# cannot execute), filled by copying that venv's packages when the Python minor versions
+# match, then topped up from the lock by pip as that user (~15 s). Every notebook (~5 min on
+# 2 cores); LABKIT_NONROOT_NOTEBOOKS="notebooks/00_start_here.ipynb ..." runs only those;
+# LABKIT_NONROOT_TESTS=no skips the leg (the local leg then runs the notebooks).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+source scripts/lib.sh
+NONROOT_USER=labkit-learner
+
+why_not() {
+    if [ "${LABKIT_NONROOT_TESTS:-auto}" = no ]; then echo "LABKIT_NONROOT_TESTS=no"
+    elif [ "$(id -u)" != 0 ] || ! command -v useradd >/dev/null || ! command -v runuser >/dev/null ||
+         [ ! -x /usr/bin/python3 ]; then
+        echo "it needs root (to create a user) and Debian's /usr/bin/python3"
+    fi
+}
+
+if [ "${1:-}" = --can-run ]; then [ -z "$(why_not)" ]; exit; fi
+reason=$(why_not)
+[ -z "$reason" ] || { say "non-root leg skipped: $reason"; exit 77; }
+
+began=$SECONDS
+id -u "$NONROOT_USER" >/dev/null 2>&1 || useradd --create-home --shell /bin/sh "$NONROOT_USER"
+home=$(getent passwd "$NONROOT_USER" | cut -d: -f6)
+course="$home/labkit-course"
+rm -rf "$course"
+mkdir -p "$course"
+cp -r labkit notebooks pyproject.toml "$course/"
+version=$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+site="$course/.venv/lib/python$version/site-packages"
+/usr/bin/python3 -m venv "$course/.venv"
+if [ "$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')" = "$version" ]; then
+    # same minor version: this venv's packages work there (a head start, not the whole
+    # story: the lock's markers may differ, e.g. redis needs async-timeout before 3.11.3)
+    cp -a "$("$PY" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/." "$site/"
+    rm -f "$site"/__editable__*labkit* "$site"/*labkit*.pth
+fi
+echo "$course" > "$site/labkit-course.pth"  # labkit from the user's copy
+cp "$LOCK" "$course/lock.txt"
+chown -R "$NONROOT_USER:" "$course"
+
+as_learner() {
+    # as_learner COMMAND...: COMMAND as the learner, in its copy of the course, with a clean environment
+    runuser -u "$NONROOT_USER" -- env -i -C "$course" HOME="$home" PATH=/usr/local/bin:/usr/bin:/bin \
+        LANG=C.UTF-8 LABKIT_BACKEND=local "$@"
+}
+
+as_learner .venv/bin/python -m pip install -q --disable-pip-version-check --require-hashes -r lock.txt ||
+    { say "non-root leg: the packages of $LOCK could not be installed for $NONROOT_USER"; exit 1; }
+say "copy and venv for $NONROOT_USER ready in $((SECONDS - began)) s"
+read -r -a notebooks <<< "${LABKIT_NONROOT_NOTEBOOKS:-notebooks}"
+say "running notebooks as $NONROOT_USER (uid $(id -u "$NONROOT_USER")): ${notebooks[*]}"
+status=0
+run_pytest as_learner .venv/bin/python -m pytest "${notebooks[@]}" --nbval-lax || status=$?
+as_learner .venv/bin/python -m labkit.cli down >/dev/null 2>&1 || true
+say "non-root leg: $([ "$status" -eq 0 ] && echo passed || echo FAILED) in $((SECONDS - began)) s"
+exit "$status"

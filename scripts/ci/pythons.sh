@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# The Python-versions leg (./lab.sh test --pythons): on every CPython 3.10+ this machine has,
+# a venv with requirements/lock.txt (hashes checked) and labkit, then the quick tests that
+# start no server (pytest --leg pythons) and notebook 00 (on real servers, with nbval).
+#
+#   scripts/ci/pythons.sh [MINOR...]    e.g. `scripts/ci/pythons.sh 3.10 3.13`: only those
+#
+# Interpreters: python3.10 ... python3.19 on PATH, then /usr/bin/python3.1*, then pyenv's
+# ($PYENV_ROOT or ~/.pyenv)/versions/3.1*/bin/python. One per minor version (the first found):
+# it prints which it found, which it skipped and why. The venvs stay in .venv-pythons/MINOR
+# and are reinstalled only when the lock or pyproject.toml changes (~1 min each the first
+# time). Not in the full ./lab.sh test: with the lock installed once per interpreter it would
+# take the full run past its 20 minutes. Exits 77 (skipped) when it finds no interpreter.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+source scripts/lib.sh
+CACHE="$ROOT/.venv-pythons"
+NOTEBOOK=notebooks/00_start_here.ipynb
+wanted=("$@")
+
+candidates() {
+    local v path
+    for v in 10 11 12 13 14 15 16 17 18 19; do
+        path=$(command -v "python3.$v" 2>/dev/null) && echo "$path"
+    done
+    for path in /usr/bin/python3.1[0-9] "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.1[0-9]*/bin/python; do
+        [ -x "$path" ] && echo "$path"
+    done
+    return 0
+}
+
+describe() {
+    # describe PYTHON: "MINOR EXECUTABLE" of a working CPython 3.10+ that can make a venv;
+    # otherwise the first line of why not, and exit 1
+    local said code=0
+    said=$("$1" scripts/ci/describe_python.py 2>&1) || code=$?
+    if [ "$code" -ne 0 ]; then echo "${said%%$'\n'*}"; return 1; fi
+    echo "$said"
+}
+
+make_venv_for() {
+    # make_venv_for PYTHON FOLDER: the lock and labkit in FOLDER, unless they already are
+    local python=$1 venv=$2 stamp want
+    stamp="$venv/.labkit-installed"
+    want=$(cat pyproject.toml "$LOCK" | sha1sum | cut -d' ' -f1)
+    [ "$(cat "$stamp" 2>/dev/null)" = "$want" ] && return 0
+    rm -rf "$venv"
+    "$python" -m venv "$venv" &&
+        pip_quiet "$venv/bin/python" --upgrade pip &&
+        pip_quiet "$venv/bin/python" --require-hashes -r "$LOCK" &&
+        pip_quiet "$venv/bin/python" --no-deps -e . &&
+        echo "$want" > "$stamp"
+}
+
+declare -A seen_minor=() seen_executable=()
+found=() skipped=()
+while read -r candidate; do
+    if ! info=$(describe "$candidate"); then skipped+=("$candidate: $info"); continue; fi
+    read -r minor executable <<< "$info"
+    executable=$(readlink -f "$executable")
+    if [ -n "${seen_executable[$executable]:-}" ]; then continue; fi  # the same one by another name
+    seen_executable[$executable]=1
+    if [ -n "${seen_minor[$minor]:-}" ]; then
+        skipped+=("$candidate ($executable): $minor is tested with ${seen_minor[$minor]}"); continue
+    fi
+    if [ ${#wanted[@]} -gt 0 ] && [[ " ${wanted[*]} " != *" $minor "* ]]; then
+        skipped+=("$candidate: $minor was not asked for (${wanted[*]})"); continue
+    fi
+    seen_minor[$minor]=$executable
+    found+=("$minor $executable")
+done < <(candidates)
+
+say "interpreters found: ${#found[@]}"
+for line in "${found[@]}"; do say "  $line"; done
+say "skipped: ${#skipped[@]}"
+for line in "${skipped[@]}"; do say "  $line"; done
+[ ${#found[@]} -gt 0 ] || { say "Python-versions leg skipped: no CPython 3.10+ found"; exit 77; }
+
+export LABKIT_HOME="${LABKIT_HOME:-$HOME/.local/state/labkit-tests}"
+status=0 results=()
+for line in "${found[@]}"; do
+    read -r minor executable <<< "$line"
+    began=$SECONDS result=passed
+    say "Python $minor ($executable): venv in .venv-pythons/$minor"
+    if ! make_venv_for "$executable" "$CACHE/$minor"; then
+        result="FAILED (installing $LOCK)"
+    else
+        say "Python $minor: the quick tests that start no server, and $NOTEBOOK"
+        run_pytest "$CACHE/$minor/bin/python" -m pytest tests "$NOTEBOOK" --leg pythons --nbval-lax \
+            --nbval-current-env -q || result=FAILED
+        labkit_down_quietly "$CACHE/$minor/bin/python"
+    fi
+    [ "$result" = passed ] || status=1
+    results+=("$(printf '%-6s %-8s %4d s  %s' "$minor" "$result" $((SECONDS - began)) "$executable")")
+done
+say "Python   result     time  interpreter"
+for line in "${results[@]}"; do say "$line"; done
+exit "$status"

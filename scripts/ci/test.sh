@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# ./lab.sh test [--quick] [PYTEST ARGS...]: the legs of the test suite, after ./lab.sh setup,
+# then a table of each leg's result and time. Exits non-zero when any leg failed.
+#
+#   local    the tests on local processes (scripts/ci/local.sh); the notebooks too, unless the
+#            non-root leg runs them
+#   nonroot  every notebook as an unprivileged user (scripts/ci/nonroot.sh), when run as root
+#   docker   the tests that depend on where servers run, in containers, and the whole-lab
+#            image (scripts/ci/docker.sh), where a Docker engine answers or can be started
+#
+# --quick: only the local leg without slow tests and notebooks (pytest --leg quick).
+# The Python-versions leg is apart (./lab.sh test --pythons): installing the lock once per
+# interpreter would take the full run past its 20 minutes.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+source scripts/lib.sh
+
+install_test_extras
+# tests keep their labs apart from a learner's running lab
+export LABKIT_HOME="${LABKIT_HOME:-$HOME/.local/state/labkit-tests}"
+
+LEGS=() RESULTS=() TIMES=()
+status=0
+
+run_leg() {
+    # run_leg NAME COMMAND...: one leg, timed; its result goes to the table. A leg that cannot
+    # run here says why and exits 77 (skipped, as automake counts it)
+    local name=$1 began=$SECONDS result=passed code=0
+    shift
+    "$@" || code=$?
+    case "$code" in
+        0) ;;
+        77) result=skipped ;;
+        *) result=FAILED; status=1 ;;
+    esac
+    LEGS+=("$name") RESULTS+=("$result") TIMES+=("$((SECONDS - began))")
+}
+
+summary() {
+    local i total=0
+    say "leg        result   time"
+    for i in "${!LEGS[@]}"; do
+        say "$(printf '%-10s %-8s %3dm%02ds' "${LEGS[$i]}" "${RESULTS[$i]}" $((TIMES[i] / 60)) $((TIMES[i] % 60)))"
+        total=$((total + TIMES[i]))
+    done
+    say "$(printf '%-10s %-8s %3dm%02ds' total "$([ "$status" -eq 0 ] && echo passed || echo FAILED)" $((total / 60)) $((total % 60)))"
+}
+
+if [ "${1:-}" = --quick ]; then
+    shift
+    run_leg quick scripts/ci/local.sh --quick "$@"
+elif scripts/ci/nonroot.sh --can-run; then
+    run_leg local scripts/ci/local.sh "$@"
+    run_leg nonroot scripts/ci/nonroot.sh
+    run_leg docker scripts/ci/docker.sh "$@"
+else
+    run_leg local scripts/ci/local.sh --notebooks "$@"
+    run_leg docker scripts/ci/docker.sh "$@"
+fi
+summary
+exit "$status"

@@ -1,0 +1,77 @@
+# shellcheck shell=bash disable=SC2034  # (the variables are for the scripts that source it)
+# Shell helpers shared by lab.sh and the scripts under scripts/ (sourced, never run).
+# The sourcing script has already `cd`-ed to the repository root.
+ROOT=$(pwd)
+VENV="$ROOT/.venv"
+PY="$VENV/bin/python"
+# Every Python package, pinned with its hashes: every learner and CI get the same stack.
+LOCK=requirements/lock.txt
+
+say() { printf '\033[1m[lab]\033[0m %s\n' "$*"; }
+die() { printf '\033[1;31m[lab] %s\033[0m\n' "$*" >&2; exit 1; }
+
+as_root() {
+    if [ "$(id -u)" = 0 ]; then "$@"
+    elif command -v sudo >/dev/null; then sudo "$@"
+    else die "need root to run: $* (or install those packages yourself, see README)"; fi
+}
+
+apt_install() {
+    # apt_install PACKAGE... — install the Debian packages that are not installed yet
+    local missing=()
+    for pkg in "$@"; do
+        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    say "installing Debian packages: ${missing[*]}"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+pip_quiet() { "$1" -m pip install -q --disable-pip-version-check "${@:2}"; }
+
+install_lab_settings() {
+    # The course's JupyterLab defaults (no news prompt, no update check): overrides.json in
+    # the app settings folder of the venv's JupyterLab, which it reads at start. A learner's
+    # own settings (~/.jupyter) still win and are never touched.
+    local folder="$1/share/jupyter/lab/settings"
+    mkdir -p "$folder"
+    cmp -s jupyter/overrides.json "$folder/overrides.json" || cp jupyter/overrides.json "$folder/overrides.json"
+}
+
+install_test_extras() {
+    # Curator (a real Java peer for the interop tests) and a browser for the widget test.
+    if command -v apt-get >/dev/null; then
+        # python3-redis: tests/test_private_labs.py runs labkit as a second user with Debian's python
+        apt_install libcurator-recipes-java default-jdk-headless chromium python3-redis
+    fi
+}
+
+free_port() {
+    # free_port PREFERRED: PREFERRED if nothing listens there on 127.0.0.1, else any free port
+    # (SO_REUSEADDR as Jupyter binds: connections of a Jupyter just stopped do not count)
+    "$PY" -c 'import socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+try:
+    s.bind(("127.0.0.1", int(sys.argv[1])))
+except OSError:
+    s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])' "$1"
+}
+
+run_pytest() {
+    # run_pytest COMMAND...: the one way the scripts call pytest. COMMAND is a python (maybe
+    # behind runuser/env) with `-m pytest` and its arguments; no cache folder is written into
+    # the course, and exit 5 (no test collected) is a failure, not a pass.
+    local status=0
+    "$@" -p no:cacheprovider || status=$?
+    if [ "$status" -eq 5 ]; then say "pytest collected no test: that is a failure"; status=1; fi
+    return "$status"
+}
+
+labkit_down_quietly() {
+    # labkit_down_quietly PYTHON: after a run, stop the labs a test or notebook that failed
+    # midway left up (runs keep their own LABKIT_HOME: a learner's lab is not touched)
+    "$1" -m labkit.cli down >/dev/null 2>&1 || true
+}

@@ -1,0 +1,94 @@
+"""lab.sh and scripts/: lab.sh keeps the learner's commands, the legs and the maintainers'
+commands live in scripts/, each thing is done in one place, and CI runs the README's command."""
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import LEGS
+
+pytestmark = pytest.mark.no_servers  # the Python-versions leg runs these
+
+ROOT = Path(__file__).resolve().parent.parent
+SHELL_SCRIPTS = [ROOT / "lab.sh", ROOT / ".ci" / "run", *sorted((ROOT / "scripts").rglob("*.sh"))]
+
+
+def shell_text() -> dict[str, str]:
+    return {str(path.relative_to(ROOT)): path.read_text() for path in SHELL_SCRIPTS}
+
+
+def test_lab_sh_keeps_the_learners_commands_in_200_lines():
+    text = (ROOT / "lab.sh").read_text()
+    assert len(text.splitlines()) <= 200
+    commands = set(re.findall(r"^    ([a-z-]+)\)", text, re.MULTILINE))
+    assert {"start", "test", "setup", "stop", "book", "lock"} <= commands
+
+
+def test_no_python_heredoc_in_shell():
+    for name, text in shell_text().items():
+        assert not re.search(r"python\S*\"? - .*<<", text), f"{name} feeds Python through a heredoc"
+        assert not re.search(r"<<-?\s*'?PYTHON", text), f"{name} feeds Python through a heredoc"
+
+
+def test_one_jupyter_readiness_probe():
+    probes = [name for name, text in shell_text().items() if "/api/status" in text]
+    assert probes == [], f"{probes} probe Jupyter themselves: use scripts/jupyter_ready.py"
+    users = [name for name, text in shell_text().items() if "scripts/jupyter_ready.py" in text]
+    assert sorted(users) == ["lab.sh", "scripts/ci/smoke_lab_image.sh"]
+
+
+def test_every_pytest_run_goes_through_run_pytest():
+    for name, text in shell_text().items():
+        for line in text.splitlines():
+            if re.search(r"-m pytest|bin/pytest", line) and not line.lstrip().startswith("#"):
+                assert line.lstrip().startswith("run_pytest "), f"{name}: {line.strip()}"
+
+
+@pytest.mark.parametrize("code, expected", [(0, 0), (1, 1), (5, 1)])
+def test_run_pytest_counts_no_test_collected_as_a_failure(code, expected):
+    done = subprocess.run(["bash", "-c", f'source scripts/lib.sh && run_pytest "{sys.executable}" -c '
+                                         f'"import sys; sys.exit({code})"'],
+                          cwd=ROOT, capture_output=True, text=True, timeout=30)
+    assert done.returncode == expected, done.stdout + done.stderr
+
+
+def test_ci_runs_exactly_the_readmes_test_command():
+    readme = (ROOT / "README.md").read_text()
+    block = re.search(r"## The two commands.*?```bash\n(.*?)```", readme, re.DOTALL).group(1)
+    commands = [line.split("#")[0].strip() for line in block.splitlines() if line.strip()]
+    assert commands == ["./lab.sh start", "./lab.sh test"]
+    ci = [line for line in (ROOT / ".ci" / "run").read_text().splitlines()
+          if line.strip() and not line.startswith("#") and not line.startswith(("set ", "cd "))]
+    assert ci == ["./lab.sh test"]
+    assert "--quick" in readme
+
+
+def test_the_shell_scripts_parse():
+    for path in SHELL_SCRIPTS:
+        done = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True, timeout=30)
+        assert done.returncode == 0, f"{path.relative_to(ROOT)}: {done.stderr}"
+
+
+@pytest.mark.skipif(not shutil.which("shellcheck"), reason="shellcheck is not installed")
+def test_shellcheck_finds_nothing():
+    done = subprocess.run(["shellcheck", "-x", *map(str, SHELL_SCRIPTS)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stdout
+
+
+def runs(leg: str, *marks: str) -> bool:
+    return LEGS[leg][1](set(marks))
+
+
+def test_each_leg_selects_by_markers():
+    assert runs("local") and runs("local", "slow", "browser", "backend") and not runs("local", "docker")
+    assert runs("quick") and not runs("quick", "slow") and not runs("quick", "docker")
+    assert not runs("quick", "browser")
+    assert not runs("docker") and not runs("docker", "slow") and runs("docker", "backend", "slow")
+    assert runs("docker", "docker") and not runs("docker", "backend", "local_backend")
+    assert not runs("pythons") and runs("pythons", "no_servers") and not runs("pythons", "no_servers", "slow")
+    assert {leg: backend for leg, (backend, _) in LEGS.items()} == {
+        "local": "local", "quick": "local", "docker": "docker", "pythons": "local"}
