@@ -6,7 +6,8 @@ A leg (``--leg``, default ``local``) says where the servers run and which tests 
 here from the tests' markers (pyproject.toml declares them), never by skips in the test files:
 
   local    servers as local processes; every test but those that need a Docker engine
-  quick    as local, without the slow tests and the browser: ``./lab.sh test --quick``
+  quick    as local, without the slow tests (``slow``: more than ~7 s in a --durations=0
+           run of the local leg on a shared 2-core machine) and the browser: ./lab.sh test --quick
   docker   servers in Docker containers; only the tests whose outcome depends on where the
            servers run (marked ``backend``) and those that need a Docker engine (``docker``),
            without those that fake host binaries (``local_backend``)

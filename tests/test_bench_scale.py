@@ -29,6 +29,7 @@ def worker_pids() -> set[int]:
     return {int(line.split()[0]) for line in listing.stdout.splitlines() if "labkit.clients.crowd_worker" in line}
 
 
+@pytest.mark.slow
 def test_wakeups_per_release_are_exact_over_worker_processes(tiny_run):
     rows = {row["scenario"]: row for row in tiny_run["handoff"]}
     assert set(rows) == set(SCENARIOS)

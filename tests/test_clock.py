@@ -24,6 +24,8 @@ from labkit.servers.etcd import etcd_argv
 from labkit.servers.process import LocalProcess
 from labkit.widgets.narration import describe_event
 
+pytestmark = pytest.mark.backend  # the clock shim: LD_PRELOAD in a process, or through a container's mount
+
 
 @pytest.fixture(scope="module")
 def clocked():

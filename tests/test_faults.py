@@ -14,6 +14,8 @@ from labkit.record.history import History
 
 from helpers import wait_until
 
+pytestmark = pytest.mark.backend  # kill, pause and restart go through the process or the container runner
+
 
 def process_state(pid: int) -> str:
     """The kernel's one-letter state: T = stopped (SIGSTOP), S = sleeping, R = running."""

@@ -28,6 +28,8 @@ from labkit.servers import state as lab_state
 from labkit.servers.network import NetworkFaultError, NetworkNotEnabled
 from labkit.servers.process import process_state
 
+pytestmark = pytest.mark.backend  # the partition proxies sit between local processes or containers
+
 
 @pytest.fixture(scope="module")
 def netlab():
@@ -63,6 +65,7 @@ def _try(action):
         return error
 
 
+@pytest.mark.slow
 def test_zookeeper_isolated_leader_loses_its_clients_and_rejoins_as_follower(healed):
     lab = healed
     old = lab.zookeeper.leader()
@@ -276,6 +279,7 @@ def proxy_ports(run_dir) -> list[int]:
     return [route["port"] for route in labkit.attach(run_dir.name).network.request(op="status")["routes"]]
 
 
+@pytest.mark.slow
 def test_cli_net_commands_and_down_leave_no_proxy():
     cli = [sys.executable, "-m", "labkit.cli"]
     run = lambda *args: subprocess.run(cli + list(args), capture_output=True, text=True, timeout=120,  # noqa: E731

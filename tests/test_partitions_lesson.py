@@ -19,6 +19,7 @@ def netlab():
         yield lab
 
 
+@pytest.mark.slow
 def test_sentinels_and_replica_share_one_proxy_and_names_map_back(netlab):
     """The sentinels name the primary by its proxy address, mapped back to its own; the
     replica replicates through the same proxy, and Sentinel leaves it there (it would
@@ -35,6 +36,7 @@ def test_sentinels_and_replica_share_one_proxy_and_names_map_back(netlab):
     assert shared == {"redis1", "redis2"}   # one proxy in front of each Redis server
 
 
+@pytest.mark.slow
 def test_the_minority_cannot_grant(netlab):
     for run in (partitions.zookeeper_minority(netlab), partitions.etcd_minority(netlab)):
         print(run.row())
@@ -56,6 +58,7 @@ def test_a_cut_off_holder_believes_it_holds_unless_it_keeps_a_deadline(netlab):
     assert guarded.waiter_acquired_s > 0.6 * guarded.session_timeout
 
 
+@pytest.mark.slow
 def test_sentinel_split_brain_then_min_replicas_narrows_but_does_not_close(netlab):
     split = split_brain.sentinel_split_brain(netlab)
     print(split.row())

@@ -218,6 +218,7 @@ def labkit_command(*words: str) -> list[str]:
     return [sys.executable, "-m", "labkit.cli", *words]
 
 
+@pytest.mark.slow
 def test_two_users_run_labs_at_once_and_down_stops_only_ones_own(lab, peer):
     theirs = peer.json("""
         import contextlib, io, json, labkit, labkit.cli

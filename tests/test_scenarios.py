@@ -45,6 +45,7 @@ def test_wait_until_and_table():
         "client  token", "a       1", "bb      None"]
 
 
+@pytest.mark.slow
 def test_a_cut_link_drops_bytes_until_it_is_restored(lab):
     with TcpLink(f"{lab.redis.host}:{lab.redis.port}") as link:
         host, port = link.address.rsplit(":", 1)

@@ -18,6 +18,8 @@ from labkit.servers.lab import attach
 from labkit.servers.process import process_state
 from labkit.servers.sentinel import PRIMARY_NAME, FailoverTimeout
 
+pytestmark = pytest.mark.backend  # sentinels fail over and are reaped as processes or as containers
+
 LOCAL = os.environ.get("LABKIT_BACKEND", "local") == "local"
 
 
@@ -71,6 +73,7 @@ def test_waiting_for_a_failover_that_does_not_come_says_what_the_sentinels_saw(l
     assert "last log lines of sentinel1" in message and "+monitor master" in message
 
 
+@pytest.mark.slow
 def test_killing_the_primary_makes_the_sentinels_promote_the_replica(lab):
     old, replica = lab.redis.primary, lab.redis.replica
     client = lab.redis.client()

@@ -147,6 +147,7 @@ def test_down_stops_every_process_and_frees_every_port():
     assert not lab.run_dir.exists()
 
 
+@pytest.mark.slow
 def test_restart_keeps_data_written_before_it():
     with labkit.up(zookeeper=1, etcd=1, redis=True, quiet=True) as lab:
         zk = lab.zookeeper.client()

@@ -3,6 +3,10 @@ import os
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.backend  # /proc locally, Docker's own count in containers
+
 
 def test_every_running_node_reports_its_memory(lab):
     status = lab.status(memory=True)
@@ -11,6 +15,7 @@ def test_every_running_node_reports_its_memory(lab):
     assert "memory_mb" not in lab.status()["services"]["redis"]["nodes"][0]  # only when asked: it costs a read per node
 
 
+@pytest.mark.slow
 def test_labkit_status_prints_memory_per_node_and_in_total(tmp_path):
     environment = dict(os.environ, LABKIT_HOME=str(tmp_path))
     labkit = [sys.executable, "-m", "labkit.cli"]

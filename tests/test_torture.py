@@ -233,6 +233,7 @@ def test_the_function_raises_the_same_errors():
 
 
 # ---- the soak, on real servers ------------------------------------------------------------
+@pytest.mark.slow
 def test_fenced_zookeeper_keeps_mutual_exclusion_under_pauses_and_expiries(tmp_path):
     result = torture("zookeeper", nemesis="pause,expire", seed=2, fenced=True, report=tmp_path, **SOAK)
     trial = result.trials[0]
@@ -248,6 +249,7 @@ def test_fenced_zookeeper_keeps_mutual_exclusion_under_pauses_and_expiries(tmp_p
     assert trial.schedule == plan(2, ["pause", "expire"], 4, 10.0, 1.0)
 
 
+@pytest.mark.slow
 def test_unfenced_zookeeper_is_caught_by_the_checker(tmp_path):
     """The negative control: the same schedule without fencing must show an overlap."""
     result = torture("zookeeper", nemesis="pause,expire", seed=2, fenced=False, **SOAK)
@@ -257,6 +259,7 @@ def test_unfenced_zookeeper_is_caught_by_the_checker(tmp_path):
     assert "both holds were writing" in judgement.lines()[0]
 
 
+@pytest.mark.slow
 def test_a_partitioned_holder_writes_late_without_fencing():
     """A holder cut off from ZooKeeper runs on and writes while its successor holds (C20).
     Its client-side deadline stops it *acquiring*, but a holder that does not ask before it
@@ -270,6 +273,7 @@ def test_a_partitioned_holder_writes_late_without_fencing():
     assert trial.judgement.linearizability.ok is True, repr(result)
 
 
+@pytest.mark.slow
 def test_fenced_etcd_survives_killed_holders_and_leaders():
     result = torture("etcd", nemesis="kill,leader", seed=1, fenced=True, **SOAK)
     trial = result.trials[0]
@@ -279,6 +283,7 @@ def test_fenced_etcd_survives_killed_holders_and_leaders():
     assert trial.judgement.availability.held_share > 0.3
 
 
+@pytest.mark.slow
 def test_redis_under_pauses_and_a_failover_lets_two_holders_write():
     """Redis has no token and no session: a holder paused past its TTL writes late, so the
     store's record shows overlapping holds. (Whether the failover itself also loses an
@@ -291,6 +296,7 @@ def test_redis_under_pauses_and_a_failover_lets_two_holders_write():
     assert not trial.judgement.mutual_exclusion.ok, repr(result)
 
 
+@pytest.mark.slow
 def test_redlock_has_no_token_and_forgets_its_votes():
     result = torture("redlock", nemesis="pause,leader", seed=2, **SOAK)
     trial = result.trials[0]
@@ -314,6 +320,7 @@ def processes_with(marker: str) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_every_client_and_server(tmp_path):
     home = tmp_path / "home"
     environment = dict(os.environ, LABKIT_HOME=str(home), LABKIT_BACKEND="local", PYTHONUNBUFFERED="1")
