@@ -11,6 +11,8 @@ import pytest
 from labkit.record.events import Event
 from labkit.record.history import FAULT_CLIENT, History, HistoryUnreachable, remote_sink
 
+pytestmark = pytest.mark.no_servers  # the Python-versions leg runs these
+
 
 def crafted(*rows: tuple) -> History:
     """Rows of (time, client, kind[, detail])."""
@@ -148,8 +150,6 @@ REPOSITORY = Path(__file__).resolve().parents[1]  # so that "python -c" imports 
 CHILD = """
 import sys
 from labkit.record.history import remote_sink
-
-pytestmark = pytest.mark.no_servers  # the Python-versions leg runs these
 on_event = remote_sink(sys.argv[1], sys.argv[2])
 for index in range(50):
     on_event("requested", index=index)
