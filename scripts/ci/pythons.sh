@@ -69,6 +69,7 @@ while read -r candidate; do
     seen_minor[$minor]=$executable
     found+=("$minor $executable")
 done < <(candidates)
+[ ${#found[@]} -eq 0 ] || mapfile -t found < <(printf '%s\n' "${found[@]}" | sort -V)
 
 say "interpreters found: ${#found[@]}"
 for line in "${found[@]}"; do say "  $line"; done
