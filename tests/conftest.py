@@ -10,7 +10,8 @@ here from the tests' markers (pyproject.toml declares them), never by skips in t
            run of the local leg on a shared 2-core machine) and the browser: ./lab.sh test --quick
   docker   servers in Docker containers; only the tests whose outcome depends on where the
            servers run (marked ``backend``) and those that need a Docker engine (``docker``),
-           without those that fake host binaries (``local_backend``)
+           without those that fake host binaries or start local servers on any leg
+           (``local_backend``)
   pythons  the quick tests that start no server (``no_servers``): the Python-versions leg
 
 The leg sets LABKIT_BACKEND for the tests and the labs they start. Notebooks (nbval) passed

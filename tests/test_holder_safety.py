@@ -38,15 +38,18 @@ def _assert_all_safe(runs):
 
 
 @pytest.mark.parametrize("topology", list(TOPOLOGIES))
+@pytest.mark.slow
 def test_a_zookeeper_holder_gives_up_before_anyone_else_acquires(zookeeper_lab, topology):
     _assert_all_safe(race_many(zookeeper_lab, "zookeeper", topology, RUNS))
 
 
 @pytest.mark.parametrize("topology", list(TOPOLOGIES))
+@pytest.mark.slow
 def test_an_etcd_holder_gives_up_before_anyone_else_acquires(etcd_lab, topology):
     _assert_all_safe(race_many(etcd_lab, "etcd", topology, RUNS))
 
 
+@pytest.mark.slow
 def test_negative_control_trusting_a_cut_off_follower_is_unsafe(zookeeper_lab):
     # The rule before the fix: the send time of the newest request the client's own server
     # answered. The follower keeps answering for syncLimit x tickTime after the cut while

@@ -299,6 +299,7 @@ def labs_on_disk(home: Path) -> dict[str, list[int]]:
 
 
 @pytest.mark.slow
+@local_backend  # its kernel runs LABKIT_BACKEND=local on every leg
 def test_rerunning_the_first_cells_of_notebook_00_three_times_leaves_one_lab(tmp_path, monkeypatch):
     from jupyter_client.manager import start_new_kernel
 
