@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.no_servers  # the Python-versions leg runs these
+
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 INSTRUCTOR = ROOT / "docs" / "INSTRUCTOR.md"

@@ -9,6 +9,8 @@ import pytest
 import labkit
 from labkit.lessons.delayed_write import LATE_VALUE, SUCCESSOR_VALUE, delayed_write_runs, plot_delayed_writes
 
+pytestmark = pytest.mark.slow  # its module's runs take ~26 s
+
 RUNS = 3
 
 
