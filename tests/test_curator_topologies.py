@@ -36,8 +36,9 @@ def curator_installed() -> bool:
     return True
 
 
-pytestmark = pytest.mark.skipif(not curator_installed(),
-                                reason="needs Java and Curator's jars (libcurator-recipes-java)")
+pytestmark = [pytest.mark.slow,   # 9 races on a 3-node ensemble: ~42 s
+              pytest.mark.skipif(not curator_installed(),
+                                 reason="needs Java and Curator's jars (libcurator-recipes-java)")]
 
 
 @pytest.fixture(scope="module")
