@@ -49,3 +49,14 @@ def bytes_of(size: str) -> int:
     """A size as JupyterHub's ByteSpecification reads it ("1.5G": K, M, G, T are powers of 1024)."""
     units = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
     return int(float(size[:-1]) * units[size[-1]]) if size[-1] in units else int(size)
+
+
+def curator_installed() -> bool:
+    """Java and Curator's jars are here (the Java peer can run): tests that need it skip otherwise."""
+    from labkit.locks.curator import CuratorUnavailable, class_path
+
+    try:
+        class_path()
+    except CuratorUnavailable:
+        return False
+    return True

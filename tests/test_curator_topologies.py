@@ -20,20 +20,13 @@ import pytest
 
 import labkit
 from labkit.lessons.curator_topologies import race_many, summary
-from labkit.locks.curator import CuratorUnavailable, class_path
 from labkit.servers.zookeeper import SYNC_LIMIT, TICK_MS
+
+from helpers import curator_installed
 
 RUNS = 3
 SLACK = 0.5    # s: a loaded machine's delay from the JVM's event to its listener, at most
 FOLLOWER_DROP = (SYNC_LIMIT * TICK_MS - TICK_MS / 2) / 1000   # the leader pings every half tick
-
-
-def curator_installed() -> bool:
-    try:
-        class_path()
-    except CuratorUnavailable:
-        return False
-    return True
 
 
 pytestmark = [pytest.mark.slow,   # 9 races on a 3-node ensemble: ~42 s

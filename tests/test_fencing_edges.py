@@ -4,16 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from labkit.locks.curator import CuratorUnavailable, class_path
 from labkit.lessons.fencing_edges import sequence_restart
 
-
-def curator_installed() -> bool:
-    try:
-        class_path()
-    except CuratorUnavailable:
-        return False
-    return True
+from helpers import curator_installed
 
 
 @pytest.mark.slow
