@@ -69,7 +69,7 @@ class EtcdMutex:
         if owner is None:
             return self._acquired(response.header.revision)
         try:
-            mine = self._wait_deletes(self._revision - 1, deadline)
+            mine = self.wait_for_turn(self._revision - 1, deadline)
         except LockTimeout:
             self._leave_queue()  # Go: Unlock when the context ends
             waited = time.monotonic() - started
@@ -79,8 +79,6 @@ class EtcdMutex:
             self._leave_queue()  # Go: Unlock when the wait fails
             raise
         # Re-check: the keys ahead are gone, but so may be mine if the lease expired meanwhile.
-        if mine is None and not self.session.done.is_set():  # a wait that did not read it (practice's)
-            mine = self._range(etcdrpc.RangeRequest(key=self._key.encode()))
         if mine is None or not mine.kvs or self.session.done.is_set():
             reason = self.session.lost_reason or f"my key {self._key} is gone: its lease expired or was revoked"
             self._emit_lost(reason, token=None)
@@ -151,12 +149,17 @@ class EtcdMutex:
                                     max_create_revision=max_create_revision)
 
     # -- wait (Go's key.go) ------------------------------------------------------------
-    def _wait_deletes(self, max_create_revision: int, deadline: float | None) -> etcdrpc.RangeResponse | None:
-        # Wait until no key older than mine is left. Watch only the youngest of them (Go's
-        # WithLastCreate + WithMaxCreateRev): when it goes, look again, because a waiter
-        # ahead of me may have left while the holder still holds. Returns my own key as read
-        # with the last look, or None (the session ended first; or a subclass's wait, such as
-        # the practice exercise's, did not read it: then lock() does).
+    def wait_for_turn(self, max_create_revision: int, deadline: float | None) -> etcdrpc.RangeResponse | None:
+        """The wait step of ``lock()`` (Go's ``waitDeletes``), and the hook a subclass may
+        replace: block until no key under the prefix has a create revision at or below
+        ``max_create_revision`` (mine minus one), then return my own key as read after that
+        (a ``RangeResponse``; no ``kvs`` if my key is gone), or None if the session ended
+        first. Raise ``LockTimeout`` once ``deadline`` (``time.monotonic()``) has passed;
+        ``lock()`` then leaves the queue. The practice exercise plugs the learner's step in
+        here (labkit/practice/exercises/etcd_exercise.py)."""
+        # Watch only the youngest key ahead (Go's WithLastCreate + WithMaxCreateRev): when it
+        # goes, look again, because a waiter ahead of me may have left while the holder
+        # still holds. My own key is read with the last look, in the same transaction.
         while not self.session.done.is_set():
             ahead, mine = self._look_ahead(max_create_revision)
             if not ahead.kvs:

@@ -111,11 +111,14 @@ class LearnerMutex(EtcdMutex):
     def __init__(self, session: EtcdSession, prefix: str, identifier: str, on_event: EventSink,
                  wait_for_turn: Callable, tools: EtcdWaitTools):
         super().__init__(session, prefix, identifier, on_event)
-        self.wait_for_turn = wait_for_turn
+        self.learner_step = wait_for_turn
         self.tools = tools
 
-    def _wait_deletes(self, max_create_revision: int, deadline: float | None) -> None:
-        self.wait_for_turn(self.tools, self.prefix, max_create_revision + 1)
+    def wait_for_turn(self, max_create_revision: int, deadline: float | None) -> etcdrpc.RangeResponse | None:
+        self.learner_step(self.tools, self.prefix, max_create_revision + 1)
+        if self.session.done.is_set():
+            return None
+        return rpc(self.client, self.client.kvstub.Range, etcdrpc.RangeRequest(key=self.key.encode()))
 
 
 class EtcdRun(ExerciseRun):
@@ -139,7 +142,7 @@ class EtcdRun(ExerciseRun):
     def queued(self, contender: Contender) -> bool:
         return self.tools[contender.name].armed
 
-    def _contender(self, name: str) -> Contender:
+    def new_contender(self, name: str) -> Contender:
         client = self.lab.etcd.client()
         self.etcd_clients.append(client)
         session = EtcdSession(client, ttl=self.ttl)

@@ -39,7 +39,8 @@ class ExerciseRun:
         self.stuck: list[str] = []
 
     # ---- hooks ------------------------------------------------------------------------------
-    def _contender(self, name: str) -> Contender:
+    def new_contender(self, name: str) -> Contender:
+        """Make contender ``name`` on the learner's recipe and add it to ``contenders``."""
         raise NotImplementedError
 
     def queued(self, contender: Contender) -> bool:
@@ -69,7 +70,7 @@ class ExerciseRun:
     def queue_up(self, count: int) -> None:
         """Start ``count`` contenders one at a time, each joining once the one before it
         holds the lock or waits on a watch, so the queue order is c1, c2, ..."""
-        joining = [self._contender(f"c{number}") for number in range(len(self.contenders) + 1,
+        joining = [self.new_contender(f"c{number}") for number in range(len(self.contenders) + 1,
                                                                    len(self.contenders) + count + 1)]
         queue_in_turn(joining, self.queued, self.patience)
 

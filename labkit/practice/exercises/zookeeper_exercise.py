@@ -74,7 +74,7 @@ class ZooKeeperRun(ExerciseRun):
     def queued(self, contender: Contender) -> bool:
         return self.clients[contender.name].queued
 
-    def _contender(self, name: str) -> Contender:
+    def new_contender(self, name: str) -> Contender:
         client = RecordingClient(self.lab.zookeeper.client(timeout=self.session_timeout), self.history.sink(name))
         self.clients[name] = client
         emit = self.history.sink(name)
