@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from labkit import faults
 from labkit.errors import LabError
@@ -28,7 +28,20 @@ from labkit.record.events import Event
 from labkit.vocabulary import STATE_AFTER
 
 if TYPE_CHECKING:
-    from labkit.clients.group import LockClients
+    from labkit.record.history import History
+
+
+class ClientGroup(Protocol):
+    """What a client reads from the group that started it (labkit.clients.group.LockClients
+    is the one group; this module does not import it, since the group imports clients)."""
+
+    history: History
+    connections: dict[str, str]
+    log_directory: str
+    hold: float
+    loops: int
+
+    def etcd_client(self) -> Any: ...
 
 REPLY_TIMEOUT = 30.0
 START_TIMEOUT = 60.0  # a child imports kazoo/grpc/redis, and ten of them share two cores
@@ -49,7 +62,7 @@ class LockClient:
     ``expire_session()`` (ZooKeeper), ``revoke_lease()`` / ``stop_keepalive()`` (etcd).
     ``state`` is one of starting, idle, waiting, holding, lost, paused, stopped, dead."""
 
-    def __init__(self, group: "LockClients", name: str, spec: dict[str, Any]):
+    def __init__(self, group: ClientGroup, name: str, spec: dict[str, Any]):
         self.group = group
         self.name = name
         self.spec = spec  # what the child was started with: LockClients.replace starts another

@@ -17,16 +17,13 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 from IPython.display import display
 
 from labkit.errors import LabError
 from labkit.practice.deck import widgets_available
 from labkit.practice.journal import Journal
-
-if TYPE_CHECKING:
-    from labkit.widgets.panel import LockPanel
 
 
 def _same(guess: Any, actual: Any) -> bool:
@@ -46,7 +43,7 @@ class Prediction:
     actual: Any = None
     correct: bool | None = None
     journal: Journal | None = field(default=None, repr=False)
-    panel: LockPanel | None = field(default=None, repr=False)
+    panel: PredictionPanel | None = field(default=None, repr=False)  # the widget, defined below
 
     def lock(self, guess: Any) -> None:
         """Record the learner's guess (what the "Lock in" button does)."""

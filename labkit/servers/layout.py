@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Protocol
 
 from labkit.errors import InvalidClusterSize
 from labkit.servers import discovery
@@ -27,7 +27,28 @@ from labkit.servers.sentinel import SentinelNode, SentinelService, sentinel_argv
 from labkit.servers.zookeeper import ZooKeeperNode, ZooKeeperService, zookeeper_argv, zookeeper_config
 
 if TYPE_CHECKING:
-    from labkit.servers.lab import Lab
+    from labkit.servers.network import Network
+    from labkit.servers.secret import LabSecret
+
+
+class LabBeingBuilt(Protocol):
+    """The lab being built, as far as the layout reads and fills it: labkit.servers.lab.Lab
+    is the one lab (it imports this module, so this module names what it needs instead)."""
+
+    id: str
+    run_dir: Path
+    backend: str
+    clocks: bool
+    network: Network | None
+    secret: LabSecret | None
+    zookeeper: ZooKeeperService | None
+    etcd: EtcdService | None
+    redis: RedisService | None
+    redlock: RedlockService | None
+    sentinel: SentinelService | None
+
+    @property
+    def private(self) -> bool: ...
 
 NODE_CLASSES = {"zookeeper": ZooKeeperNode, "etcd": EtcdNode, "redis": RedisNode,
                 "redlock": RedlockNode, "sentinel": SentinelNode}
@@ -61,7 +82,7 @@ def check_redis_extras(redlock: int, sentinels: int, replica: bool) -> None:
                                  "so labkit runs 1, 3 or 5 of them", "use sentinels=3")
 
 
-def make_runner(lab: Lab, node_class: type[Node], name: str, argv: list[str], cwd: str):
+def make_runner(lab: LabBeingBuilt, node_class: type[Node], name: str, argv: list[str], cwd: str):
     """The process or container that runs one node; with the lab's clocks on, it preloads
     the clock shim (unless that kind of server cannot be stepped: etcd)."""
     log_path = str(lab.run_dir / f"{name}.log")
@@ -86,13 +107,13 @@ def find_binaries(zookeeper: int, etcd: int, redis: bool, backend: str) -> dict:
     return found
 
 
-def port_via_network(lab: Lab, src: str, dst: str, port: int, kind: str = "tcp", **extra) -> int:
+def port_via_network(lab: LabBeingBuilt, src: str, dst: str, port: int, kind: str = "tcp", **extra) -> int:
     """The port ``src`` dials to reach ``dst``'s ``port``: the proxy of link src->dst when
     the lab has a network, else the port itself."""
     return port if lab.network is None else lab.network.route(src, dst, port, kind, **extra)
 
 
-def build_nodes(lab: Lab, binaries: dict, ports: list[int], zookeeper: int, etcd: int, redis_count: int,
+def build_nodes(lab: LabBeingBuilt, binaries: dict, ports: list[int], zookeeper: int, etcd: int, redis_count: int,
                 sentinels: int = 0) -> None:
     take = iter(ports)
     if zookeeper:
@@ -147,14 +168,14 @@ def build_nodes(lab: Lab, binaries: dict, ports: list[int], zookeeper: int, etcd
         lab.redis = RedisService([one_port_node(lab, RedisNode, name, port, redis) for name, port in ports_of])
 
 
-def redis_acl_file(lab: Lab) -> str | None:
+def redis_acl_file(lab: LabBeingBuilt) -> str | None:
     """The ACL every Redis server of a private lab reads first (one file for all of them)."""
     if lab.secret is None:
         return None
     return str(write_private(lab.run_dir / "redis-acl.conf", redis_acl(lab.secret)))
 
 
-def etcd_peer_proxies(lab: Lab, pairs: list[tuple[str, int, int]]) -> dict[str, int]:
+def etcd_peer_proxies(lab: LabBeingBuilt, pairs: list[tuple[str, int, int]]) -> dict[str, int]:
     """Peer URLs are cluster-wide, so each member gets one proxy in front of its peer port
     and the proxy learns the sender of each connection from rafthttp's X-Server-From
     header, whose ids it can compute: they hash the advertised URLs and the token."""
@@ -168,7 +189,7 @@ def etcd_peer_proxies(lab: Lab, pairs: list[tuple[str, int, int]]) -> dict[str, 
     return ports
 
 
-def build_redlock_and_sentinels(lab: Lab, binaries: dict, ports: list[int], redlock: int, sentinels: int) -> None:
+def build_redlock_and_sentinels(lab: LabBeingBuilt, binaries: dict, ports: list[int], redlock: int, sentinels: int) -> None:
     take = iter(ports)
     if redlock:
         lab.redlock = RedlockService([one_port_node(lab, RedlockNode, f"r{i + 1}", next(take), lambda _, port, folder:
@@ -188,12 +209,12 @@ def build_redlock_and_sentinels(lab: Lab, binaries: dict, ports: list[int], redl
         lab.sentinel.aliases = sentinel_aliases(lab)
 
 
-def sentinel_myid(lab: Lab, name: str) -> str:
+def sentinel_myid(lab: LabBeingBuilt, name: str) -> str:
     """A sentinel's run id, fixed by labkit so that the network can tell its connections apart."""
     return hashlib.sha1(f"{lab.id}/{name}".encode()).hexdigest()
 
 
-def redis_link(lab: Lab, name: str, port: int, sentinels: int) -> int:
+def redis_link(lab: LabBeingBuilt, name: str, port: int, sentinels: int) -> int:
     """With Sentinel, the port the sentinels and the other Redis server dial to reach
     ``name``. With a network, one proxy shared by all of them (Sentinel rewrites a replica
     whose primary address differs from its own, so they must all dial the same address; the
@@ -208,7 +229,7 @@ def redis_link(lab: Lab, name: str, port: int, sentinels: int) -> int:
     return lab.network.route("*", name, port, "redis-shared", peers=names + [other], members=members)
 
 
-def sentinel_aliases(lab: Lab) -> dict[str, str]:
+def sentinel_aliases(lab: LabBeingBuilt) -> dict[str, str]:
     """Each Redis server's proxy address (what the sentinels name) -> its own address."""
     aliases = {}
     for node in lab.redis.nodes:
@@ -218,7 +239,7 @@ def sentinel_aliases(lab: Lab) -> dict[str, str]:
     return aliases
 
 
-def one_port_node(lab: Lab, node_class: type[Node], name: str, port: int,
+def one_port_node(lab: LabBeingBuilt, node_class: type[Node], name: str, port: int,
                   argv: Callable[[str, int, str], list[str]]) -> Node:
     """A node with one port and a data folder of its own (Redis, Redlock's instances, a
     sentinel): ``argv(name, port, folder)`` is its command line (it may write a config there)."""
