@@ -7,18 +7,25 @@ from __future__ import annotations
 import atexit
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any, Callable
-
-if TYPE_CHECKING:
-    from labkit.widgets.panel import LockPanel
-
-_LIVE_PANELS: "weakref.WeakSet[Any]" = weakref.WeakSet()
+from typing import Any, Callable, Protocol, TypeVar
 
 
-def start_timer(panel: LockPanel, method: str, interval: float, name: str, stopping: threading.Event,
-                report: Callable[[LockPanel, str], None]) -> threading.Thread:
-    """Call ``panel.<method>()`` every ``interval`` seconds until ``stopping`` is set; a
-    failing call is handed to ``report(panel, text)`` and the timer goes on."""
+class Closes(Protocol):
+    """A panel, as far as its lifetime goes (labkit.widgets.panel.LockPanel is one)."""
+
+    def close(self) -> Any: ...
+
+
+Panel = TypeVar("Panel")
+
+_LIVE_PANELS: "weakref.WeakSet[Closes]" = weakref.WeakSet()
+
+
+def start_timer(panel: Panel, tick: Callable[[Panel], None], interval: float, name: str,
+                stopping: threading.Event, report: Callable[[Panel, str], None]) -> threading.Thread:
+    """Call ``tick(panel)`` (a method: ``LockPanel.refresh_clients``) every ``interval``
+    seconds until ``stopping`` is set; a failing call is handed to ``report(panel, text)``
+    and the timer goes on."""
     # the thread holds only a weak reference, so a forgotten panel can still be collected
     panel_reference = weakref.ref(panel)
 
@@ -28,7 +35,7 @@ def start_timer(panel: LockPanel, method: str, interval: float, name: str, stopp
             if target is None:
                 return
             try:
-                getattr(target, method)()
+                tick(target)
             except Exception as error:  # one bad refresh must not kill the live view
                 report(target, f"refresh failed: {type(error).__name__}: {error}")
             del target
@@ -37,7 +44,7 @@ def start_timer(panel: LockPanel, method: str, interval: float, name: str, stopp
     return thread
 
 
-def register(panel: LockPanel) -> None:
+def register(panel: Closes) -> None:
     # registered after spawn_clients registered its own: atexit runs ours first
     atexit.unregister(close_all_panels)
     atexit.register(close_all_panels)
@@ -50,5 +57,5 @@ def close_all_panels() -> None:
         panel.close()
 
 
-def forget(panel: LockPanel) -> None:
+def forget(panel: Closes) -> None:
     _LIVE_PANELS.discard(panel)

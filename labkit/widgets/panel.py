@@ -131,10 +131,11 @@ class LockPanel:
             on_replace(self._close_with_lab)
         for driver in self.drivers:
             driver.start()
-        timers = (("_refresh_clients", refresh, "panel-refresh"), ("_refresh_nodes", max(1.0, refresh), "panel-nodes"),
-                  ("_redraw", redraw_every, "panel-figure"))
-        self._threads = [start_timer(self, method, interval, name, self._stopping, LockPanel._report)
-                         for method, interval, name in timers]
+        timers = ((LockPanel.refresh_clients, refresh, "panel-refresh"),
+                  (LockPanel.refresh_nodes, max(1.0, refresh), "panel-nodes"),
+                  (LockPanel.redraw, redraw_every, "panel-figure"))
+        self._threads = [start_timer(self, tick, interval, name, self._stopping, LockPanel._report)
+                         for tick, interval, name in timers]
 
     # ---- what the view reads ----
     @property
@@ -322,10 +323,12 @@ class LockPanel:
         return self.act("slow link", toggle)
 
     # ---- timers ----
-    def _refresh_clients(self) -> None:
+    def refresh_clients(self) -> None:
+        """Show each client's state now (a timer does it every ``refresh`` seconds)."""
         self.view.refresh_clients(self.states(), time.time())
 
-    def _refresh_nodes(self) -> None:
+    def refresh_nodes(self) -> None:
+        """Show each node's state and role now (a timer does it every second or so)."""
         if self.lab_stopped:  # its nodes are gone: say so once instead of polling them
             if not self._said_lab_stopped:
                 self._said_lab_stopped = True
@@ -335,7 +338,8 @@ class LockPanel:
         self._node_roles = {name: role for name, (_, role) in nodes.items()}
         self.view.refresh_nodes(nodes)
 
-    def _redraw(self) -> None:
+    def redraw(self) -> None:
+        """Redraw the timeline if the history grew (a timer does it every ``redraw_every`` s)."""
         self.view.redraw_if_changed()
 
     def render_png(self) -> bytes:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import ipywidgets as widgets
 
@@ -18,8 +18,41 @@ from labkit.vocabulary import ERROR_COLOUR, REJECTED_COLOUR, ROLE_COLOURS, STATE
 from labkit.widgets import narration
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
+    from labkit.clients import LockClients
+    from labkit.record.fencing import FencedStore
+    from labkit.record.history import History
+    from labkit.servers.lab import Lab
     from labkit.servers.node import Node
-    from labkit.widgets.panel import LockPanel
+
+
+class PanelState(Protocol):
+    """What the view reads from its panel and the buttons it wires to it
+    (labkit.widgets.panel.LockPanel is the one panel; the view does not import it)."""
+
+    lab: Lab
+    recipe: str
+    name: str
+    clients: LockClients
+    nodes: list[Node]
+    history: History
+    origin: float
+    store: FencedStore | None
+    closed: bool
+
+    @property
+    def has_network(self) -> bool: ...
+    def states(self) -> dict[str, str]: ...
+    def client_note(self, client_name: str) -> str: ...
+    def render_png(self) -> bytes: ...
+    def fault_client(self, client_name: str, action: str) -> Future: ...
+    def fault_node(self, node: Node, action: str) -> Future: ...
+    def kill_leader(self, service_name: str) -> Future: ...
+    def partition_leader(self) -> Future: ...
+    def cut_holder(self) -> Future: ...
+    def slow_links(self, ms: float = ...) -> Future: ...
+    def heal(self) -> Future: ...
 
 SESSION_ACTIONS = {"zookeeper": "expire session", "etcd": "revoke lease"}
 SERVICE_NAMES = {"zookeeper": "ZooKeeper", "etcd": "etcd", "redis": "Redis"}
@@ -37,7 +70,7 @@ def _button(description: str, tooltip: str, style: str = "", width: str = "auto"
 
 
 class PanelView:
-    def __init__(self, panel: LockPanel, title: str, hold: float, pause_seconds: float):
+    def __init__(self, panel: PanelState, title: str, hold: float, pause_seconds: float):
         self.panel = panel
         self._buttons: dict[tuple[str, str], widgets.Button] = {}
         self._texts: dict[str, str] = {}
