@@ -45,6 +45,21 @@ def test_kill_ends_a_process(sleeper):
     assert sleeper.wait(5) == -9
 
 
+def test_a_lock_client_carries_out_its_own_faults_and_a_node_is_not_taken_for_one(lab, unique_name):
+    history = History()
+    with spawn_clients(lab, "zookeeper", n=1, name=unique_name, history=history) as clients:
+        client = clients[0]
+        assert isinstance(client, faults.ClientProcess)
+        assert not isinstance(lab.node("zk1"), faults.ClientProcess)  # pauses and resumes too
+        timer = faults.pause(client, 30.0)
+        assert not timer.finished.is_set() and process_state(client.pid) == "T"
+        faults.resume(client)
+        wait_until(lambda: process_state(client.pid) != "T", "SIGCONT from resume()", timeout=5)
+        assert timer.finished.is_set()  # the client cancelled its own resume timer
+    assert [(e.detail["what"], e.detail["target"]) for e in history.events(kind="fault")] == \
+        [("pause", "client-1"), ("resume", "client-1")]
+
+
 # Recipe, the option that bounds how long a dead holder keeps the lock, and when the
 # next client must hold, in seconds after the kill. The clock of a session starts at the
 # last message the server heard: ZooKeeper clients ping every third of the timeout and

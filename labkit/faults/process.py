@@ -4,8 +4,8 @@ Every fault here is real. ``pause`` sends SIGSTOP and, from a timer thread, SIGC
 the process stops executing exactly as it would in a long garbage-collection pause, while
 its sessions keep ticking on the server. Nothing is simulated in the client.
 
-A target is a process id, a lock client (``labkit.clients.LockClient``) or a server node
-(``lab.node("zk1")``). Give ``history=`` to record the fault as a ``fault`` event, so that
+A target is a process id, a lock client (``labkit.clients.LockClient``, seen here as the
+``ClientProcess`` protocol) or a server node (``lab.node("zk1")``). Give ``history=`` to record the fault as a ``fault`` event, so that
 timelines show when it happened.
 
 What can fail: a target that is already gone (``ProcessLookupError`` is raised for a pid
@@ -16,16 +16,32 @@ from __future__ import annotations
 import os
 import signal
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
 from labkit.servers.process import wait_for_process_state
 
 if TYPE_CHECKING:
-    from labkit.clients import LockClient
     from labkit.record.history import History
     from labkit.servers.node import Node
 
-    Target = int | LockClient | Node   # a process id, a lock client process or a server node
+
+@runtime_checkable
+class ClientProcess(Protocol):
+    """A lock client process, which carries out its own faults and records them in its
+    group's history: ``labkit.clients.LockClient`` is one (clients stand above faults, so
+    faults name what they need instead of importing it). A server node pauses, resumes and
+    is killed too, but takes no commands and has no session to expire: that tells them apart."""
+
+    name: str
+
+    def command(self, op: str, reply_timeout: float = ..., **args: Any) -> Any: ...
+    def expire_session(self, timeout: float = ...) -> None: ...
+    def pause(self, seconds: float) -> threading.Timer: ...
+    def resume(self) -> None: ...
+    def kill(self) -> None: ...
+
+
+Target: TypeAlias = "int | ClientProcess | Node"  # a process id, a lock client process or a server node
 
 
 def describe(target: Target) -> str:
@@ -39,12 +55,6 @@ def record_fault(history: History | None, target: Target, what: str, **detail: A
     """Append a ``fault`` event for ``target`` to ``history`` (nothing if history is None)."""
     if history is not None:
         history.record_fault(what, describe(target), **detail)
-
-
-def _is_lock_client(target: Target) -> bool:
-    # A LockClient records its own faults and knows its child process; avoid importing
-    # labkit.clients here so that either module can be imported first.
-    return hasattr(target, "expire_session") and hasattr(target, "command")
 
 
 def freeze_process(pid: int) -> None:
@@ -74,7 +84,7 @@ def pause(target: Target, seconds: float, history: History | None = None) -> thr
     """
     if seconds <= 0:
         raise ValueError(f"pause needs a positive number of seconds, got {seconds!r}")
-    if _is_lock_client(target):
+    if isinstance(target, ClientProcess):
         return target.pause(seconds)
     if isinstance(target, int):
         freeze_process(target)
@@ -90,7 +100,7 @@ def pause(target: Target, seconds: float, history: History | None = None) -> thr
 
 def resume(target: Target, history: History | None = None) -> None:
     """End a pause now (SIGCONT / ``node.resume()``)."""
-    if _is_lock_client(target):
+    if isinstance(target, ClientProcess):
         target.resume()
         return
     if isinstance(target, int):
@@ -103,7 +113,7 @@ def resume(target: Target, history: History | None = None) -> None:
 def kill(target: Target, history: History | None = None) -> None:
     """SIGKILL: no cleanup runs, no session is closed; the server notices only when the
     session times out (ZooKeeper) or the lease expires (etcd) or the TTL runs out (Redis)."""
-    if _is_lock_client(target):
+    if isinstance(target, ClientProcess):
         target.kill()
         return
     if isinstance(target, int):
