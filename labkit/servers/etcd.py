@@ -49,8 +49,11 @@ mend_python_etcd3()
 
 def etcd_argv(etcd: str, name: str, data_dir: str, client_port: int, peer_port: int,
               initial_cluster: str, token: str, advertised_peer_port: int | None = None,
-              auth_token: str | None = None) -> list[str]:
-    """auth_token: ``--auth-token`` for a private lab (``labkit.servers.secret.etcd_token_flag``)."""
+              auth_token: str | None = None, pre_vote: bool = False) -> list[str]:
+    """auth_token: ``--auth-token`` for a private lab (``labkit.servers.secret.etcd_token_flag``).
+    pre_vote: ``--pre-vote`` (etcd 3.4's default is off, 3.5's on): a member that lost its
+    leader first asks the others whether they would vote for it, and bumps its term only if a
+    majority would, so a member rejoining after a partition does not force an election."""
     # bcrypt cost 4, not 10: etcd hashes the password at every login (each new client, each
     # etcdctl run), and cost 10 took ~100 ms here. The lab's password is 160 random bits,
     # which no guessing reaches whatever the cost; the cost only protects weak passwords.
@@ -63,6 +66,7 @@ def etcd_argv(etcd: str, name: str, data_dir: str, client_port: int, peer_port: 
             "--initial-cluster", initial_cluster, "--initial-cluster-state", "new",
             "--initial-cluster-token", token,
             "--heartbeat-interval", "50", "--election-timeout", "500",
+            "--pre-vote" if pre_vote else "--pre-vote=false",
             "--logger", "zap", "--log-level", "warn"]
 
 
@@ -106,6 +110,14 @@ class EtcdNode(Node):
         raft term and index."""
         return _post_json(f"http://{self.endpoint}/v3/maintenance/status", {}, timeout)
 
+    def raft_status(self, timeout: float = 1.0) -> dict:
+        """The member's raft state from /debug/vars: its current ``term`` (status()'s
+        raftTerm is the term of the newest entry it applied, which a member cut off from the
+        others never raises), ``raftState`` (StateLeader, StateFollower, StateCandidate,
+        StatePreCandidate), ``lead``, ``vote``, ``commit`` and ``applied``."""
+        with urllib.request.urlopen(f"http://{self.endpoint}/debug/vars", timeout=timeout) as reply:
+            return json.loads(reply.read())["raft.status"]
+
     def read_role(self) -> str:
         status = self.status()
         leader = status.get("leader")
@@ -119,6 +131,11 @@ class EtcdNode(Node):
                 return json.loads(reply.read()).get("health") == "true"
         except (OSError, ValueError):
             return False
+
+    @property
+    def pre_vote(self) -> bool:
+        """True when this member was started with ``--pre-vote`` (``labkit.up(etcd_pre_vote=True)``)."""
+        return "--pre-vote" in self.runner.argv
 
     def metrics(self) -> str:
         """The Prometheus text of /metrics (etcd_server_*, etcd_debugging_* ...)."""

@@ -271,7 +271,8 @@ def choose_backend(backend: str | None, say=print) -> str:
 def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = False,
        backend: str | None = None, base_port: int | None = None, quiet: bool = False,
        detached: bool = False, timeout: float | None = None, clocks: bool = False, redlock: int = 0,
-       sentinels: int = 0, network: bool = False, private: bool = True, keep_previous: bool = False) -> Lab:
+       sentinels: int = 0, network: bool = False, private: bool = True, keep_previous: bool = False,
+       etcd_pre_vote: bool = False) -> Lab:
     """Start a lab of real servers and wait until every node answers.
 
     zookeeper / etcd: ensemble sizes (0, 1, 3 or 5). redis: a primary; replica: plus an
@@ -287,7 +288,10 @@ def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = Fa
     without it servers talk directly. private (the default): every server asks for the
     lab's secret, which only this user can read, and labkit's clients log in with it
     (labkit/servers/secret.py); private=False for a lesson that shows raw access, on a
-    machine nobody else uses.
+    machine nobody else uses. etcd_pre_vote: start every etcd member with ``--pre-vote``
+    (off by default, as in etcd 3.4, which Debian 12 ships; etcd 3.5 turns it on): a member
+    cut off from the others then stops bumping its term, so it rejoins without forcing an
+    election (labkit/lessons/pre_vote.py measures it).
 
     keep_previous: keep running the labs this process started before outside a ``with``
     block. Without it they are stopped first, with the client groups and panels bound to
@@ -330,7 +334,7 @@ def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = Fa
             lab.secret = create_secret(run_dir)
         if network:  # its Python starts while the nodes are laid out and started
             lab.network = Network.launch(run_dir, avoid=ports)
-        build_nodes(lab, binaries, ports, zookeeper, etcd, redis_count, sentinels)
+        build_nodes(lab, binaries, ports, zookeeper, etcd, redis_count, sentinels, etcd_pre_vote)
         extra_ports = ports[len(ports) - redlock - sentinels:]  # the last ones: _build_nodes takes the first
         build_redlock_and_sentinels(lab, binaries, extra_ports, redlock, sentinels)
         _join_network(lab)

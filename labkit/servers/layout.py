@@ -114,7 +114,7 @@ def port_via_network(lab: LabBeingBuilt, src: str, dst: str, port: int, kind: st
 
 
 def build_nodes(lab: LabBeingBuilt, binaries: dict, ports: list[int], zookeeper: int, etcd: int, redis_count: int,
-                sentinels: int = 0) -> None:
+                sentinels: int = 0, etcd_pre_vote: bool = False) -> None:
     take = iter(ports)
     if zookeeper:
         triples = [(i + 1, next(take), next(take), next(take)) for i in range(zookeeper)]
@@ -147,7 +147,7 @@ def build_nodes(lab: LabBeingBuilt, binaries: dict, ports: list[int], zookeeper:
         for name, client_port, peer_port in pairs:
             data_dir = lab.run_dir / name
             argv = etcd_argv(binaries["etcd"], name, str(data_dir), client_port, peer_port,
-                             initial_cluster, f"labkit-{lab.id}", advertised[name], auth_token)
+                             initial_cluster, f"labkit-{lab.id}", advertised[name], auth_token, etcd_pre_vote)
             runner = make_runner(lab, EtcdNode, name, argv, str(lab.run_dir))
             nodes.append(EtcdNode(name, client_port, runner, str(data_dir),
                                   {"client": client_port, "peer": peer_port}))
