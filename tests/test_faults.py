@@ -1,12 +1,15 @@
 """Faults on real processes and real servers: kill, pause, session expiry, lease revocation."""
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
+from kazoo.client import KazooClient
 
 import labkit
 from labkit import faults
+from labkit.faults import sessions
 from labkit.record.checker import check_mutual_exclusion
 from labkit.clients import spawn_clients
 from labkit.record.fencing import FencedStore
@@ -163,6 +166,48 @@ def test_expire_session_of_a_plain_kazoo_client_deletes_its_ephemeral_node(lab, 
         faults.expire_session(lab.zookeeper.hosts, session_id, password)
         assert zk.exists(unique_name) is None
         wait_until(lambda: "LOST" in states_seen, "the victim to learn that its session expired", timeout=10)
+    finally:
+        victim.stop()
+        victim.close()
+
+
+def test_expire_session_closes_again_when_the_client_takes_its_session_back(lab, zk, unique_name, monkeypatch):
+    # A server drops the older connection of a session that connects again: the impostor's
+    # connect drops the victim, and a victim that reconnects to the same server before the
+    # close is read drops the impostor, close and all. Forced here: the first impostor
+    # does not reconnect, and it sends its close only once the victim is back.
+    victim = lab.zookeeper.client()
+    states_seen = []
+    back = threading.Event()
+
+    def listen(state):
+        states_seen.append(state)
+        if state == "CONNECTED" and "SUSPENDED" in states_seen:
+            back.set()
+    victim.add_listener(listen)
+    impostors = []
+
+    class LateImpostor(KazooClient):
+        def __init__(self, **options):
+            if not impostors:
+                options["connection_retry"] = {"max_tries": 0}  # dropped once, it stays down
+            super().__init__(**options)
+            impostors.append(self)
+
+        def stop(self):
+            if self is impostors[0] and not self._stopped.is_set():
+                assert back.wait(10), f"the victim never reconnected: {states_seen}"
+            super().stop()
+    monkeypatch.setattr(sessions, "KazooClient", LateImpostor)
+    try:
+        victim.create(unique_name, ephemeral=True)
+        session_id, password = victim.client_id
+        closes = faults.expire_session(lab.zookeeper.hosts, session_id, password)
+        assert closes >= 2 and len(impostors) >= 3, (closes, len(impostors))  # lost, closed again, confirmed
+        assert zk.exists(unique_name) is None
+        wait_until(lambda: "LOST" in states_seen, "the victim to learn that its session expired", timeout=10)
+        with pytest.raises(sessions.SessionNotExpired, match="had ended before this close"):
+            faults.expire_session(lab.zookeeper.hosts, session_id, password)
     finally:
         victim.stop()
         victim.close()
