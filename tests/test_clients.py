@@ -1,4 +1,9 @@
 """Lock clients as real processes, on the real servers of the shared ``lab`` fixture."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
 import time
 
 import pytest
@@ -9,6 +14,8 @@ from labkit.clients import RECIPES, ClientError, spawn_clients
 from labkit.record.fencing import FencedStore
 from labkit.record.history import History
 from labkit.locks import LockTimeout
+from labkit.locks.registry import connections_of
+from labkit.servers.process import process_start_time
 
 from helpers import process_exists
 
@@ -137,3 +144,29 @@ def test_a_replaced_lab_closes_the_clients_bound_to_it(unique_name, capsys):
     said = capsys.readouterr().out
     assert "stopped the lab this process started at" in said and "with 2 etcd clients on " + unique_name in said, said
     assert not any(process_exists(pid) for pid in pids) and set(clients.states().values()) == {"stopped"}
+
+
+def test_the_next_start_reaps_the_client_log_folders_of_a_killed_run(lab, unique_name, tmp_path, monkeypatch):
+    # a run killed before close() (SIGKILL, a kernel that died) leaves its folder behind
+    code = ("import json, sys, time\nfrom labkit.clients import spawn_clients\n"
+            "clients = spawn_clients(None, 'zookeeper', n=1, name=sys.argv[2], connections=json.loads(sys.argv[1]))\n"
+            "print(clients.log_directory, flush=True)\ntime.sleep(120)\n")
+    environment = dict(os.environ, TMPDIR=str(tmp_path))
+    run = subprocess.Popen([sys.executable, "-c", code, json.dumps(connections_of(lab)), unique_name],
+                           stdout=subprocess.PIPE, text=True, env=environment)
+    try:
+        killed_folder = run.stdout.readline().strip()
+    finally:
+        run.kill()
+        run.wait(10)
+    assert killed_folder.startswith(str(tmp_path / "labkit-clients-")), killed_folder
+    assert os.listdir(killed_folder) == ["client-1.log"]
+    mine = tmp_path / f"labkit-clients-{os.getpid()}-{process_start_time(os.getpid())}-alive"   # a live owner
+    old_style = tmp_path / "labkit-clients-8h5bbcxa"   # made before folders named their owner
+    mine.mkdir()
+    old_style.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with spawn_clients(lab, "zookeeper", n=1, name=unique_name) as clients:
+        assert not os.path.exists(killed_folder)
+        assert sorted(os.listdir(tmp_path)) == sorted([mine.name, old_style.name, os.path.basename(clients.log_directory)])
+    assert sorted(os.listdir(tmp_path)) == sorted([mine.name, old_style.name])

@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
+import shutil
 import tempfile
 import time
 import weakref
@@ -43,6 +45,7 @@ from labkit.clients.client import START_TIMEOUT, STOP_GRACE, ClientError, LockCl
 from labkit.locks.registry import RECIPES, connections_of, etcd_client_for
 from labkit.record.history import History
 from labkit.servers.lab import this_process
+from labkit.servers.process import process_start_time
 
 if TYPE_CHECKING:
     from etcd3 import Etcd3Client
@@ -68,7 +71,7 @@ class LockClients:
         self.history = history if history is not None else History()
         self.recipe, self.name, self.hold, self.loops = recipe, name, hold, loops
         self.connections = dict(connections) if connections is not None else connections_of(lab)
-        self.log_directory = tempfile.mkdtemp(prefix="labkit-clients-")
+        self.log_directory = _new_log_directory()
         self._etcd_client: Etcd3Client | None = None
         self._closed = False
         self.owner_pid = os.getpid()
@@ -196,6 +199,39 @@ class LockClients:
             return None
         self.close(grace=1.0)
         return self.describe()
+
+
+LOG_PREFIX = "labkit-clients-"
+# labkit-clients-<owner pid>-<its start time>-<mkdtemp's random part>
+_LOG_FOLDER = re.compile(re.escape(LOG_PREFIX) + r"(\d+)-(\w+?)-\w+")
+
+
+def _new_log_directory() -> str:
+    """A new folder for the clients' stderr in the temp folder, named after the process that
+    owns it (pid and start time): close() removes it, and a run killed before close() leaves
+    it for the next start, which reaps it (``reap_log_directories``)."""
+    reap_log_directories()
+    pid = os.getpid()
+    return tempfile.mkdtemp(prefix=f"{LOG_PREFIX}{pid}-{process_start_time(pid)}-")
+
+
+def reap_log_directories(temp: str | None = None) -> list[str]:
+    """Remove this user's client log folders in ``temp`` (the temp folder) whose owner process
+    is gone: its pid runs no more, or runs another process (another start time). Returns the
+    folders removed. Folders named the old way (no owner in the name) are left alone."""
+    reaped = []
+    for folder in Path(temp or tempfile.gettempdir()).glob(f"{LOG_PREFIX}*"):
+        owner = _LOG_FOLDER.fullmatch(folder.name)
+        try:
+            if owner is None or not folder.is_dir() or folder.stat().st_uid != os.getuid():
+                continue
+        except OSError:
+            continue   # removed meanwhile by its owner or another reaper
+        if process_start_time(int(owner[1])) == owner[2]:
+            continue   # its owner still runs
+        shutil.rmtree(folder, ignore_errors=True)
+        reaped.append(str(folder))
+    return reaped
 
 
 def _store_spec(store: Any) -> dict[str, Any] | None:
