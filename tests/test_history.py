@@ -199,3 +199,11 @@ def test_remote_sink_to_a_closed_history_says_so():
         history.listen()
     with pytest.raises(HistoryUnreachable, match="not a history address"):
         remote_sink("nonsense", "x")
+
+
+def test_latest_gives_a_clients_last_events_oldest_first():
+    history = crafted((1.0, "c1", "acquired"), (2.0, "c2", "requested"), (3.0, "c1", "write"), (4.0, "c2", "acquired"))
+    assert [event.kind for event in history.latest("c1", 2)] == ["acquired", "write"]
+    assert [event.kind for event in history.latest("c2")] == ["acquired"]
+    assert [event.kind for event in history.latest("c2", 5)] == ["requested", "acquired"]
+    assert history.latest("c3", 2) == []

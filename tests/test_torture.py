@@ -298,13 +298,21 @@ def test_redis_under_pauses_and_a_failover_lets_two_holders_write():
 
 @pytest.mark.slow
 def test_redlock_has_no_token_and_forgets_its_votes():
-    result = torture("redlock", nemesis="pause,leader", seed=2, **SOAK)
+    """The pause lands between a holder's two writes: the nemesis waits for a hold that has
+    just begun with its first write (measured: the pause came 2-7 ms after it), and holds of
+    0.5 s, well inside the 1 s TTL, put the second write far away. Paused for 2 TTLs, its key
+    expires, another client takes the lock and writes, and the paused one writes its "end"
+    after that: Redlock has no token to fence it with, so the store's record shows the overlap
+    in every run. Whether the majority restart also grants the lock twice depends on whether
+    the restart finishes before the holder it caught releases, and it may catch one at the
+    end of its hold: with holds of 0.1 s it did in 6 of 10 runs, so it is not asserted."""
+    result = torture("redlock", nemesis="pause,leader", seed=2, **dict(SOAK, hold=0.5))
     trial = result.trials[0]
     restarted = [done for done in trial.executed if done.step.nemesis == "leader" and not done.skipped]
     assert restarted and len(restarted[0].target.split(",")) == 3, repr(result)  # 3 of 5 instances
-    # a holder paused past the TTL writes late, and Redlock has no token to fence it with;
-    # the restart grants the lock twice when it lands inside a hold (not every run)
-    assert not trial.judgement.mutual_exclusion.ok, repr(result)
+    [paused] = [done.target for done in trial.executed if done.step.nemesis == "pause" and not done.skipped]
+    overlaps = trial.judgement.mutual_exclusion.overlaps
+    assert any(paused in (overlap.first_client, overlap.second_client) for overlap in overlaps), repr(result)
 
 
 # ---- Ctrl-C ---------------------------------------------------------------------------------

@@ -174,6 +174,18 @@ class History:
             return [e for e in self._events
                     if (client is None or e.client == client) and (kinds is None or e.kind in kinds)]
 
+    def latest(self, client: str, count: int = 1) -> list[Event]:
+        """The last ``count`` events of ``client``, oldest first (fewer if it has fewer):
+        read from the end, so asking often costs little however long the history is."""
+        found: list[Event] = []
+        with self._lock:
+            for event in reversed(self._events):
+                if event.client == client:
+                    found.append(event)
+                    if len(found) == count:
+                        break
+        return found[::-1]
+
     def clients(self) -> list[str]:
         """Client names in order of their first event (faults excluded)."""
         seen: dict[str, None] = {}

@@ -3,9 +3,12 @@
 What can go wrong first. A step aimed at "the holder" finds whoever holds the lock when it
 runs, which the seed cannot decide: the schedule (what, when, at whom, how long) is the
 same for the same seed, the processes it hit are what the run found, and both go into the
-report. A step whose target is not there (a client still restarting after a kill, an etcd
-lease not granted yet) is skipped and the report says why; the run goes on. A step that
-runs late (a slow restart) delays the ones after it, never reorders them.
+report. A pause aimed at the holder waits for a holder that has just written "begin" under
+the lock (its "end" comes a hold later): a pause after the "end" write would only delay a
+release, and show nothing. A step whose target is not there (a client still restarting
+after a kill, an etcd lease not granted yet) is skipped and the report says why; the run
+goes on. A step that runs late (a slow restart) delays the ones after it, never reorders
+them.
 """
 from __future__ import annotations
 
@@ -86,6 +89,27 @@ class Nemesis:
             raise LookupError("nobody held the lock" if not stop.is_set() else "the run is stopping")
         return holders[0]
 
+    def _holder_at_work(self, stop: threading.Event):
+        """A holder that has just made the first of its hold's two writes ("begin"; "end"
+        comes a hold later), waiting up to a hold and a timeout for one: paused now past its
+        TTL or session, it writes "end" after another client was granted the lock, which is
+        the overlap the store's record shows (unless fencing refuses that write). A holder
+        found mid-hold could be about to write "end": the pause would then land after it and
+        show nothing. Raises LookupError if no hold began meanwhile."""
+        history, found = self.rig.history, []
+        since = time.time()
+
+        def someone_began() -> bool:
+            for client in self.rig.clients.holders():
+                latest = history.latest(client.name, 2)
+                if [event.kind for event in latest] == ["acquired", "write"] and latest[1].time >= since:
+                    found[:] = [client]
+            return bool(found) or stop.is_set()
+
+        if not became_true(someone_began, self.rig.timeout + 2 * self.rig.clients.hold) or not found:
+            raise LookupError("no hold began with a write" if not stop.is_set() else "the run is stopping")
+        return found[0]
+
     def _wait_for_a_holder(self, stop: threading.Event) -> None:
         """Up to a timeout, until some client holds the lock (a fault on the servers then
         shows what it does to a hold; if nobody holds, it goes ahead anyway)."""
@@ -93,7 +117,7 @@ class Nemesis:
 
     # ---- the faults ----------------------------------------------------------------------
     def _pause(self, step: Step, stop: threading.Event):
-        client = self._client(step, stop)
+        client = self._holder_at_work(stop) if step.target == HOLDER else self._client(step, stop)
         client.pause(step.seconds)  # a timer thread resumes it
         return client.name, time.time() + step.seconds
 
