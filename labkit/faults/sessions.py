@@ -12,6 +12,7 @@ its client kept alive (``SessionNotExpired``).
 """
 from __future__ import annotations
 
+import logging
 import time
 from typing import TYPE_CHECKING
 
@@ -31,6 +32,9 @@ if TYPE_CHECKING:
 
 
 CLOSES = 3   # closeSession requests before expire_session gives up on a session its client keeps taking back
+# the impostor's own kazoo warnings ("Session has expired" once the close took) are expected
+_IMPOSTOR_LOG = logging.getLogger(f"{__name__}.impostor")
+_IMPOSTOR_LOG.setLevel(logging.ERROR)
 
 
 class SessionNotExpired(LabError):
@@ -63,7 +67,8 @@ def expire_session(zookeeper_hosts: str, session_id: int, password: bytes, timeo
     deadline = time.monotonic() + timeout
     closes = 0
     while True:
-        impostor = KazooClient(hosts=zookeeper_hosts, client_id=(session_id, password), timeout=timeout, **login)
+        impostor = KazooClient(hosts=zookeeper_hosts, client_id=(session_id, password), timeout=timeout,
+                               logger=_IMPOSTOR_LOG, **login)
         try:
             impostor.start(timeout=max(0.1, deadline - time.monotonic()))
             # an ended session is answered "expired", and kazoo then opens a new one by itself
