@@ -386,3 +386,28 @@ def test_closing_the_client_on_purpose_is_a_release_not_a_loss(clients, unique_n
     assert recorder.of("lost") == [] and not lock.is_held
     assert recorder.of("released")[0][1]["token"] == token
     assert "closed its session" in recorder.of("released")[0][1]["reason"]
+
+
+def test_a_lock_client_reconnects_within_a_second_of_its_server_coming_back(unique_name):
+    """kazoo's default waits longer and longer between reconnect rounds (up to an hour): after
+    an outage of 8 s it would sleep for seconds more with the server back, past a session
+    timeout. The recipes' clients wait at most a second, as ZooKeeper's Java client does."""
+    import labkit
+    from labkit.locks.registry import connections_of, make_lock
+
+    with labkit.up(zookeeper=1, etcd=0, redis=False, quiet=True) as own:
+        handle = make_lock("zookeeper", connections_of(own), unique_name, "c1", session_timeout=30.0)
+        client, states = handle.extra["zookeeper"], []
+        client.add_listener(lambda state: states.append((time.monotonic(), state)))
+        try:
+            [node] = own.zookeeper.nodes
+            node.kill()
+            wait_until(lambda: states and states[-1][1] == "SUSPENDED", f"the client to notice: {states}", timeout=10)
+            time.sleep(8.0)   # the outage: a default kazoo client's wait has grown to about 6 s by now
+            node.start()
+            node.wait_ready(30)
+            back = time.monotonic()
+            wait_until(lambda: states[-1][1] == "CONNECTED", f"the client to reconnect: {states}", timeout=30)
+            assert states[-1][0] - back < 2.0, f"reconnected {states[-1][0] - back:.1f} s after the server was ready"
+        finally:
+            handle.close()

@@ -104,10 +104,17 @@ def _need(connections: dict[str, str], service: str, recipe: str) -> str:
     return connections[service]
 
 
+# kazoo's default doubles its wait between reconnect rounds up to an hour: after a partition
+# of a few seconds a client sleeps on past its session timeout while a server is back, and
+# its session, and its place in the queue, expire. ZooKeeper's own Java client waits at most
+# a second between attempts; so do these.
+RECONNECT = {"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 1.0}
+
+
 def _zookeeper(watch: str | None, reference: bool = False) -> Callable[..., RecipeHandle]:
     def factory(connections, name, identifier, on_event, session_timeout, ttl) -> RecipeHandle:
         zookeeper = KazooClient(hosts=_need(connections, "zookeeper", "zookeeper"), timeout=session_timeout,
-                                **login(connections, "zookeeper"))
+                                connection_retry=dict(RECONNECT), **login(connections, "zookeeper"))
         zookeeper.start(timeout=max(10.0, session_timeout))
         if reference:
             lock = KazooReferenceLock(zookeeper, name, identifier=identifier, on_event=on_event)
