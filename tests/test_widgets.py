@@ -10,6 +10,7 @@ import threading
 import pytest
 
 import labkit
+from labkit.locks.zookeeper import ZooKeeperLock
 from labkit.record.events import Event
 from labkit.record.history import FAULT_CLIENT, History
 from labkit.widgets import LockPanel, describe_event, holder_text, why_text
@@ -278,7 +279,17 @@ def test_partition_the_leader_elects_another_and_slow_link_toggles_a_delay_on_ev
         assert healed.network_status()["rules"] == {} and not panel.slowed and slow.description == "slow link"
         phases = [(e.detail["what"], e.detail["phase"]) for e in panel.history.events(kind="fault")]
         assert phases == [("isolate", "start"), ("isolate", "end"), ("delay", "start"), ("delay", "end")]
-        # the lock still changes hands on the healed network
+        # the lock still changes hands on the healed network, to a waiter queued on the server (a
+        # waiter's session can expire in the partition: it queues again, and until it has, the
+        # expired holder could queue first and take the lock back)
+        observer = healed.zookeeper.client()
+        try:
+            queue = ZooKeeperLock(observer, unique_name)
+            wait_until(lambda: sorted(contender.identifier for contender in queue.contenders()) == ["client-1", "client-2"],
+                       f"a holder and a waiter on the server: {panel.states()}", timeout=20)
+        finally:
+            observer.stop()
+            observer.close()
         holder = panel.wait_for_holder(timeout=20)
         panel.button(holder, "expire session").click()
         panel.wait_for_holder(other_than=holder, timeout=30)
