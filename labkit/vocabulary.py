@@ -62,7 +62,8 @@ FAULTS = {
     # clock faults (labkit.up(clocks=True))
     "clock_step": "step a server's wall clock by some seconds (its monotonic clock does not move)",
     "clock_rate": "make a server's wall clock run faster or slower",
-    "clock_reset": "put a server's wall clock back on the machine's",
+    "clock_monotonic_rate": "make a server's monotonic clock run faster or slower (drift: its timeouts end early or late)",
+    "clock_reset": "put a server's wall clock back on the machine's, and its monotonic clock back to the machine's rate",
 }
 
 # ---- colours (ColorBrewer "Paired": one palette for graphs and widgets) -----------------

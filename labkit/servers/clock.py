@@ -1,4 +1,5 @@
-"""A server's wall clock, stepped or sped up while it runs: ``node.clock.step(+30)``.
+"""A server's clocks, changed while it runs: ``node.clock.step(+30)`` steps its wall clock,
+``node.clock.monotonic_rate(1.5)`` makes its monotonic clock run 50 % fast.
 
 What can go wrong first. A node started without ``labkit.up(..., clocks=True)`` has no
 steppable clock, and etcd never has one: etcd is a Go program, and Go reads the clock
@@ -11,9 +12,14 @@ labkit's small shim (``clock_shim.c``, built here with ``cc`` on first use). The
 shifts what the server reads from the wall clocks (CLOCK_REALTIME: ``gettimeofday``,
 ``clock_gettime``, ``time``) by the values in a 64-byte file in the lab's run folder, read
 on every call. Rewriting that file steps the clock of the running server at once, as an
-operator's ``date -s`` or an NTP step would. Monotonic clocks are left alone: a server's
-timeouts measured on them (ZooKeeper sessions) do not move, its wall-clock deadlines
-(Redis key expiry) do. A restarted node keeps its shifted clock: the file stays.
+operator's ``date -s`` or an NTP step would. A step leaves the monotonic clock alone: a
+server's timeouts measured on it (ZooKeeper sessions) do not move, its wall-clock deadlines
+(Redis key expiry) do. But a monotonic clock is immune to steps, not to drift: the same
+file carries a rate for CLOCK_MONOTONIC (``monotonic_rate``), which the shim applies to the
+clock and to the deadlines of the server's timed waits, so a ZooKeeper server with a rate
+of 1.5 expires a session after two thirds of its timeout, in real time. The monotonic clock never jumps:
+a new rate, and ``reset()``, keep the lead it has gained. A restarted node keeps its
+shifted clocks: the file stays.
 """
 from __future__ import annotations
 
@@ -33,11 +39,16 @@ from labkit.servers.run_folder import labkit_home
 
 SHIM_SOURCE = Path(__file__).with_name("clock_shim.c")
 CLOCK_FILE_ENV = "LABKIT_CLOCK_FILE"
-# magic, sequence (odd while rewriting), anchor_real ns, anchor_fake ns, rate: the shim's
-# `struct clock_file`
+# magic, sequence (odd while rewriting), anchor_real ns, anchor_fake ns, rate: the wall
+# clock's part of the shim's `struct clock_file`
 LAYOUT = struct.Struct("<IIqqd")
+# then the monotonic clock's anchor_real ns, anchor_fake ns (CLOCK_MONOTONIC) and rate; a
+# rate of 0 (all zero, as in a file written before these fields existed) leaves it untouched
+MONOTONIC_LAYOUT = struct.Struct("<qqd")
+MONOTONIC_OFFSET = LAYOUT.size
 MAGIC = 0x4C434B4C
 FILE_SIZE = 64
+assert MONOTONIC_OFFSET + MONOTONIC_LAYOUT.size <= FILE_SIZE
 ENABLE_HINT = "start the lab with labkit.up(..., clocks=True) (CLI: labkit up --clocks)"
 
 
@@ -82,11 +93,14 @@ def prepare_clock(run_dir: Path, node_name: str) -> dict:
 
 
 class Clock:
-    """The wall clock one node's server reads. ``node.clock`` makes one.
+    """The clocks one node's server reads. ``node.clock`` makes one.
 
-    ``step(seconds)`` jumps it (forward or back), ``rate(r)`` makes it run r times as
-    fast as real time from now on, ``reset()`` puts it back on the machine's clock.
-    Give ``history=`` to record the change as a fault on a History's timeline.
+    The wall clock: ``step(seconds)`` jumps it (forward or back), ``rate(r)`` makes it run
+    r times as fast as real time from now on. The monotonic clock: ``monotonic_rate(r)``
+    makes it run r times as fast (never a jump). ``reset()`` puts the wall clock back on the
+    machine's and the monotonic clock back to the machine's rate (the lead it gained stays:
+    a monotonic clock cannot go back). Give ``history=`` to record the change as a fault on a
+    History's timeline.
     """
 
     def __init__(self, node):
@@ -107,15 +121,30 @@ class Clock:
         """The server's wall-clock time now, in seconds since the epoch (like time.time())."""
         return self._fake(time.time_ns(), *self._read()[1:]) / 1e9
 
+    @property
+    def monotonic_offset(self) -> float:
+        """Seconds the server's monotonic clock has gained on the machine's (negative: lost)."""
+        real = time.monotonic_ns()
+        return (self._fake_monotonic(real, *self._read_monotonic()) - real) / 1e9
+
+    def monotonic_now(self) -> float:
+        """The server's monotonic clock now, in seconds (on the scale of time.monotonic())."""
+        return self._fake_monotonic(time.monotonic_ns(), *self._read_monotonic()) / 1e9
+
     def status(self) -> dict:
         _, _, _, rate = self._read()
-        return {"node": self.node.name, "offset": round(self.offset, 6), "rate": rate}
+        _, _, monotonic_rate = self._read_monotonic()
+        return {"node": self.node.name, "offset": round(self.offset, 6), "rate": rate,
+                "monotonic_rate": monotonic_rate or 1.0, "monotonic_offset": round(self.monotonic_offset, 6)}
 
     def __repr__(self) -> str:
         if not self.enabled:
             return f"<Clock {self.node.name}: not steppable>"
         status = self.status()
-        return f"<Clock {self.node.name} {status['offset']:+.3f} s, rate {status['rate']:g}>"
+        monotonic = ""
+        if status["monotonic_rate"] != 1.0 or status["monotonic_offset"]:
+            monotonic = f"; monotonic {status['monotonic_offset']:+.3f} s, rate {status['monotonic_rate']:g}"
+        return f"<Clock {self.node.name} {status['offset']:+.3f} s, rate {status['rate']:g}{monotonic}>"
 
     # -- changing -----------------------------------------------------------------
     def step(self, seconds: float, history=None) -> None:
@@ -136,9 +165,23 @@ class Clock:
         if history is not None:
             history.record_fault("clock_rate", self.node.name, rate=rate)
 
+    def monotonic_rate(self, rate: float, history=None) -> None:
+        """From now on, the server's monotonic clock (CLOCK_MONOTONIC: Java's System.nanoTime,
+        Python's time.monotonic) advances ``rate`` seconds per real second, and its timed waits
+        end by that clock: 1.25 is an oscillator 25 % fast. It goes on from where it is now:
+        a monotonic clock never jumps."""
+        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not math.isfinite(rate) or rate <= 0:
+            raise InvalidClockChange(f"a clock rate is a positive number of seconds per second, not {rate!r}",
+                                   "e.g. node.clock.monotonic_rate(1.25) (25 % fast), 0.8 (slow), 1 (normal again)")
+        self._change(monotonic=lambda real, fake, _: (real, fake, float(rate)))
+        if history is not None:
+            history.record_fault("clock_monotonic_rate", self.node.name, rate=rate)
+
     def reset(self, history=None) -> None:
-        """Back to the machine's own clock: no offset, normal rate."""
-        self._change(lambda real, fake, rate: (0, 0, 1.0))
+        """Back to the machine's own clock: the wall clock without offset at the normal rate,
+        the monotonic clock at the normal rate (keeping the lead it gained: it cannot go back)."""
+        self._change(lambda real, fake, rate: (0, 0, 1.0),
+                     lambda real, fake, rate: (real, fake, 1.0) if rate else (0, 0, 0.0))
         if history is not None:
             history.record_fault("clock_reset", self.node.name)
 
@@ -167,28 +210,49 @@ class Clock:
             return real + (anchor_fake - anchor_real)
         return anchor_fake + int((real - anchor_real) * rate)
 
-    def _read(self) -> tuple[int, int, int, float]:
+    @classmethod
+    def _fake_monotonic(cls, real: int, anchor_real: int, anchor_fake: int, rate: float) -> int:
+        """The same formula for the monotonic clock; a rate of 0 means untouched."""
+        return cls._fake(real, anchor_real, anchor_fake, rate) if rate else real
+
+    def _read_file(self) -> bytes:
         path = self._check()
         deadline = time.monotonic() + 1.0  # a writer killed halfway leaves the sequence odd
         while True:  # odd: another process is halfway through a change
             with open(path, "rb") as file:
-                _, sequence, anchor_real, anchor_fake, rate = LAYOUT.unpack(file.read(LAYOUT.size))
-            if sequence % 2 == 0 or time.monotonic() > deadline:
-                return sequence, anchor_real, anchor_fake, rate
+                data = file.read(FILE_SIZE).ljust(FILE_SIZE, b"\0")
+            if LAYOUT.unpack_from(data)[1] % 2 == 0 or time.monotonic() > deadline:
+                return data
             time.sleep(0.001)
 
-    def _change(self, update) -> None:
-        """Re-anchor the clock at the real now: update(real, fake now, rate) gives the new
-        (anchor_real, anchor_fake, rate). A seqlock: the shim retries a read that overlaps."""
+    def _read(self) -> tuple[int, int, int, float]:
+        """The wall clock's (sequence, anchor_real, anchor_fake, rate)."""
+        return LAYOUT.unpack_from(self._read_file())[1:]
+
+    def _read_monotonic(self) -> tuple[int, int, float]:
+        """The monotonic clock's (anchor_real, anchor_fake, rate); rate 0: untouched."""
+        return MONOTONIC_LAYOUT.unpack_from(self._read_file(), MONOTONIC_OFFSET)
+
+    def _change(self, wall=None, monotonic=None) -> None:
+        """Re-anchor a clock at the real now: wall(real, fake now, rate) gives its new
+        (anchor_real, anchor_fake, rate) in epoch ns, monotonic(...) the same on
+        CLOCK_MONOTONIC. A seqlock: the shim retries a read that overlaps."""
         fd = os.open(self._check(), os.O_RDWR)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)  # two notebooks stepping one node take turns
-            _, sequence, anchor_real, anchor_fake, rate = LAYOUT.unpack(os.pread(fd, LAYOUT.size, 0))
-            real = time.time_ns()
-            fields = update(real, self._fake(real, anchor_real, anchor_fake, rate), rate)
+            data = os.pread(fd, FILE_SIZE, 0).ljust(FILE_SIZE, b"\0")
+            _, sequence, anchor_real, anchor_fake, rate = LAYOUT.unpack_from(data)
             writing = (sequence + 1) & 0xFFFFFFFF | 1  # odd, even after a writer killed halfway
             os.pwrite(fd, struct.pack("<I", writing), 4)
-            os.pwrite(fd, struct.pack("<qqd", *fields), 8)
+            if wall is not None:
+                real = time.time_ns()
+                fields = wall(real, self._fake(real, anchor_real, anchor_fake, rate), rate)
+                os.pwrite(fd, struct.pack("<qqd", *fields), 8)
+            if monotonic is not None:
+                anchors = MONOTONIC_LAYOUT.unpack_from(data, MONOTONIC_OFFSET)
+                real = time.monotonic_ns()
+                fields = monotonic(real, self._fake_monotonic(real, *anchors), anchors[2])
+                os.pwrite(fd, MONOTONIC_LAYOUT.pack(*fields), MONOTONIC_OFFSET)
             os.pwrite(fd, struct.pack("<I", (writing + 1) & 0xFFFFFFFF), 4)
         finally:
             os.close(fd)

@@ -29,7 +29,8 @@ FAULT_WORDS = {
     "restart": "you restarted {target}",
     "clock_step": "you stepped {target}'s wall clock by {seconds} s (its monotonic clock did not move)",
     "clock_rate": "you changed how fast {target}'s wall clock runs",
-    "clock_reset": "{target}'s wall clock is back on the machine's",
+    "clock_monotonic_rate": "you made {target}'s monotonic clock run {rate} times as fast: its timeouts end by it",
+    "clock_reset": "{target}'s wall clock is back on the machine's, its monotonic clock at the machine's rate",
     "partition": "you partitioned the network: {target} can no longer reach each other",
     "isolate": "you cut {target} off from every other server and client",
     "cut": "you cut the link {target}",
@@ -138,7 +139,7 @@ def _describe_fault(detail: Mapping[str, Any]) -> str:
     words = FAULT_WORDS.get(what, "fault: {what} on {target}")
     loss = detail.get("loss")
     return words.format(what=what, target=target, seconds=_number(detail.get("seconds")),
-                        delay=f"{detail.get('delay', 0):g}",
+                        rate=_number(detail.get("rate")), delay=f"{detail.get('delay', 0):g}",
                         loss_percent=f"{100 * float(loss):g}" if loss is not None else "?")
 
 

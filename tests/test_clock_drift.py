@@ -1,0 +1,156 @@
+"""Clock drift (C33): the clock shim makes a process's monotonic clock run fast or slow. In a
+JVM and in CPython the monotonic clock runs at the rate and the timed waits end by it (their
+absolute deadlines are translated back to real time).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import labkit
+from labkit.errors import ClockUnavailable, InvalidClockChange
+from labkit.record.history import History
+from labkit.servers.clock import CLOCK_FILE_ENV, MONOTONIC_LAYOUT, MONOTONIC_OFFSET, prepare_clock
+from labkit.widgets.narration import describe_event
+
+FAST = 1.5
+
+
+def shimmed_env(tmp_path: Path, rate: float | None) -> dict:
+    """The environment of a process under the shim whose monotonic clock runs ``rate`` times
+    as fast from now on (None: a file with no monotonic fields, as before they existed)."""
+    env = prepare_clock(tmp_path, "probe")
+    if rate is not None:
+        now = time.monotonic_ns()
+        with open(env[CLOCK_FILE_ENV], "r+b") as file:
+            file.seek(MONOTONIC_OFFSET)
+            file.write(MONOTONIC_LAYOUT.pack(now, now, rate))
+    return env
+
+
+PYTHON_PROBE = r"""
+import json, select, socket, threading, time
+def real():  # passes through the shim: the machine's own rate
+    return time.clock_gettime(time.CLOCK_MONOTONIC_RAW)
+def measure(wait):
+    fake, began = time.monotonic(), real()
+    wait()
+    return [time.monotonic() - fake, real() - began]
+lock = threading.Lock(); lock.acquire()
+a, b = socket.socketpair()
+print(json.dumps({
+    "time.sleep": measure(lambda: time.sleep(0.6)),
+    "Lock.acquire": measure(lambda: lock.acquire(timeout=0.6)),
+    "Event.wait": measure(lambda: threading.Event().wait(0.6)),
+    "select": measure(lambda: select.select([a], [], [], 0.6)),
+}))
+"""
+
+
+@pytest.mark.parametrize("rate", [1.5, 0.75, None])
+def test_cpython_under_the_shim_keeps_time_by_its_monotonic_clock(tmp_path, rate):
+    env = shimmed_env(tmp_path, rate)
+    done = subprocess.run([sys.executable, "-c", PYTHON_PROBE], env={**os.environ, **env},
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    waits = json.loads(done.stdout)
+    print(rate, waits)
+    expected = rate or 1.0
+    for name in ("time.sleep", "Lock.acquire", "Event.wait"):
+        fake, real = waits[name]
+        # 0.6 s of its own clock (never less), which is 0.6 / rate of real time
+        assert 0.6 <= fake < 0.75, (name, waits)
+        assert fake / real == pytest.approx(expected, rel=0.03), (name, waits)
+    # select's timeout is relative (epoll, poll, select): it lasts its real length, untranslated
+    fake, real = waits["select"]
+    assert 0.6 <= real < 0.75 and fake / real == pytest.approx(expected, rel=0.03), waits
+
+
+JAVA_PROBE = """
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.LockSupport;
+public class DriftProbe {
+    interface Wait { void run() throws Exception; }
+    static String measure(String name, Wait wait) throws Exception {
+        long fake = System.nanoTime(), real = System.currentTimeMillis();   // the wall clock is not shifted
+        wait.run();
+        return String.format("\\"%s\\": [%d, %d]", name, (System.nanoTime() - fake) / 1000000,
+                             System.currentTimeMillis() - real);
+    }
+    public static void main(String[] args) throws Exception {
+        Object monitor = new Object();
+        System.out.println("{" + String.join(", ",
+            measure("Thread.sleep", () -> Thread.sleep(1000)),
+            measure("Object.wait", () -> { synchronized (monitor) { monitor.wait(1000); } }),
+            measure("parkNanos", () -> LockSupport.parkNanos(TimeUnit.SECONDS.toNanos(1))),
+            measure("Thread.sleep again", () -> Thread.sleep(1000))) + "}");
+    }
+}
+"""
+
+
+def test_the_jvm_under_the_shim_keeps_time_by_its_monotonic_clock(tmp_path):
+    """System.nanoTime runs at the rate and the JVM's timed waits (pthread_cond_timedwait on
+    a CLOCK_MONOTONIC condition variable, with an absolute deadline) end by it. Without the
+    translation of those deadlines a 1 s sleep at rate 1.5 lasted 1.5 s, the next 2.3 s, ..."""
+    javac, java = shutil.which("javac"), shutil.which("java")
+    if not (javac and java):
+        pytest.skip("no local JDK (javac, java): the Docker leg runs the servers in containers")
+    (tmp_path / "DriftProbe.java").write_text(JAVA_PROBE)
+    subprocess.run([javac, "DriftProbe.java"], cwd=tmp_path, check=True, timeout=120)
+    env = shimmed_env(tmp_path, FAST)
+    done = subprocess.run([java, "-cp", str(tmp_path), "DriftProbe"], env={**os.environ, **env},
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    waits = json.loads(done.stdout)
+    print(waits)
+    for name, (fake_ms, real_ms) in waits.items():
+        assert 1000 <= fake_ms < 1150, (name, waits)          # a second of its own clock...
+        assert 1000 / FAST - 20 <= real_ms < 1150 / FAST, (name, waits)   # ...is 667 ms of ours
+
+
+@pytest.fixture(scope="module")
+def zookeeper_with_clocks():
+    with labkit.up(zookeeper=1, etcd=1, redis=False, clocks=True, quiet=True) as lab:
+        yield lab
+
+
+def test_a_monotonic_rate_never_moves_the_clock_back(zookeeper_with_clocks):
+    clock = zookeeper_with_clocks.node("zk1").clock
+    assert clock.status()["monotonic_rate"] == 1.0
+    history = History()
+    clock.monotonic_rate(2.0, history=history)
+    began, lead = time.monotonic(), clock.monotonic_offset
+    time.sleep(0.3)
+    gained = clock.monotonic_offset - lead
+    assert 0.9 < gained / (time.monotonic() - began) < 1.1   # one extra second per real second
+    assert clock.status()["monotonic_rate"] == 2.0 and abs(clock.offset) < 0.01  # the wall clock did not move
+    clock.reset(history=history)
+    kept = clock.monotonic_offset
+    assert kept >= gained and clock.status()["monotonic_rate"] == 1.0   # back to the machine's rate, lead kept
+    assert abs(clock.monotonic_offset - kept) < 0.01
+    fault = history.events(kind="fault")[0]
+    assert (fault.detail["what"], fault.detail["rate"]) == ("clock_monotonic_rate", 2.0)
+    assert "monotonic clock run 2.0 times as fast" in describe_event(fault)
+
+
+@pytest.mark.parametrize("rate", [0, -1, math.inf, math.nan, True, "1.5"])
+def test_a_nonsense_monotonic_rate_is_refused(zookeeper_with_clocks, rate):
+    clock = zookeeper_with_clocks.node("zk1").clock
+    with pytest.raises(InvalidClockChange):
+        clock.monotonic_rate(rate)
+    assert clock.status()["monotonic_rate"] == 1.0
+
+
+def test_etcd_cannot_drift_either(zookeeper_with_clocks):
+    """Go reads the monotonic clock through the vDSO too: no preloaded library reaches it."""
+    with pytest.raises(ClockUnavailable, match="Go.*vDSO"):
+        zookeeper_with_clocks.node("etcd1").clock.monotonic_rate(1.5)
