@@ -1,6 +1,10 @@
-"""Clock drift (C33): the clock shim makes a process's monotonic clock run fast or slow. In a
-JVM and in CPython the monotonic clock runs at the rate and the timed waits end by it (their
-absolute deadlines are translated back to real time).
+"""Clock drift (C33): the clock shim makes a process's monotonic clock run fast or slow, and a
+ZooKeeper server whose monotonic clock runs faster than the holder's margin covers frees the
+lock while the holder still believes it holds it; a bigger margin restores the order.
+
+First the shim itself, in a JVM and in CPython: the monotonic clock runs at the rate and the
+timed waits end by it (their absolute deadlines are translated back to real time), then the
+race on a real standalone ZooKeeper (labkit/lessons/clock_drift.py).
 """
 from __future__ import annotations
 
@@ -17,11 +21,17 @@ import pytest
 
 import labkit
 from labkit.errors import ClockUnavailable, InvalidClockChange
+from labkit.lessons.clock_drift import drift_race, fastest_covered_rate, surely_flips
 from labkit.record.history import History
 from labkit.servers.clock import CLOCK_FILE_ENV, MONOTONIC_LAYOUT, MONOTONIC_OFFSET, prepare_clock
+from labkit.servers.zookeeper import TICK_MS
 from labkit.widgets.narration import describe_event
 
-FAST = 1.5
+RUNS = 3
+FAST = 1.5            # the server's monotonic clock: 50 % fast
+SMALL_MARGIN = 0.2    # covers 25 % fast at most: flips
+BIG_MARGIN = 0.4      # covers 67 % fast: safe
+TIMEOUT = 3.0
 
 
 def shimmed_env(tmp_path: Path, rate: float | None) -> dict:
@@ -154,3 +164,41 @@ def test_etcd_cannot_drift_either(zookeeper_with_clocks):
     """Go reads the monotonic clock through the vDSO too: no preloaded library reaches it."""
     with pytest.raises(ClockUnavailable, match="Go.*vDSO"):
         zookeeper_with_clocks.node("etcd1").clock.monotonic_rate(1.5)
+
+
+def check_race(outcome, rate: float) -> None:
+    """The server freed the lock when its fast clock said the timeout (rounded up to a tick)
+    had passed since the holder's last contact: between timeout / rate and (timeout + a
+    tick) / rate of real time, plus the time the waiter's watch takes to arrive."""
+    freed_after_contact = outcome.freed_ms - outcome.heard_ms
+    assert 1000 * TIMEOUT / rate <= freed_after_contact < (1000 * TIMEOUT + TICK_MS) / rate + 150, outcome.row()
+    assert outcome.freed_ms <= outcome.acquired_ms, outcome.row()
+
+
+@pytest.mark.slow
+def test_a_server_clock_faster_than_the_margin_covers_frees_the_lock_before_the_holder_gives_up(
+        zookeeper_with_clocks):
+    assert surely_flips(TIMEOUT, SMALL_MARGIN) < FAST
+    outcomes = [drift_race(zookeeper_with_clocks, FAST, SMALL_MARGIN, TIMEOUT) for _ in range(RUNS)]
+    for outcome in outcomes:
+        print(outcome.row())
+    for outcome in outcomes:
+        check_race(outcome, FAST)
+        assert outcome.flipped and outcome.held_after_grant, outcome.row()
+    leads = [round(o.lead_ms) for o in outcomes]
+    print(f"{FAST:g} x server clock, margin {SMALL_MARGIN:.0%}: the server freed the lock {-max(leads)}-{-min(leads)} ms "
+          f"before the holder gave up, in {RUNS} of {RUNS} runs")
+
+
+@pytest.mark.slow
+def test_a_margin_that_covers_the_drift_keeps_the_holder_first(zookeeper_with_clocks):
+    assert fastest_covered_rate(TIMEOUT, BIG_MARGIN) > FAST
+    outcomes = [drift_race(zookeeper_with_clocks, FAST, BIG_MARGIN, TIMEOUT) for _ in range(RUNS)]
+    for outcome in outcomes:
+        print(outcome.row())
+    for outcome in outcomes:
+        check_race(outcome, FAST)
+        assert outcome.gave_up_ms < outcome.freed_ms and not outcome.held_after_grant, outcome.row()
+    leads = [round(o.lead_ms) for o in outcomes]
+    print(f"{FAST:g} x server clock, margin {BIG_MARGIN:.0%}: the holder gave up {min(leads)}-{max(leads)} ms "
+          f"before the server freed the lock, in {RUNS} of {RUNS} runs")

@@ -99,7 +99,8 @@ class ZooKeeperLock:
     newest request the client's server answered (``zookeeper_contact.py``):
 
     - ``deadline_margin``: a fraction of the session timeout kept for a server clock that runs
-      fast and a late timer thread (0.2: the server's clock may run up to 20 % fast).
+      fast and a late timer thread (0.2 covers a server clock up to 25 % fast, 1 / (1 - 0.2);
+      ``lessons/clock_drift.py`` measures one 50 % fast win the race against it).
     - ``server_lag``: seconds by which the leader's knowledge of this session can trail the
       answers of the client's own server. A follower passes its clients' pings on to the
       leader only when the leader pings it (every half tick), and cut from the leader it keeps
