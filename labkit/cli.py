@@ -204,7 +204,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="where servers run (default: $LABKIT_BACKEND or auto)")
     up.add_argument("--base-port", type=int, default=None, help="use consecutive ports from here")
     up.add_argument("--clocks", action="store_true",
-                    help="run ZooKeeper and Redis with a steppable wall clock (node.clock.step; needs a C compiler)")
+                    help="run ZooKeeper and Redis with a steppable wall clock and a monotonic clock that can drift "
+                         "(node.clock.step, node.clock.monotonic_rate; needs a C compiler)")
     up.add_argument("--network", action="store_true",
                     help="every link through the lab's fault proxy, for `labkit net ...`")
     up.add_argument("--open", action="store_true",
