@@ -229,7 +229,8 @@ def test_the_function_raises_the_same_errors():
     with pytest.raises(TortureError, match="partition and leader together"):
         check_request("redis", 8, 60.0, ["partition", "leader"], None, 1)
     assert check_request("redis", 8, 60.0, "pause,kill", None, 1) == (["pause", "kill"], False)
-    assert set(NEMESES) == {"pause", "kill", "expire", "leader", "partition", "clock"}
+    assert set(NEMESES) == {"pause", "kill", "expire", "leader", "partition", "clock", "partition-leader", "split",
+                            "isolate-server"}
 
 
 # ---- the soak, on real servers ------------------------------------------------------------

@@ -39,7 +39,7 @@ import tempfile
 import time
 import weakref
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from labkit.clients.client import START_TIMEOUT, STOP_GRACE, ClientError, LockClient
 from labkit.locks.registry import RECIPES, connections_of, etcd_client_for
@@ -63,7 +63,8 @@ class LockClients:
     def __init__(self, lab: Lab | None = None, recipe: str = "zookeeper", n: int = 5, name: str = "/locks/resource",
                  history: History | None = None, hold: float = 0.2, loops: int = 1, store: FencedStore | None = None,
                  session_timeout: float = 4.0, ttl: float = 5.0, connections: dict[str, str] | None = None,
-                 start_timeout: float = START_TIMEOUT, proxied: bool = False, keep_previous: bool = False):
+                 start_timeout: float = START_TIMEOUT, proxied: bool = False, keep_previous: bool = False,
+                 connections_for: Callable[[str], dict[str, str]] | None = None):
         if recipe not in RECIPES:
             raise ClientError(f"no recipe named {recipe!r}", hint=f"choose one of {', '.join(RECIPES)}")
         if n < 1:
@@ -87,7 +88,9 @@ class LockClients:
             for number in range(1, n + 1):
                 client_name = f"client-{number}"
                 client_spec = dict(spec, client=client_name)
-                if proxied:  # links of its own, so that lab.isolate(client_name) cuts this one
+                if connections_for is not None:  # chosen by the caller (a torture: one member each)
+                    client_spec["connections"] = connections_for(client_name)
+                elif proxied:  # links of its own, so that lab.isolate(client_name) cuts this one
                     client_spec["connections"] = connections_of(lab, via=client_name)
                 self.clients.append(LockClient(self, client_name, client_spec))
             deadline = time.monotonic() + start_timeout
@@ -280,6 +283,7 @@ def spawn_clients(lab: Lab | None = None, recipe: str = "zookeeper", n: int = 5,
     FencedStore the clients write to. Use as a context manager, or call ``close()``.
     ``proxied=True`` (a lab started with network=True): each client-N reaches the servers
     through links of its own, so ``lab.isolate("client-2")`` cuts that process only.
+    ``connections_for(name)``: each client's own connections instead (e.g. one member only).
     An earlier group of this process on the same lock, outside a ``with`` block, is closed
     first (a re-run cell), and one line says so; ``keep_previous=True`` keeps it.
     Raises ClientError (with the child's stderr) if a client cannot start, for instance

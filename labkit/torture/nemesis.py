@@ -9,6 +9,13 @@ release, and show nothing. A step whose target is not there (a client still rest
 after a kill, an etcd lease not granted yet) is skipped and the report says why; the run
 goes on. A step that runs late (a slow restart) delays the ones after it, never reorders
 them.
+
+The server-side nemeses (partition-leader, split, isolate-server) cut one member of a
+3-member ensemble, with the clients connected to it, from the other two members and theirs
+(``Rig.members`` says which member each client reaches), then heal. Each executed step
+records which clients' sessions it may have ended (``Executed.clients``): the cut member's
+clients, or every client when the cut member was the leader (the others then wait for a new
+one); the verdict allows those sessions to lapse, and no others.
 """
 from __future__ import annotations
 
@@ -21,19 +28,21 @@ from typing import Any, Callable
 from labkit import faults
 from labkit.faults import redis as redis_faults
 from labkit.timing import became_true
-from labkit.torture.schedule import HOLDER, Step
+from labkit.torture.schedule import HOLDER, MEMBER, Step
 
 
 @dataclass
 class Executed:
-    """What a step did: the target it found, when it began and ended (time.time()), or why
-    it was skipped."""
+    """What a step did: the target it found, when the fault struck (time.time(), after its
+    target was found) and ended, or why it was skipped; ``clients``: the clients a
+    server-side fault (or a leader kill) cut off from a quorum, whose sessions may lapse."""
 
     step: Step
     target: str
     start: float
     end: float
     note: str = ""
+    clients: tuple[str, ...] = ()
 
     @property
     def skipped(self) -> bool:
@@ -41,7 +50,7 @@ class Executed:
 
     def to_dict(self) -> dict[str, Any]:
         return {"step": self.step.to_dict(), "target": self.target, "start": self.start, "end": self.end,
-                "note": self.note}
+                "note": self.note, "clients": list(self.clients)}
 
 
 class Nemesis:
@@ -54,24 +63,33 @@ class Nemesis:
         self.steps = steps
         self.say = say
         self.executed: list[Executed] = []
+        self._struck = 0.0
 
     def run(self, began: float, stop: threading.Event) -> None:
         for step in self.steps:
             if stop.wait(max(0.0, began + step.at - time.time())):
                 return
-            start = time.time()
+            start = self._struck = time.time()
+            clients: tuple[str, ...] = ()
             try:
-                target, end = getattr(self, f"_{step.nemesis}")(step, stop)
+                target, end, *cut = getattr(self, f"_{step.nemesis.replace('-', '_')}")(step, stop)
+                clients = tuple(cut[0]) if cut else ()
                 note = ""
             except Exception as error:  # a fault that cannot be done now must not end the run
                 target, end = step.target, None
                 note = f"skipped: {type(error).__name__}: {(str(error).splitlines() or [''])[0]}"
-            done = Executed(step, target, start, time.time() if end is None else end, note)
+            # when the fault struck: a step aimed at the holder may first wait for one
+            start = max(start, self._struck)
+            done = Executed(step, target, start, time.time() if end is None else end, note, clients)
             self.executed.append(done)
             self.say(f"  t={start - began:5.1f} s  {step.nemesis} {target}"
                      + (f" {step.shift:+.1f} s" if step.shift and not done.skipped else "")
                      + (f" for {step.seconds:.1f} s" if step.seconds and not done.skipped else "")
                      + (f"  ({note})" if note else ""))
+
+    def _strike(self) -> None:
+        """Note the moment the fault is done, once its target was found."""
+        self._struck = time.time()
 
     # ---- targets -------------------------------------------------------------------------
     def _client(self, step: Step, stop: threading.Event):
@@ -118,16 +136,19 @@ class Nemesis:
     # ---- the faults ----------------------------------------------------------------------
     def _pause(self, step: Step, stop: threading.Event):
         client = self._holder_at_work(stop) if step.target == HOLDER else self._client(step, stop)
+        self._strike()
         client.pause(step.seconds)  # a timer thread resumes it
         return client.name, time.time() + step.seconds
 
     def _kill(self, step: Step, stop: threading.Event):
         client = self._client(step, stop)
+        self._strike()
         client.kill()  # the workload starts a new process in its place
         return client.name, None
 
     def _expire(self, step: Step, stop: threading.Event):
         client = self._client(step, stop)
+        self._strike()
         if "session_id" in client.session:
             client.expire_session()
         else:
@@ -138,6 +159,7 @@ class Nemesis:
         """Cut the client off from every server (its process runs on, believing it holds),
         then heal: the network faults of labkit.up(network=True)."""
         client = self._client(step, stop)
+        self._strike()
         self.rig.lab.isolate(client.name, history=self.rig.history)
         stop.wait(step.seconds)
         self.rig.lab.heal(history=self.rig.history)
@@ -149,14 +171,60 @@ class Nemesis:
             return self._fail_over_redis(step, stop)
         if self.rig.service_name == "redlock":
             return self._restart_redlock_majority(step, stop)
+        self._strike()
         node = faults.kill_leader(service, history)
+        # every session waits for a new leader; a client connected to the killed member only
+        # (Rig.members) has no server until it is back
+        everyone = [client.name for client in self.rig.clients]
         if stop.wait(step.seconds):
-            return node.name, None  # the run ends: the lab is stopped, or healed before the next trial
+            return node.name, None, everyone  # the run ends: the lab is stopped, or healed before the next trial
         node.start()
         node.wait_ready()
         history.record_fault("restart", node.name)
         self.rig.lab.save_state()  # its new pid, for the reaper
-        return node.name, None
+        return node.name, None, everyone
+
+    def _partition_leader(self, step: Step, stop: threading.Event):
+        self._wait_for_a_holder(stop)  # a cut while someone holds: the lesson
+        return self._cut_off(self.rig.service.wait_for_leader(timeout=max(15.0, 3 * self.rig.timeout)), step, stop)
+
+    def _split(self, step: Step, stop: threading.Event):
+        nodes = self.rig.service.nodes
+        number = int(step.target[len(MEMBER):]) if step.target.startswith(MEMBER) else 0
+        if not 1 <= number <= len(nodes):
+            raise LookupError(f"no member {step.target!r} in an ensemble of {len(nodes)}")
+        self._wait_for_a_holder(stop)
+        return self._cut_off(nodes[number - 1], step, stop)
+
+    def _isolate_server(self, step: Step, stop: threading.Event):
+        client = self._client(step, stop)
+        node = self.rig.members.get(client.name)
+        if node is None:
+            raise LookupError(f"{client.name} is not connected to one member only")
+        target, end, cut = self._cut_off(node, step, stop)
+        return f"{target} (the server of {client.name})", end, cut
+
+    def _cut_off(self, node: Any, step: Step, stop: threading.Event):
+        """Partition [node and its clients] | [the other members and their clients] for
+        step.seconds, then heal. The clients whose sessions may lapse: node's, or everyone's
+        if node was the leader (or no leader could be found: the safe side)."""
+        service, members = self.rig.service, self.rig.members
+        try:
+            leader = service.leader().name
+        except Exception:  # an election under way: any session may be waiting for it
+            leader = None
+        mine = sorted(name for name, member in members.items() if member.name == node.name)
+        theirs = sorted(name for name, member in members.items() if member.name != node.name)
+        others = [other.name for other in service.nodes if other.name != node.name]
+        cut = sorted(members) if leader in (None, node.name) else mine
+        self._strike()
+        self.rig.lab.partition([node.name, *mine], [*others, *theirs], history=self.rig.history)
+        try:
+            stop.wait(step.seconds)
+        finally:
+            self.rig.lab.heal(history=self.rig.history)
+        role = "leader" if leader == node.name else "follower" if leader else "member"
+        return f"{node.name} ({role})", None, cut
 
     def _fail_over_redis(self, step: Step, stop: threading.Event):
         """Cut replication, let writes land on the primary alone, then fail over to the

@@ -1,8 +1,9 @@
 """What a torture can be asked to do: ``check_request`` turns a request into the nemeses
 and the store's fencing, or says in one line (``TortureError``) why it cannot be run: an
 unknown recipe or nemesis, a nemesis the lab cannot perform on that recipe (``expire`` on
-Redis, which has only a TTL; ``clock`` on etcd, which cannot be stepped), no clients, no
-time. Nothing is started before the request is checked.
+Redis, which has only a TTL; ``clock`` on etcd, which cannot be stepped; a server-side
+nemesis on anything but a ZooKeeper or etcd ensemble), no clients, no time, a ZooKeeper
+session too short for a 3-member ensemble. Nothing is started before the request is checked.
 """
 from __future__ import annotations
 
@@ -10,7 +11,15 @@ import math
 
 from labkit.errors import LabError
 from labkit.locks.registry import RECIPES
-from labkit.torture.schedule import NEMESES
+from labkit.servers.zookeeper import SERVER_LAG
+from labkit.torture.schedule import NEMESES, SERVER_NEMESES
+
+
+# ZooKeeperLock on an ensemble gives up SERVER_LAG (1.1 s here) before its session could
+# expire, so it refuses sessions shorter than ~1.8 s (ZooKeeperLock._check_session_is_long_enough);
+# 2 s leaves a holder some time to hold.
+SHORTEST_ENSEMBLE_SESSION = 2.0
+DEADLINE_RECIPES = ("zookeeper", "zookeeper-parent")  # built on ZooKeeperLock
 
 
 class TortureError(LabError):
@@ -24,6 +33,9 @@ def _unable(recipe: str, nemesis: str, service: str) -> str | None:
     if nemesis == "clock" and service == "etcd":
         return ("clock cannot step etcd: Go reads the clock through the vDSO, not libc (docs/CLOCKS.md); "
                 "use a ZooKeeper or Redis recipe")
+    if nemesis in SERVER_NEMESES and service not in ("zookeeper", "etcd"):
+        return (f"{nemesis} cuts a member from a ZooKeeper or etcd ensemble, and a {recipe} lock has none: "
+                "use a ZooKeeper or etcd recipe")
     return None
 
 
@@ -45,6 +57,11 @@ def check_request(recipe: str, clients: int, duration: float, nemesis: str | lis
     for what, value in (("time", duration), ("timeout", timeout)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
             raise TortureError(f"{what} must be a positive number of seconds (got {value!r})")
+    ensemble = "leader" in names or any(name in SERVER_NEMESES for name in names)
+    if ensemble and recipe in DEADLINE_RECIPES and timeout < SHORTEST_ENSEMBLE_SESSION:
+        raise TortureError(f"timeout {timeout:g} s is too short for {','.join(names)} on a 3-member ZooKeeper "
+                           f"ensemble: ZooKeeperLock gives up the servers' lag ({SERVER_LAG:g} s) early and refuses sessions "
+                           f"under ~1.8 s; use --timeout {SHORTEST_ENSEMBLE_SESSION:g} or more")
     if isinstance(hold, bool) or not isinstance(hold, (int, float)) or not 0 <= hold < math.inf:
         raise TortureError(f"hold must be zero or more seconds (got {hold!r})")
     if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:

@@ -11,7 +11,7 @@ import json
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -24,7 +24,7 @@ from labkit.servers import up
 from labkit.torture.nemesis import Nemesis
 from labkit.torture.request import TortureError, check_request
 from labkit.torture.report import TortureResult, Trial
-from labkit.torture.schedule import Step, plan
+from labkit.torture.schedule import SERVER_NEMESES, Step, plan
 from labkit.torture.verdict import judge
 from labkit.torture.workload import Workload
 
@@ -41,6 +41,7 @@ class Rig:
     history: History
     timeout: float
     relay: TcpLink | None = None
+    members: dict[str, Any] = field(default_factory=dict)  # client name -> the one member it reaches
 
     @property
     def service(self) -> Any:
@@ -109,11 +110,36 @@ def torture(recipe: str = "zookeeper", clients: int = 8, duration: float = 60.0,
 
 
 def _start_lab(service: str, nemeses: list[str]) -> Any:
-    size = 3 if "leader" in nemeses else 1  # a leader to kill, and a majority to go on without it
+    # a leader to kill or cut off, and a majority to go on without it
+    cuts = any(name in SERVER_NEMESES for name in nemeses)
+    size = 3 if "leader" in nemeses or cuts else 1
     return up(zookeeper=size if service == "zookeeper" else 0, etcd=size if service == "etcd" else 0,
               redis=service == "redis", replica=service == "redis" and "leader" in nemeses,
               redlock=REDLOCK_INSTANCES if service == "redlock" else 0, clocks="clock" in nemeses,
-              network="partition" in nemeses, quiet=True)
+              network="partition" in nemeses or cuts, quiet=True)
+
+
+def members_of(lab: Any, service: str, clients: int, nemeses: list[str]) -> dict[str, Any]:
+    """For the server-side nemeses, the one member each client reaches: client-k the
+    ((k - 1) mod 3)-th, so that every side of a 1|2 split has clients. Else none (a client
+    reaches every member, or the recipe's usual endpoint)."""
+    if not any(name in SERVER_NEMESES for name in nemeses):
+        return {}
+    nodes = getattr(lab, service).nodes
+    return {f"client-{number}": nodes[(number - 1) % len(nodes)] for number in range(1, clients + 1)}
+
+
+def _pinned_connections(lab: Any, service: str, members: dict[str, Any]) -> Callable[[str], dict[str, str]]:
+    """The connections of a client that reaches its member only, through links of its own."""
+    ensemble = getattr(lab, service)
+
+    def connections_for(name: str) -> dict[str, str]:
+        connections = connections_of(lab)  # the secret file, if the lab has one
+        node = members[name]
+        connections[service] = (ensemble.hosts_for(name, [node]) if service == "zookeeper"
+                                else ensemble.endpoint_for(node, name))
+        return connections
+    return connections_for
 
 
 def _run_trial(lab: Any, store_lab: Any, relay: TcpLink | None, service: str, parameters: dict[str, Any],
@@ -124,10 +150,12 @@ def _run_trial(lab: Any, store_lab: Any, relay: TcpLink | None, service: str, pa
     store.reset()
     history = History()
     timeout, hold = parameters["timeout"], parameters["hold"]
+    members = members_of(lab, service, parameters["clients"], parameters["nemeses"])
+    pinned = _pinned_connections(lab, service, members) if members else None
     with spawn_clients(lab, parameters["recipe"], n=parameters["clients"], name=name, history=history, store=store,
                        session_timeout=timeout, ttl=timeout, hold=hold, connections=_connections(lab, service, relay),
-                       proxied=lab.network is not None) as clients:
-        rig = Rig(lab, service, clients, history, timeout, relay)
+                       proxied=lab.network is not None, connections_for=pinned) as clients:
+        rig = Rig(lab, service, clients, history, timeout, relay, members)
         workload = Workload(clients, hold)
         nemesis = Nemesis(rig, steps, say)
         stop = threading.Event()
@@ -171,7 +199,10 @@ def _connections(lab: Any, service: str, relay: TcpLink | None) -> dict[str, str
 
 
 def _heal(lab: Any, relay: TcpLink | None) -> None:
-    """Every node running, every clock on time, before a trial (the last one may have broken them)."""
+    """Every node running, every link up, every clock on time, before a trial (the last one
+    may have broken them)."""
+    if lab.network is not None:
+        lab.heal()
     for node in lab.nodes:
         if node.state == "paused":
             node.resume()

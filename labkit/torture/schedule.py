@@ -20,9 +20,20 @@ NEMESES = {
               "Redlock: crash-restart a majority of its instances, which forget their keys)",
     "partition": "cut a client off from every server, then heal (labkit.up(network=True))",
     "clock": "step a server's wall clock forward by a few TTLs, then back (Redlock: a majority's)",
+    # the server-side nemeses: a 3-member ensemble, each client connected to one member
+    # through links of its own, so that a cut member takes its clients with it
+    "partition-leader": "cut the leader, with the clients connected to it, from the other two members "
+                        "and their clients, then heal",
+    "split": "cut one member (drawn from the seed), with its clients, from the other two and theirs, then heal",
+    "isolate-server": "cut the member a holder is connected to from the rest of the ensemble, the holder's "
+                      "own link up (the follower window), then heal",
 }
+# the nemeses that cut members of the ensemble apart: they need 3 members, the lab's network,
+# and clients spread over the members
+SERVER_NEMESES = ("partition-leader", "split", "isolate-server")
 HOLDER = "holder"
 COORDINATOR = "coordinator"
+MEMBER = "member-"  # a split's target: "member-2" is the ensemble's second node
 
 
 @dataclass(frozen=True)
@@ -53,7 +64,8 @@ class Step:
 def plan(seed: int, nemeses: list[str], clients: int, duration: float, timeout: float) -> list[Step]:
     """The schedule for ``seed``: faults one after another, each followed by a quiet time
     to recover, none starting later than ``duration`` minus a timeout. Pauses and
-    partitions last 1.5-3 timeouts (past the session timeout, so they bite)."""
+    partitions (of a client or of a member) last 1.5-3 timeouts (past the session timeout, so
+    they bite)."""
     rng = random.Random(seed)
     kinds = [name for name in NEMESES if name in nemeses]
     steps: list[Step] = []
@@ -74,6 +86,10 @@ def _draw(rng: random.Random, kind: str, clients: int, timeout: float) -> tuple[
         target = HOLDER if rng.random() < 0.5 else f"client-{rng.randint(1, clients)}"
         seconds = timeout * rng.uniform(1.5, 3.0) if kind in ("pause", "partition") else 0.0
         return target, seconds, 0.0
+    if kind in SERVER_NEMESES:
+        # isolate-server: the member the holder is connected to, found when the step runs
+        target = {"partition-leader": COORDINATOR, "isolate-server": HOLDER}.get(kind) or f"{MEMBER}{rng.randint(1, 3)}"
+        return target, timeout * rng.uniform(1.5, 3.0), 0.0
     # "coordinator": the leader of ZooKeeper or etcd, the primary of Redis, found when the step runs
     if kind == "leader":
         return COORDINATOR, timeout * rng.uniform(1.0, 2.0), 0.0

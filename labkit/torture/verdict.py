@@ -15,8 +15,13 @@
   time nobody did, and the typical hand-off (a release to the next acquire).
 
 Leases come in two kinds. A session (ZooKeeper) or a kept-alive lease (etcd Mutex) lapses
-only when its client falls silent: after a pause, kill, expiry or partition of that
-client began, or before the client heard "lost". A TTL (Redis, python-etcd3's Lock)
+only when its client is cut off from a quorum: by a pause, kill, expiry or partition of that
+client, by a cut of its server from the rest of the ensemble, by a leader's kill or cut, or
+before the client heard "lost". Not at any moment after such a fault began: the leader heard
+of the session shortly before it (the client sends something every third of its timeout,
+its server passes it on), and expires it no sooner than the timeout after that
+(``earliest_lapse``, docs/TORTURE.md). An expiry the nemesis orders (``expire``) may come at
+once. A TTL (Redis, python-etcd3's Lock)
 lapses only once the TTL has run out since the key was set, which is taken as half a TTL
 before "acquired" at the earliest (the acquire's invoke if the nemesis froze or killed the
 client meanwhile): a key that vanishes earlier (a failover, a clock step) is the lock
@@ -29,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from labkit.locks.registry import RECIPES
+from labkit.servers.zookeeper import TICK_MS
 from labkit.record.checker import Verdict, check_mutual_exclusion
 from labkit.record.history import FAULT_CLIENT, History
 from labkit.stats import percentile
@@ -37,6 +43,34 @@ from labkit.torture.nemesis import Executed
 
 CLIENT_FAULTS = ("pause", "kill", "expire", "partition")
 LAPSE_GRACE = 1.0  # seconds after a client fault ends during which its session may still be ended
+# The earliest lapse (see earliest_lapse): a server's clock may run this much fast (the
+# margin ZooKeeperLock and EtcdSession keep); a live client sends something at least every
+# SILENCE of its timeout (kazoo pings after a third of it without a request; EtcdSession
+# keeps its lease alive every TTL/3); DELIVERY covers transit and a busy machine.
+DRIFT_MARGIN = 0.2
+SILENCE = 1 / 3
+DELIVERY = 0.2
+
+
+def earliest_lapse(recipe: str, timeout: float) -> float:
+    """Seconds after a fault cut a client off (froze it, killed it, cut its links or its
+    server's) before which its session or kept-alive lease cannot have lapsed:
+    timeout x (1 - DRIFT_MARGIN) - timeout x SILENCE - relay - DELIVERY, never below 0.
+    ``relay``: a ZooKeeper follower tells the leader of its clients' pings only when the
+    leader pings it, every half tick; an etcd member forwards a keep-alive at once (0).
+    Until the cut the client sent something at least every timeout x SILENCE, which reached
+    the leader within relay + DELIVERY; the leader expires a session no sooner than the
+    timeout after the last it heard of it, on a clock that may run DRIFT_MARGIN fast; and a
+    new leader starts every session's clock afresh (later still)."""
+    relay = TICK_MS / 2000 if RECIPES[recipe].service == "zookeeper" else 0.0
+    return max(0.0, timeout * (1 - DRIFT_MARGIN) - timeout * SILENCE - relay - DELIVERY)
+
+
+def cut_off(done: Executed) -> tuple[str, ...]:
+    """The clients whose sessions an executed step may have ended (none if it was skipped)."""
+    if done.skipped:
+        return ()
+    return (done.target,) if done.step.nemesis in CLIENT_FAULTS else done.clients
 
 
 def lease_kind(recipe: str) -> str:
@@ -85,8 +119,10 @@ class _Incarnations:
 
 
 def operations(history: History, executed: list[Executed], lease: str, ttl: float, timeout: float,
-               end: float) -> tuple[list[Operation], list[tuple[str, float, float]]]:
-    """The lock operations of a run, and the holds [(process, acquired, ended)] they imply."""
+               end: float, lapse_after: float = 0.0) -> tuple[list[Operation], list[tuple[str, float, float]]]:
+    """The lock operations of a run, and the holds [(process, acquired, ended)] they imply.
+    ``lapse_after``: seconds after a fault struck before which the sessions it cut off
+    cannot have lapsed (``earliest_lapse``; 0: at any moment after it began)."""
     lives = _Incarnations(history)
     ops: list[Operation] = []
     holds: list[tuple[str, float, float]] = []
@@ -142,10 +178,12 @@ def operations(history: History, executed: list[Executed], lease: str, ttl: floa
                 ops.append(Operation(process, "lapse", began + ttl, None, "its TTL ran out", number))
     else:
         for done in executed:
-            if done.step.nemesis in CLIENT_FAULTS and not done.skipped:
-                process = lives.process(done.target, done.start)  # the life it hit: a kill comes after start
+            for client in cut_off(done):
+                process = lives.process(client, done.start)  # the life it hit: a kill comes after start
+                # an expiry the nemesis orders may come at once; a silence needs its timeout
+                begin = done.start + (0.0 if done.step.nemesis == "expire" else lapse_after)
                 window_end = None if done.step.nemesis == "kill" else done.end + timeout + LAPSE_GRACE
-                ops.append(Operation(process, "lapse", done.start, window_end,
+                ops.append(Operation(process, "lapse", begin, max(window_end, begin) if window_end else None,
                                      f"{done.step.nemesis} of {done.target}", hold=None))
     return ops, sorted(holds, key=lambda hold: hold[1])
 
@@ -226,7 +264,8 @@ class Judgement:
 
 def judge(history: History, writes: list[Any], executed: list[Executed], recipe: str, ttl: float,
           timeout: float, start: float, end: float) -> Judgement:
-    ops, holds = operations(history, executed, lease_kind(recipe), ttl, timeout, end)
+    ops, holds = operations(history, executed, lease_kind(recipe), ttl, timeout, end,
+                            lapse_after=earliest_lapse(recipe, timeout))
     exclusion = check_mutual_exclusion(writes, history=history)
     linearizability = check_mutex(ops, origin=start)
     acquires = [op for op in ops if op.kind == "acquire" and op.complete is not None]
