@@ -242,7 +242,9 @@ def main(argv: list[str] | None = None) -> int:
     torture.add_argument("--recipe", default="zookeeper", help="zookeeper, etcd, redis, kazoo, etcd3-lock, ...")
     torture.add_argument("--clients", type=int, default=8, help="lock client processes (default 8)")
     torture.add_argument("--time", type=float, default=60.0, help="seconds of each trial (default 60)")
-    torture.add_argument("--nemesis", default="pause,kill", help="comma-separated: pause,kill,expire,leader,partition,clock")
+    torture.add_argument("--nemesis", default="pause,kill",
+                         help="comma-separated: pause,kill,expire,leader,partition,clock, and on 3 members "
+                              "partition-leader,split,isolate-server (ZooKeeper: --timeout 2 or more)")
     torture.add_argument("--seed", type=int, default=42, help="the seed of the fault schedule (trial k: seed + k)")
     torture.add_argument("--fenced", dest="fenced", action="store_true", default=None,
                          help="the store rejects stale tokens (default when the recipe gives tokens)")
