@@ -43,10 +43,11 @@ from labkit.torture.nemesis import Executed
 
 CLIENT_FAULTS = ("pause", "kill", "expire", "partition")
 LAPSE_GRACE = 1.0  # seconds after a client fault ends during which its session may still be ended
-# The earliest lapse (see earliest_lapse): a server's clock may run this much fast (the
-# margin ZooKeeperLock and EtcdSession keep); a live client sends something at least every
-# SILENCE of its timeout (kazoo pings after a third of it without a request; EtcdSession
-# keeps its lease alive every TTL/3); DELIVERY covers transit and a busy machine.
+# The earliest lapse (see earliest_lapse): a server's timeout may last DRIFT_MARGIN less
+# (the margin ZooKeeperLock and EtcdSession keep: a clock up to 25 % fast); a live client
+# sends something at least every SILENCE of its timeout (kazoo pings after a third of it
+# without a request; EtcdSession keeps its lease alive every TTL/3); DELIVERY covers
+# transit and a busy machine.
 DRIFT_MARGIN = 0.2
 SILENCE = 1 / 3
 DELIVERY = 0.2
@@ -60,8 +61,9 @@ def earliest_lapse(recipe: str, timeout: float) -> float:
     leader pings it, every half tick; an etcd member forwards a keep-alive at once (0).
     Until the cut the client sent something at least every timeout x SILENCE, which reached
     the leader within relay + DELIVERY; the leader expires a session no sooner than the
-    timeout after the last it heard of it, on a clock that may run DRIFT_MARGIN fast; and a
-    new leader starts every session's clock afresh (later still)."""
+    timeout after the last it heard of it, on a clock up to 25 % fast (so after
+    timeout x (1 - DRIFT_MARGIN)); and a new leader starts every session's clock afresh
+    (later still)."""
     relay = TICK_MS / 2000 if RECIPES[recipe].service == "zookeeper" else 0.0
     return max(0.0, timeout * (1 - DRIFT_MARGIN) - timeout * SILENCE - relay - DELIVERY)
 
