@@ -59,6 +59,20 @@ def _find_templates() -> None:
         os.environ["JUPYTER_PATH"] = os.pathsep.join(known + [str(share)])
 
 
+# A cell whose stderr output a learner should see says so: a tag, or a comment line. Every
+# other cell's stderr (red in JupyterLab and in the book) fails the notebooks' test run
+# (notebooks/conftest.py): a learner reads red text as an error.
+STDERR_ON_PURPOSE_TAG = "stderr-on-purpose"
+STDERR_ON_PURPOSE_COMMENT = re.compile(r"^\s*#\s*shows stderr on purpose\b", re.MULTILINE)
+
+
+def shows_stderr_on_purpose(cell) -> bool:
+    """Does this notebook cell (a dict or NotebookNode) say its stderr output is meant?"""
+    source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+    tags = cell.get("metadata", {}).get("tags", [])
+    return STDERR_ON_PURPOSE_TAG in tags or bool(STDERR_ON_PURPOSE_COMMENT.search(source))
+
+
 def course_notebooks(folder: Path = NOTEBOOKS) -> list[Path]:
     """The course in reading order: 00, 01, ... then the others (sandbox, lab panel)."""
     notebooks = sorted(folder.glob("*.ipynb"))

@@ -26,6 +26,8 @@ os.environ.setdefault("LABKIT_HOME", str(Path.home() / ".local" / "state" / "lab
 
 import labkit  # noqa: E402  (after LABKIT_HOME)
 
+pytest_plugins = ("pytester",)   # tests/test_notebook_stderr.py runs a small nbval session
+
 LEGS = {
     # leg: (backend, does a test with these markers run?)
     "local": ("local", lambda marks: "docker" not in marks),

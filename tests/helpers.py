@@ -60,3 +60,18 @@ def curator_installed() -> bool:
     except CuratorUnavailable:
         return False
     return True
+
+
+def run_in_kernel(kernel, code: str, timeout: float = 120) -> str:
+    """Run ``code`` in a live Jupyter kernel (jupyter_client's blocking client) as a notebook
+    cell runs; return what it printed. Fails the test with the traceback if the cell raised."""
+    printed = []
+
+    def collect(message):
+        if message["msg_type"] == "stream":
+            printed.append(message["content"]["text"])
+        elif message["msg_type"] == "error":
+            printed.append("\n".join(message["content"]["traceback"]))
+    reply = kernel.execute_interactive(code, timeout=timeout, output_hook=collect)
+    assert reply["content"]["status"] == "ok", "".join(printed)
+    return "".join(printed)

@@ -16,7 +16,7 @@ from labkit.errors import InvalidClusterSize, NodeStartError, PortBusy, ServerNo
 from labkit.servers import state as lab_state
 from labkit.servers.process import process_state
 
-from helpers import wait_until
+from helpers import run_in_kernel, wait_until
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 
@@ -308,16 +308,7 @@ def test_rerunning_the_first_cells_of_notebook_00_three_times_leaves_one_lab(tmp
     manager, kernel = start_new_kernel(kernel_name="python3", env=environment, cwd=str(NOTEBOOKS))
 
     def run(code: str) -> str:
-        printed = []
-
-        def collect(message):
-            if message["msg_type"] == "stream":
-                printed.append(message["content"]["text"])
-            elif message["msg_type"] == "error":
-                printed.append("\n".join(message["content"]["traceback"]))
-        reply = kernel.execute_interactive(code, timeout=120, output_hook=collect)
-        assert reply["content"]["status"] == "ok", "".join(printed)
-        return "".join(printed)
+        return run_in_kernel(kernel, code)
 
     cells = code_cells_up_to_the_lab("00_start_here.ipynb")
     started = []  # each run's lab: (id, its servers' pids)

@@ -15,7 +15,7 @@ from labkit.record.events import Event
 from labkit.record.history import FAULT_CLIENT, History
 from labkit.widgets import LockPanel, describe_event, holder_text, why_text
 
-from helpers import process_exists, wait_until
+from helpers import process_exists, run_in_kernel, wait_until
 
 
 def panel_threads():
@@ -302,21 +302,12 @@ def test_a_kernel_restart_stops_the_panel_its_clients_and_its_lab(tmp_path):
 
     environment = dict(os.environ, LABKIT_HOME=str(tmp_path / "labkit"), LABKIT_BACKEND="local")
     manager, kernel = start_new_kernel(kernel_name="python3", env=environment, cwd=str(tmp_path))
-    printed = []
-
-    def collect(message):
-        if message["msg_type"] == "stream":
-            printed.append(message["content"]["text"])
-        elif message["msg_type"] == "error":
-            printed.append("\n".join(message["content"]["traceback"]))
     try:
-        code = ("import labkit\nfrom labkit.widgets import LockPanel\n"
-                "lab = labkit.up(zookeeper=1, etcd=0, redis=True, quiet=True)\n"
-                "panel = LockPanel(lab, 'zookeeper', clients=2)\npanel.wait_for_holder(timeout=30)\n"
-                "print('PIDS', *[c.pid for c in panel.clients], *[n.pid for n in lab.nodes])\n")
-        reply = kernel.execute_interactive(code, timeout=120, output_hook=collect)
-        assert reply["content"]["status"] == "ok", "".join(printed)
-        pids = [int(word) for word in "".join(printed).split("PIDS", 1)[1].split()]
+        printed = run_in_kernel(kernel, "import labkit\nfrom labkit.widgets import LockPanel\n"
+                                "lab = labkit.up(zookeeper=1, etcd=0, redis=True, quiet=True)\n"
+                                "panel = LockPanel(lab, 'zookeeper', clients=2)\npanel.wait_for_holder(timeout=30)\n"
+                                "print('PIDS', *[c.pid for c in panel.clients], *[n.pid for n in lab.nodes])\n")
+        pids = [int(word) for word in printed.split("PIDS", 1)[1].split()]
         assert len(pids) == 4 and all(process_exists(pid) for pid in pids)
         manager.restart_kernel(now=False)  # a polite shutdown request, as Jupyter's restart button sends
         wait_until(lambda: not [pid for pid in pids if process_exists(pid)], f"still running after the restart: {[pid for pid in pids if process_exists(pid)]}", timeout=30)

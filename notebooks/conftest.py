@@ -1,0 +1,25 @@
+"""The notebooks' own test run (pytest --nbval-lax notebooks): besides each cell's asserts, a
+cell whose output has a stderr stream fails unless the cell says it shows one on purpose
+(labkit.book.shows_stderr_on_purpose). Red text in a lesson reads as an error: client
+libraries' chatter belongs in the lab's client log (labkit/servers/client_logs.py)."""
+from __future__ import annotations
+
+import pytest
+
+from labkit.book import shows_stderr_on_purpose
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    cell, outputs = getattr(item, "cell", None), getattr(item, "test_outputs", None)
+    if call.when != "call" or not report.passed or cell is None or not outputs:
+        return
+    red = [output.get("text", "") for output in outputs
+           if output.get("output_type") == "stream" and output.get("name") == "stderr"]
+    if red and not shows_stderr_on_purpose(cell):
+        report.outcome = "failed"
+        report.longrepr = ("this cell wrote to stderr (red in JupyterLab and in the book), and does not say it "
+                           "does so on purpose (a 'stderr-on-purpose' tag, or a '# shows stderr on purpose' "
+                           "comment):\n" + "".join(red)[:2000])
