@@ -57,8 +57,9 @@ class CutOffOutcome:
                 "margin (ms)": round(self.freed_ms - self.gave_up_ms)}
 
 
-class _Clock:
-    """The first time each (client, kind) happened, in monotonic seconds, plus details."""
+class FirstEvents:
+    """The first time each (client, kind) happened, in monotonic seconds, plus details: an
+    ``on_event`` sink per client (``sink``), and ``wait_for`` one of them with a deadline."""
 
     def __init__(self):
         self.first: dict[tuple[str, str], tuple[float, dict]] = {}
@@ -85,7 +86,7 @@ def cut_off_holder(lab, recipe: str = "zookeeper", timeout: float = 2.0) -> CutO
     whole seconds). Uses the lab's first node of that service."""
     if recipe not in RECIPES:
         raise ValueError(f"recipe={recipe!r} is not one of {RECIPES}")
-    clock, name = _Clock(), f"cut-off-{uuid.uuid4().hex[:8]}"
+    clock, name = FirstEvents(), f"cut-off-{uuid.uuid4().hex[:8]}"
     if recipe == "zookeeper":
         target = lab.zookeeper.nodes[0].endpoint
         run = _ZooKeeperPair
@@ -113,7 +114,7 @@ def cut_off_holder(lab, recipe: str = "zookeeper", timeout: float = 2.0) -> CutO
 class _ZooKeeperPair:
     """The holder's KazooClient goes through the link; the waiter's goes straight."""
 
-    def __init__(self, lab, link: TcpLink, name: str, timeout: float, clock: _Clock):
+    def __init__(self, lab, link: TcpLink, name: str, timeout: float, clock: FirstEvents):
         self.holder_client = KazooClient(hosts=link.address, timeout=timeout, **lab.zookeeper.auth)
         self.waiter_client = lab.zookeeper.client(timeout=max(timeout, 4.0))
         path = f"/{name}"
@@ -133,7 +134,7 @@ class _ZooKeeperPair:
 class _EtcdPair:
     """The holder's etcd client goes through the link; the waiter's goes straight."""
 
-    def __init__(self, lab, link: TcpLink, name: str, timeout: float, clock: _Clock):
+    def __init__(self, lab, link: TcpLink, name: str, timeout: float, clock: FirstEvents):
         host, port = link.address.rsplit(":", 1)
         self.clients = [etcd_client(host, int(port), timeout=10, **lab.etcd.auth), lab.etcd.client(timeout=10)]
         self.sessions = [EtcdSession(self.clients[0], ttl=int(timeout), on_event=clock.sink("holder")),

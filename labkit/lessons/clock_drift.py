@@ -25,7 +25,6 @@ the waiter never acquires, the client library's errors if the server is unreacha
 """
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -35,28 +34,24 @@ from typing import Any
 from kazoo.client import KazooClient
 
 from labkit.faults.relay import TcpLink
-from labkit.locks.zookeeper import ZooKeeperLock
+from labkit.lessons.client_deadlines import FirstEvents
+from labkit.locks.zookeeper import ZooKeeperLock, heartbeat_for
 from labkit.servers.zookeeper import TICK_MS
 
 TICK = TICK_MS / 1000.0
-
-
-def heartbeat_of(timeout: float) -> float:
-    """The holder's heartbeat for a session timeout (ZooKeeperLock.heartbeat)."""
-    return min(timeout / 10, 0.1)
 
 
 def fastest_covered_rate(timeout: float, margin: float) -> float:
     """The fastest server monotonic clock the holder's deadline covers for sure: at that
     rate the server frees the lock no sooner than the holder gives up, even when its tick
     rounding adds nothing."""
-    return timeout / (timeout * (1 - margin) - heartbeat_of(timeout))
+    return timeout / (timeout * (1 - margin) - heartbeat_for(timeout))
 
 
 def surely_flips(timeout: float, margin: float) -> float:
     """The rate above which the server frees the lock before the holder gives up whatever
     its tick rounding (a whole tick of its own clock)."""
-    return (timeout + TICK) / (timeout * (1 - margin) - heartbeat_of(timeout))
+    return (timeout + TICK) / (timeout * (1 - margin) - heartbeat_for(timeout))
 
 
 @dataclass(frozen=True)
@@ -98,22 +93,7 @@ def drift_race(lab, rate: float, margin: float, timeout: float = 3.0) -> DriftOu
     server's clock goes back to the machine's rate at the end (keeping the lead it gained)."""
     server = lab.zookeeper.nodes[0]
     name = f"/drift-{uuid.uuid4().hex[:8]}"
-    events: dict[tuple[str, str], float] = {}
-    guard = threading.Lock()
-
-    def sink(who: str):
-        def on_event(kind: str, **_: Any) -> None:
-            with guard:
-                events.setdefault((who, kind), time.monotonic())
-        return on_event
-
-    def wait_for(who: str, kind: str, within: float) -> float:
-        deadline = time.monotonic() + within
-        while (who, kind) not in events:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"no {kind!r} event from the {who} within {within:.0f} s")
-            time.sleep(0.002)
-        return events[(who, kind)]
+    events = FirstEvents()
 
     server.clock.monotonic_rate(rate)   # before the holder's session starts: all of it runs fast
     try:
@@ -123,20 +103,20 @@ def drift_race(lab, rate: float, margin: float, timeout: float = 3.0) -> DriftOu
             waiter_client = lab.zookeeper.client(timeout=6.0)
             try:
                 holder_client.start(timeout=15)
-                holder = ZooKeeperLock(holder_client, name, "holder", on_event=sink("holder"),
+                holder = ZooKeeperLock(holder_client, name, "holder", on_event=events.sink("holder"),
                                        deadline_margin=margin)
-                waiter = ZooKeeperLock(waiter_client, name, "waiter", on_event=sink("waiter"))
+                waiter = ZooKeeperLock(waiter_client, name, "waiter", on_event=events.sink("waiter"))
                 holder.acquire(timeout=30)
                 waiting = pool.submit(waiter.acquire, 60)
-                wait_for("waiter", "watch", 30)
+                events.wait_for("waiter", "watch", 30)
                 cut_at = time.monotonic()
                 link.cut()
                 waiting.result(timeout=60)
-                acquired_at = wait_for("waiter", "acquired", 1)
+                acquired_at = events.wait_for("waiter", "acquired", 1)[0]
                 held_after_grant = holder.is_held
                 gave_up_at = holder.give_up_at()       # no answer arrives after the cut: fixed
                 heard_at = holder.contact.heard_at
-                freed_at = events.get(("waiter", "woke"), acquired_at)
+                freed_at = events.first.get(("waiter", "woke"), (acquired_at, {}))[0]
                 waiter.release()
                 link.restore()                          # let the holder's client hear the news
             finally:

@@ -62,6 +62,11 @@ NODE_MARKER = "-lock-"   # Curator sorts by what follows the last "lock-": we mu
 WATCH_KINDS = ("predecessor", "parent")
 
 
+def heartbeat_for(session_timeout: float) -> float:
+    """Seconds between a holder's heartbeats: a tenth of the session timeout, at most 0.1 s."""
+    return min(session_timeout / 10, 0.1)
+
+
 class Contender(NamedTuple):
     """One entry of the queue, lowest sequence first."""
 
@@ -172,8 +177,8 @@ class ZooKeeperLock:
 
     @property
     def heartbeat(self) -> float:
-        """Seconds between the holder's heartbeats: a tenth of the session timeout, at most 0.1 s."""
-        return min(self.contact.session_timeout / 10, 0.1)
+        """Seconds between the holder's heartbeats (``heartbeat_for`` its session timeout)."""
+        return heartbeat_for(self.contact.session_timeout)
 
     def give_up_at(self) -> float:
         """The client-side deadline (``time.monotonic()``): the holder stops holding then,
