@@ -26,7 +26,7 @@ install_servers() {
     if command -v apt-get >/dev/null && command -v dpkg-query >/dev/null; then
         # gcc + libc6-dev build labkit's clock shim (labkit up --clocks, docs/CLOCKS.md)
         # openssl makes the key a private lab's etcd signs its login tokens with (labkit/servers/secret.py)
-        apt_install default-jre-headless zookeeper etcd-server etcd-client redis-server redis-sentinel python3-venv gcc libc6-dev openssl
+        apt_install default-jre-headless zookeeper etcd-server etcd-client redis-server redis-sentinel postgresql python3-venv gcc libc6-dev openssl
     else
         for tool in java etcd redis-server; do
             command -v "$tool" >/dev/null || say "missing '$tool': see README (Homebrew / conda), or use Docker"
