@@ -131,6 +131,8 @@ PRIVATE_ALLOWED = {
         "kazoo keeps the time of the server's last answer on its private connection object",
     ("labkit/locks/zookeeper_contact.py", "_session_timeout"):
         "kazoo offers the session timeout it asked for only as a private attribute",
+    ("labkit/locks/redis_peers.py", "_uuid"):
+        "pottery keeps the random value of a Redlock's current hold only in a private slot",
     ("labkit/clients/child.py", "_exit"): "os._exit is the standard library's documented way to end a child now",
     ("labkit/clients/crowd_worker.py", "_exit"): "os._exit is the standard library's documented way to end a child now",
 }

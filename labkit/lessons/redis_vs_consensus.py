@@ -179,21 +179,23 @@ class GrantedTwice:
     """The promoted replica and the two clients that each got OK for the same lock."""
 
     new_primary: Any
-    client_a: RedisLock
-    client_b: RedisLock
+    client_a: Any   # a RedisLock, or a library's lock
+    client_b: Any
 
 
-def grant_twice_on_failover(redis: Any, key: str, history: History, work: float = 0.2) -> GrantedTwice:
+def grant_twice_on_failover(redis: Any, key: str, history: History, work: float = 0.2,
+                            lock_type: Callable[..., Any] = RedisLock) -> GrantedTwice:
     """On a primary + replica (``redis``, e.g. ``lab.redis``): replication cut, client-A
     locks ``key`` on the primary, the primary is killed and the replica promoted, client-B
-    locks ``key`` on it; both then work for ``work`` s."""
+    locks ``key`` on it; both then work for ``work`` s. ``lock_type``: labkit's RedisLock,
+    or a library's lock built the same way (``labkit.locks.redis_peers``)."""
     history.record_fault("cut replication", "redis1 -> redis2")
     cut_replication(redis)
-    client_a = RedisLock(redis.client(), key, ttl_ms=30_000, identifier="client-A", on_event=history.sink("client-A"))
+    client_a = lock_type(redis.client(), key, ttl_ms=30_000, identifier="client-A", on_event=history.sink("client-A"))
     client_a.acquire(timeout=1)                # OK from the primary: the write is on the primary only
     history.record_fault("kill primary, promote replica", "redis1")
     new_primary = fail_over(redis)
-    client_b = RedisLock(redis.client(), key, ttl_ms=30_000, identifier="client-B", on_event=history.sink("client-B"))
+    client_b = lock_type(redis.client(), key, ttl_ms=30_000, identifier="client-B", on_event=history.sink("client-B"))
     client_b.acquire(timeout=1)
     time.sleep(work)                           # both work under "their" lock (a chosen time)
     history.record_fault("both still believe they hold it", key)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import redis
 from matplotlib.axes import Axes
@@ -34,14 +34,17 @@ if TYPE_CHECKING:
     from labkit.servers.redis import RedlockService
 
 
-def holders_on(redlock: RedlockService, name: str) -> list[str]:
-    """Whose value each instance (r1 first) has for the lock ``name`` right now, read straight
-    from the servers: a client's identifier, or "-" for no key. A stopped instance reads "down"."""
+def holders_on(redlock: RedlockService, name: str, owners: dict[str, str] | None = None) -> list[str]:
+    """Whose value each instance (r1 first) has for the key ``name`` right now, read straight
+    from the servers: a client's identifier, or "-" for no key. A stopped instance reads "down".
+    labkit's values start with the identifier; ``owners`` names the others (a library's
+    random values: {value: identifier})."""
     holders = []
+    owners = owners or {}
     for client in instance_clients(redlock.endpoints):
         try:
             raw = client.get(name)
-            holders.append(raw.decode().split(":")[0] if raw else "-")
+            holders.append("-" if not raw else owners.get(raw.decode(), raw.decode().split(":")[0]))
         except (redis.RedisError, OSError):  # refused or timed out
             holders.append("down")
         finally:
@@ -77,25 +80,35 @@ def _names(lab: Lab, endpoints: list[str]) -> list[str]:
     return [node.name for node in lab.redlock.nodes if node.endpoint in endpoints]
 
 
-def _valid_until_wall(lock: Redlock) -> float:
+def _valid_until_wall(lock: Any) -> float:
     """The end of a Redlock's validity (kept on the monotonic clock) as a time.time() value."""
     return time.time() + (lock.valid_until - time.monotonic())
 
 
-def _alice_and_bob(lab: Lab, fault: str, ttl_ms: int) -> tuple[str, History, Redlock, Redlock]:
+# connect(endpoints, name, ttl_ms=, identifier=, on_event=) -> a Redlock: labkit's, or a library's
+# with the same attributes (labkit.locks.redis_peers.PotteryRedlock)
+Connect = Callable[..., Any]
+
+
+def key_of(lock: Any) -> str:
+    """The Redis key a Redlock client sets: its name, or a library's prefixed name."""
+    return getattr(lock, "key", lock.name)
+
+
+def _alice_and_bob(lab: Lab, fault: str, ttl_ms: int, connect: Connect) -> tuple[str, History, Any, Any]:
     """A new lock name, a History, and two Redlock clients on every instance recording into it."""
     name, history = f"lock:{fault}-{uuid.uuid4().hex[:8]}", History()
-    alice, bob = (Redlock.connect(lab.redlock.endpoints, name, ttl_ms=ttl_ms, identifier=who,
-                                  on_event=history.sink(who)) for who in ("alice", "bob"))
+    alice, bob = (connect(lab.redlock.endpoints, name, ttl_ms=ttl_ms, identifier=who,
+                          on_event=history.sink(who)) for who in ("alice", "bob"))
     return name, history, alice, bob
 
 
-def _both_hold(fault: str, lab: Lab, name: str, history: History, alice: Redlock, bob: Redlock,
+def _both_hold(fault: str, lab: Lab, name: str, history: History, alice: Any, bob: Any,
                breaks: Callable[[], None], work: float, periods: list[tuple[float, float, str]]) -> DoubleGrant:
     """alice holds; ``breaks()`` lets bob acquire too; both write (``_both_write``); the
     instances' keys are read, then both release. The evidence, as a DoubleGrant."""
     validity_left, writes = _both_write(lab, name, alice, bob, breaks, work)
-    holders = holders_on(lab.redlock, name)
+    holders = holders_on(lab.redlock, key_of(alice), {alice.value: "alice", bob.value: "bob"})
     validity_ends = {"alice": _valid_until_wall(alice), "bob": _valid_until_wall(bob)}
     alice_on, bob_on = _names(lab, alice.acquired_on), _names(lab, bob.acquired_on)
     alice.release()  # a majority may no longer have her value: then "lost"
@@ -103,7 +116,7 @@ def _both_hold(fault: str, lab: Lab, name: str, history: History, alice: Redlock
     return DoubleGrant(fault, history, alice_on, bob_on, validity_left, holders, writes, periods, validity_ends)
 
 
-def _both_write(lab: Lab, name: str, first: Redlock, second: Redlock, steps: Callable[[], None],
+def _both_write(lab: Lab, name: str, first: Any, second: Any, steps: Callable[[], None],
                 work: float) -> tuple[float, list[StoreWrite]]:
     """first writes "begin" and works for ``work`` seconds; ``steps()`` breaks the lock and lets
     second acquire; second writes; first, still valid by its own clock, writes "end" after
@@ -126,11 +139,12 @@ def _both_write(lab: Lab, name: str, first: Redlock, second: Redlock, steps: Cal
 
 
 def clock_step_double_grant(lab: Lab, ttl_ms: int = 10_000, stepped: tuple[str, ...] = ("r1", "r2", "r3"),
-                            work: float = 0.3) -> DoubleGrant:
+                            work: float = 0.3, connect: Connect = Redlock.connect) -> DoubleGrant:
     """alice holds the lock on all five; the wall clocks of ``stepped`` (a majority) jump
     ahead by the TTL, so those servers expire her key at once; bob wins them. Clocks are
-    reset afterwards. What can fail: ``ClockUnavailable`` on a lab without ``clocks=True``."""
-    name, history, alice, bob = _alice_and_bob(lab, "clock", ttl_ms)
+    reset afterwards. ``connect``: labkit's Redlock, or a library's (PotteryRedlock.connect).
+    What can fail: ``ClockUnavailable`` on a lab without ``clocks=True``."""
+    name, history, alice, bob = _alice_and_bob(lab, "clock", ttl_ms, connect)
     nodes = [lab.redlock.node(which) for which in stepped]
     periods: list[tuple[float, float, str]] = []
     try:
@@ -155,13 +169,14 @@ def clock_step_double_grant(lab: Lab, ttl_ms: int = 10_000, stepped: tuple[str, 
 
 
 def restart_double_grant(lab: Lab, ttl_ms: int = 10_000, forgetful: str = "r3",
-                         unreachable: tuple[str, ...] = ("r4", "r5"), work: float = 0.3) -> DoubleGrant:
+                         unreachable: tuple[str, ...] = ("r4", "r5"), work: float = 0.3,
+                         connect: Connect = Redlock.connect) -> DoubleGrant:
     """``unreachable`` are down while alice acquires, so she wins a bare majority; they come
     back (empty), then ``forgetful``, one of alice's instances, crashes and restarts without
     having written anything to disk (appendonly off): her vote there is forgotten, and bob
-    wins the forgetful one plus the two that were away. What can fail: ``LockTimeout``;
-    ``NodeStartError`` if an instance does not come back."""
-    name, history, alice, bob = _alice_and_bob(lab, "restart", ttl_ms)
+    wins the forgetful one plus the two that were away. ``connect`` as for the clock step.
+    What can fail: ``LockTimeout``; ``NodeStartError`` if an instance does not come back."""
+    name, history, alice, bob = _alice_and_bob(lab, "restart", ttl_ms, connect)
     away = [lab.redlock.node(which) for which in unreachable]
     periods: list[tuple[float, float, str]] = []
     try:
@@ -192,12 +207,15 @@ def restart_double_grant(lab: Lab, ttl_ms: int = 10_000, forgetful: str = "r3",
     return run
 
 
-def pause_double_grant(lab: Lab, ttl: float = 1.0, pause: float = 2.5) -> DoubleGrant:
+def pause_double_grant(lab: Lab, ttl: float = 1.0, pause: float = 2.5, recipe: str = "redlock",
+                       connect: Connect = Redlock.connect) -> DoubleGrant:
     """A Redlock client process (client-1, TTL ``ttl`` s) acquires and writes to an unfenced
     store, then is frozen (SIGSTOP) for ``pause`` seconds, longer than its TTL; bob (in this
     process, a longer TTL) acquires once the keys expire, and writes; client-1 wakes and runs
     the write it was about to make. ``first_validity_left`` is negative: client-1's validity
-    was over, but it was frozen and could not know. What can fail: ``ValueError`` if
+    was over, but it was frozen and could not know. ``recipe`` (the client process's, from
+    the registry) and ``connect`` (bob's): labkit's Redlock, or "pottery" and
+    PotteryRedlock.connect. What can fail: ``ValueError`` if
     ``pause`` is not longer than ``ttl``; ClientError / ClientTimeout when the client
     process does not start or answer; ``LockTimeout`` if bob never gets the lock."""
     if pause <= ttl:
@@ -206,10 +224,10 @@ def pause_double_grant(lab: Lab, ttl: float = 1.0, pause: float = 2.5) -> Double
     store = FencedStore(lab.redis.client(), f"store:{name}", fenced=False)
     store.reset()
     history = History()
-    bob = Redlock.connect(lab.redlock.endpoints, name, ttl_ms=int(4 * pause * 1000), identifier="bob",
-                          on_event=history.sink("bob"), retry_delay_ms=20)
+    bob = connect(lab.redlock.endpoints, name, ttl_ms=int(4 * pause * 1000), identifier="bob",
+                  on_event=history.sink("bob"), **({"retry_delay_ms": 20} if connect == Redlock.connect else {}))
     try:
-        with spawn_clients(lab, "redlock", n=1, name=name, history=history, store=store, ttl=ttl) as clients:
+        with spawn_clients(lab, recipe, n=1, name=name, history=history, store=store, ttl=ttl) as clients:
             frozen = clients[0]
             frozen.acquire(timeout=10)
             frozen.write("written by the first holder")
@@ -220,7 +238,8 @@ def pause_double_grant(lab: Lab, ttl: float = 1.0, pause: float = 2.5) -> Double
             # sent while client-1 is frozen: it runs the moment the process resumes
             frozen.wait_reply(frozen.send("write", value="late write by the old holder"), timeout=pause + 10)
             periods = [(frozen_at, time.time(), f"{frozen.name} frozen")]
-            holders = holders_on(lab.redlock, name)
+            first_value = history.events(client=frozen.name, kind="acquired")[0].detail["value"]
+            holders = holders_on(lab.redlock, key_of(bob), {first_value: frozen.name, bob.value: "bob"})
             frozen.release()  # its value is on no instance any more: "lost"
         validity_ends = {"bob": _valid_until_wall(bob)}
         bob.release()
@@ -233,8 +252,8 @@ def pause_double_grant(lab: Lab, ttl: float = 1.0, pause: float = 2.5) -> Double
     writes = store.writes()
     store.reset()
     store.client.close()
-    return DoubleGrant("pause past validity", history, _names(lab, first.detail["instances"]),
-                       _names(lab, second.detail["instances"]), validity_left, holders, writes, periods, validity_ends)
+    return DoubleGrant("pause past validity", history, _names(lab, first.detail.get("instances", [])),
+                       _names(lab, second.detail.get("instances", [])), validity_left, holders, writes, periods, validity_ends)
 
 
 def offer_to_a_fenced_store(lab: Lab, writes: list[StoreWrite], history: History) -> list[StoreWrite]:

@@ -21,6 +21,7 @@ from labkit.locks.etcd_mutex import EtcdMutex
 from labkit.locks.etcd_session import EtcdSession
 from labkit.locks.kazoo_reference import KazooReferenceLock
 from labkit.locks.redis_lock import RedisLock
+from labkit.locks.redis_peers import PotteryRedlock, PythonRedisLock, RedisPyLock
 from labkit.locks.redlock import Redlock
 from labkit.locks.zookeeper import ZooKeeperLock
 from labkit.record.events import EventSink, ignore_events
@@ -180,17 +181,28 @@ def _etcd3_reference(connections, name, identifier, on_event, session_timeout, t
     return handle
 
 
-def _redis(connections, name, identifier, on_event, session_timeout, ttl) -> RecipeHandle:
-    host, port = _need(connections, "redis", "redis").rsplit(":", 1)
-    client = redis.Redis(host=host, port=int(port), **login(connections, "redis"))
-    lock = RedisLock(client, name, ttl_ms=int(ttl * 1000), identifier=identifier, on_event=on_event)
-    return RecipeHandle(lock, client.close, extra={"redis": client})
+def _redis(kind: type = RedisLock, recipe: str = "redis") -> Callable[..., RecipeHandle]:
+    """A factory for a single-primary Redis lock of ``kind``: labkit's, or a library's
+    (redis_peers.py), all built the same way on one client of their own."""
+    def factory(connections, name, identifier, on_event, session_timeout, ttl) -> RecipeHandle:
+        host, port = _need(connections, "redis", recipe).rsplit(":", 1)
+        client = redis.Redis(host=host, port=int(port), **login(connections, "redis"))
+        lock = kind(client, name, ttl_ms=int(ttl * 1000), identifier=identifier, on_event=on_event)
+        return RecipeHandle(lock, client.close, extra={"redis": client})
+    return factory
 
 
 def _redlock(connections, name, identifier, on_event, session_timeout, ttl) -> RecipeHandle:
     endpoints = _need(connections, "redlock", "redlock").split(",")
     lock = Redlock.connect(endpoints, name, ttl_ms=int(ttl * 1000), identifier=identifier, on_event=on_event,
                            auth=login(connections, "redlock"))
+    return RecipeHandle(lock, lock.close)
+
+
+def _pottery(connections, name, identifier, on_event, session_timeout, ttl) -> RecipeHandle:
+    endpoints = _need(connections, "redlock", "pottery").split(",")
+    lock = PotteryRedlock.connect(endpoints, name, ttl_ms=int(ttl * 1000), identifier=identifier, on_event=on_event,
+                                  auth=login(connections, "redlock"))
     return RecipeHandle(lock, lock.close)
 
 
@@ -213,8 +225,13 @@ RECIPES: dict[str, Recipe] = {recipe.name: recipe for recipe in (
     Recipe("kazoo", "zookeeper", "kazoo's Lock (reference)", _zookeeper(None, reference=True)),
     Recipe("etcd", "etcd", "etcd Mutex on a session lease (Go's concurrency)", _etcd_mutex),
     Recipe("etcd3-lock", "etcd", "python-etcd3's Lock (reference, herd-prone)", _etcd3_reference),
-    Recipe("redis", "redis", "Redis SET NX PX", _redis, ttl_only=True),
+    Recipe("redis", "redis", "Redis SET NX PX", _redis(), ttl_only=True),
     Recipe("redlock", "redlock", "Redlock: a majority of N independent Redis primaries", _redlock, ttl_only=True),
+    # the libraries learners use (reference, redis_peers.py): same algorithms, same faults
+    Recipe("redis-py", "redis", "redis-py's Lock (reference)", _redis(RedisPyLock, "redis-py"), ttl_only=True),
+    Recipe("python-redis-lock", "redis", "python-redis-lock, auto-renewed (reference)",
+           _redis(PythonRedisLock, "python-redis-lock"), ttl_only=True),
+    Recipe("pottery", "redlock", "pottery's Redlock (reference)", _pottery, ttl_only=True),
 )}
 
 

@@ -1,0 +1,84 @@
+"""The libraries learners use (redis-py's Lock, python-redis-lock, pottery's Redlock) under the
+faults that break labkit's own Redis locks, on real servers (labkit/lessons/peers.py): the
+failures are the algorithms', not labkit's. Each experiment must leave the lab as it found it."""
+from __future__ import annotations
+
+import pytest
+import redis
+
+import labkit
+from labkit.lessons import peers
+from labkit.lessons import redlock_double_grants as double_grants
+from labkit.locks.redis_peers import PotteryRedlock, PythonRedisLock, RedisPyLock
+
+
+@pytest.fixture(scope="module")
+def lab():
+    with labkit.up(zookeeper=0, etcd=0, redis=True, redlock=5, clocks=True, quiet=True) as started:
+        yield started
+
+
+@pytest.fixture
+def lab_as_found(lab):
+    """After the test: every instance running, every clock on the machine's time."""
+    yield lab
+    for node in lab.redlock.nodes:
+        assert node.state == "running", f"{node.name} was left {node.state}"
+        assert abs(node.clock.offset) < 0.01, f"{node.name}'s clock was left {node.clock.offset:+.3f} s off"
+
+
+@pytest.mark.no_servers
+def test_the_peers_refuse_what_their_library_cannot_take():
+    client = redis.Redis(port=1)        # never connected: the checks come first
+    with pytest.raises(ValueError, match="whole seconds"):
+        PythonRedisLock(client, "x", ttl_ms=1500)
+    assert RedisPyLock(client, "x").token is None and PythonRedisLock(client, "x").key == "lock:x"
+
+
+def test_a_paused_holder_loses_the_lock_with_every_library_and_no_token_fences_it(lab):
+    runs = peers.pause_each(lab, ttl=1.0, pause=3.0)
+    assert set(runs) == set(peers.REDIS_LOCKS)
+    for library, run in runs.items():
+        assert run.outcome.two_holders, (library, run.writes, run.verdict.explain())
+        assert [write.client for write in run.writes] == ["client-1", "bob", "client-1"]
+        # bob got the lock while client-1 was frozen: python-redis-lock's renewal thread was frozen too
+        assert run.bob_waited < run.pause, (library, run.bob_waited)
+        assert all(write.token is None for write in run.writes), library
+        assert run.fenced_refuses_everything, f"{library}: a fenced store has no token to compare"
+        assert "lost" in run.events["client-1"], (library, run.events)
+    assert runs["python-redis-lock"].events["client-1"].count("lost") >= 1
+
+
+def test_a_failover_grants_the_lock_twice_with_every_library():
+    runs = peers.failover_each()
+    for library, run in runs.items():
+        assert run.open_holds == ["client-A", "client-B"], (library, run.open_holds)
+        assert run.a_believes and run.b_holds and run.outcome.two_holders, library
+
+
+def test_pottery_grants_twice_after_a_clock_step_on_a_majority(lab_as_found):
+    lab = lab_as_found
+    run = double_grants.clock_step_double_grant(lab, ttl_ms=10_000, work=0.05, connect=PotteryRedlock.connect)
+    assert run.holders == ["bob", "bob", "bob", "alice", "alice"]
+    assert run.second_instances == ["r1", "r2", "r3"]
+    assert run.first_validity_left > 0 and not run.verdict.ok
+    assert peers.double_grant_outcome("pottery Redlock", run).two_holders
+
+
+def test_pottery_grants_twice_after_a_restart_without_fsync(lab_as_found):
+    lab = lab_as_found
+    run = double_grants.restart_double_grant(lab, ttl_ms=10_000, work=0.05, connect=PotteryRedlock.connect)
+    assert run.holders == ["alice", "alice", "bob", "bob", "bob"], "r3 should have forgotten alice's vote"
+    assert run.second_instances == ["r3", "r4", "r5"]
+    assert run.first_validity_left > 0 and not run.verdict.ok
+
+
+def test_pottery_lets_a_paused_holder_write_late_and_gives_no_token(lab_as_found):
+    lab = lab_as_found
+    run = double_grants.pause_double_grant(lab, ttl=1.0, pause=2.0, recipe="pottery", connect=PotteryRedlock.connect)
+    assert run.first_validity_left < 0, "bob should acquire only after client-1's validity ran out"
+    assert [write.client for write in run.writes] == ["client-1", "bob", "client-1"] and not run.verdict.ok
+    assert all(write.token is None for write in run.writes)
+    fenced = double_grants.offer_to_a_fenced_store(lab, run.writes, run.history)
+    assert not any(write.accepted for write in fenced)
+    assert run.holders == ["bob"] * 5
