@@ -10,6 +10,7 @@ see that the failures belong to the algorithms, not to labkit's code.
 * ``pause_each``: that, for several libraries side by side (one thread each).
 * ``failover_each``: 01's failover (replication cut, primary killed, replica promoted, as
   Sentinel would) for each library, each on a fresh primary + replica.
+* ``pottery_double_grants``: 08's three double grants, for pottery's Redlock.
 * ``Outcome`` / ``outcome_rows``: the table a notebook prints (library, failure, two holders?).
 
 What can fail, first: each function starts client processes (``ClientError``) and, for the
@@ -32,9 +33,10 @@ from redis.retry import Retry
 from labkit.clients import spawn_clients
 from labkit.faults.redis import wait_for_replication
 from labkit.lessons.redis_vs_consensus import grant_twice_on_failover
-from labkit.lessons.redlock_double_grants import DoubleGrant, offer_to_a_fenced_store
+from labkit.lessons.redlock_double_grants import (DoubleGrant, clock_step_double_grant, offer_to_a_fenced_store,
+                                                  pause_double_grant, restart_double_grant)
 from labkit.locks.redis_lock import RedisLock
-from labkit.locks.redis_peers import PythonRedisLock, RedisPyLock
+from labkit.locks.redis_peers import PotteryRedlock, PythonRedisLock, RedisPyLock
 from labkit.record.checker import Verdict, check_mutual_exclusion
 from labkit.record.fencing import FencedStore, StoreWrite
 from labkit.record.history import History
@@ -200,3 +202,14 @@ def double_grant_outcome(library: str, run: DoubleGrant) -> Outcome:
     believed = run.first_validity_left > 0 if run.fault != "pause past validity" else True
     return Outcome(library, run.fault, believed and not run.verdict.ok,
                    f"{' '.join(run.holders)}; first's validity left {run.first_validity_left:+.2f} s")
+
+
+def pottery_double_grants(lab: Lab, ttl_ms: int = 10_000, ttl: float = 1.0, pause: float = 2.5) -> list[DoubleGrant]:
+    """08's three double grants, with the same schedules, for pottery's Redlock (alice and bob
+    are pottery clients; the frozen client-1 is a process running pottery): the clock step on
+    r1 r2 r3, the restart of r3 while r4 r5 were away, the holder paused past its validity.
+    Needs a lab with ``redlock=5, clocks=True``."""
+    connect = PotteryRedlock.connect
+    return [clock_step_double_grant(lab, ttl_ms=ttl_ms, stepped=("r1", "r2", "r3"), connect=connect),
+            restart_double_grant(lab, ttl_ms=ttl_ms, forgetful="r3", unreachable=("r4", "r5"), connect=connect),
+            pause_double_grant(lab, ttl=ttl, pause=pause, recipe="pottery", connect=connect)]
