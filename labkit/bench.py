@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from etcd3 import Etcd3Client, etcdrpc
 from etcd3.utils import prefix_range_end
 
-from labkit import bench_network, bench_scale
+from labkit import bench_network, bench_peers, bench_scale
 from labkit.errors import LabError
 from labkit.lessons.handoff import hand_off, server_watches, watching_again
 from labkit.locks.registry import RecipeHandle, connections_of, lock_factory, make_lock
@@ -159,14 +159,20 @@ def _raw_etcd_ops(client: Etcd3Client, lease_id: int, prefix: str) -> Callable[[
     return step
 
 
-def measure_uncontended(lab: Lab, iterations: int, run_id: str) -> dict[str, dict[str, Any]]:
+def measure_uncontended(lab: Lab, iterations: int, run_id: str, peers: bool = True) -> dict[str, dict[str, Any]]:
+    """Every method of ``uncontended_methods`` and, with ``peers``, the libraries of
+    ``bench_peers`` (Curator's JVM warmed up first), all taking turns in one run."""
     methods = uncontended_methods(lab, run_id)
+    in_jvm: list[float] = []
     try:
+        if peers:
+            methods.update(bench_peers.peer_methods(lab, run_id, in_jvm, jvm_warm_up=max(50, iterations)))
         samples = take_turns({name: step for name, (step, _) in methods.items()}, iterations, warm_up=3)
     finally:
         for _, cleanup in methods.values():
             cleanup()
-    return {name: summarize(seconds) for name, seconds in samples.items()}
+    return {name: summarize(seconds) for name, seconds in samples.items()} | bench_peers.curator_in_jvm(in_jvm,
+                                                                                                        iterations)
 
 
 def measure_etcdctl(lab: Lab, iterations: int, run_id: str) -> dict[str, dict[str, Any]]:
@@ -279,11 +285,12 @@ def run(lab: Lab, iterations: int = 500, waiter_counts: tuple[int, ...] = (1, 10
     if etcdctl_iterations:
         uncontended.update(measure_etcdctl(lab, etcdctl_iterations, run_id))
     results: dict[str, Any] = {"iterations": iterations, "waiter_counts": list(waiter_counts),
-                               "uncontended": uncontended, "ratios": ratios(uncontended), "handoff": []}
+                               "uncontended": uncontended, "ratios": ratios(uncontended) | bench_peers.peer_ratios(uncontended),
+                               "handoff": []}
     for label in SCENARIOS:
         for n in waiter_counts:
             results["handoff"].append(measure_handoff(lab, label, n, releases, run_id))
-    results["targets"] = targets(results)
+    results["targets"] = targets(results) + bench_peers.peer_targets(results["ratios"])
     return results
 
 
@@ -293,7 +300,8 @@ def report(results: dict[str, Any]) -> str:
     lines += [f"  {name:<24}{row['p50_ms']:>10.3f}{row['p99_ms']:>10.3f}" for name, row in results["uncontended"].items()]
     if "etcdctl lock" in results["uncontended"]:
         lines.append("  (etcdctl lock starts a process per acquisition: compare with 'etcdctl process start')")
-    lines += ["", "ratios of p50"] + [f"  {label:<28}{value:>8.3f}" for label, value in results["ratios"].items()]
+    lines += ["", "ratios of p50"] + [f"  {label:<34}{value:>8.3f}" for label, value in results["ratios"].items()]
+    lines += ["", "where Curator's time goes"] + bench_peers.where_curator_time_goes(results["uncontended"])
     lines += ["", "hand-off: N contenders (1 holder, N-1 waiters), wakeups counted per release",
               f"  {'scenario':<26}{'N':>5}{'hand-offs':>11}{'p50 ms':>9}{'p99 ms':>9}{'1st wakes':>11}{'mean':>7}"]
     for row in results["handoff"]:
@@ -339,7 +347,8 @@ def main(argv: list[str] | None = None) -> int:
         settings = {"iterations": 200, "waiter_counts": (1, 10, 50), "releases": 5, "etcdctl_iterations": 10}
     else:
         settings = {}
-    lab = attach() if options.attach else up(zookeeper=1, etcd=1, redis=True, quiet=True)
+    # redlock=5: labkit's Redlock and pottery's on the same five primaries (an attached lab may have none)
+    lab = attach() if options.attach else up(zookeeper=1, etcd=1, redis=True, redlock=5, quiet=True)
     try:
         results = run(lab, **settings)
         if lab.private:  # what the login costs: against an open lab of the same size, started here

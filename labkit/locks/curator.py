@@ -250,6 +250,19 @@ class CuratorPeer:
         self._held, token, self.token, self.node, self.sequence = False, self.token, None, None, None
         self._emit("released", token=token)
 
+    def cycle(self) -> float:
+        """Acquire and release once inside the JVM, no events, no czxid read; return the
+        seconds it took there (System.nanoTime). For the benchmark: the time this call takes
+        in Python adds two pipe crossings (``ping`` measures one round of them)."""
+        if self._held:
+            raise LockError(f"this Curator peer holds {self.path!r}; release() it before timing a cycle")
+        _, nanoseconds = self._send("cycle", ANSWER_MARGIN).split()
+        return int(nanoseconds) / 1e9
+
+    def ping(self) -> None:
+        """One line to the JVM and its answer back: what a command costs besides its work."""
+        self._send("ping", ANSWER_MARGIN)
+
     def close(self) -> None:
         """Quit the JVM (its session ends, so its node goes) and wait for it; kill if it hangs."""
         if self._process.poll() is None:

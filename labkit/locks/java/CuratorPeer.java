@@ -6,6 +6,9 @@
 // Reads commands on stdin, one per line:
 //   acquire <seconds>   -> "ACQUIRED <node path> <its czxid>" or "TIMEOUT"
 //   release             -> "RELEASED"
+//   cycle               -> "CYCLE <ns>": acquire and release once, timed inside the JVM with
+//                          System.nanoTime() (no czxid read), for the benchmark
+//   ping                -> "PONG": the cost of a line there and back, to subtract by eye
 //   quit                -> "BYE", then exits (closing the client ends the session)
 // At start it prints "READY <session id in hex> <negotiated session ms> <nanoTime>" once
 // connected. At any time it may print "STATE <SUSPENDED|RECONNECTED|LOST> <nanoTime>" (a
@@ -106,11 +109,20 @@ public class CuratorPeer {
                         mutex.release();
                         say("RELEASED");
                         break;
+                    case "cycle":
+                        long started = System.nanoTime();
+                        mutex.acquire();
+                        mutex.release();
+                        say("CYCLE " + (System.nanoTime() - started));
+                        break;
+                    case "ping":
+                        say("PONG");
+                        break;
                     case "quit":
                         say("BYE");
                         return;
                     default:
-                        say("ERROR unknown command '" + line.trim() + "': use acquire <seconds>, release or quit");
+                        say("ERROR unknown command '" + line.trim() + "': use acquire <seconds>, release, cycle, ping or quit");
                 }
             } catch (Exception error) {
                 say("ERROR " + error.toString().replace('\n', ' '));
