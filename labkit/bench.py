@@ -168,11 +168,16 @@ def measure_uncontended(lab: Lab, iterations: int, run_id: str, peers: bool = Tr
         if peers:
             methods.update(bench_peers.peer_methods(lab, run_id, in_jvm, jvm_warm_up=max(50, iterations)))
         samples = take_turns({name: step for name, (step, _) in methods.items()}, iterations, warm_up=3)
+        in_jvm = in_jvm[len(in_jvm) - iterations:]   # the cycles the server counts next are not timed
+        counted = bench_peers.requests_per_cycle(lab, {name: methods[name][0] for name in bench_peers.COUNTED
+                                                       if name in methods}) if peers else {}
     finally:
         for _, cleanup in methods.values():
             cleanup()
-    return {name: summarize(seconds) for name, seconds in samples.items()} | bench_peers.curator_in_jvm(in_jvm,
-                                                                                                        iterations)
+    rows = {name: summarize(seconds) for name, seconds in samples.items()} | bench_peers.curator_in_jvm(in_jvm)
+    for name, server_side in counted.items():
+        rows[name].update(server_side)
+    return rows
 
 
 def measure_etcdctl(lab: Lab, iterations: int, run_id: str) -> dict[str, dict[str, Any]]:

@@ -13,9 +13,11 @@ What can fail: ``CuratorPeerError`` when the JVM dies or stops answering; Curato
 """
 from __future__ import annotations
 
+import importlib.metadata
+import re
 from typing import TYPE_CHECKING, Any, Callable
 
-from labkit.locks.curator import CuratorPeer, CuratorUnavailable
+from labkit.locks.curator import CuratorPeer, CuratorUnavailable, curator_version
 from labkit.locks.registry import connections_of, make_lock
 from labkit.stats import summarize
 
@@ -74,9 +76,34 @@ def peer_targets(ratios: dict[str, float]) -> list[dict[str, Any]]:
             for label, (_, _, limit) in PEER_TARGETS.items() if label in ratios]
 
 
-def curator_in_jvm(curator: list[float], iterations: int) -> dict[str, dict[str, Any]]:
-    """The JVM's own times of the timed cycles (the warm-up calls left out)."""
-    return {CURATOR_IN_JVM: summarize(curator[-iterations:])} if curator else {}
+def curator_in_jvm(curator: list[float]) -> dict[str, dict[str, Any]]:
+    """The JVM's own times of the timed cycles."""
+    return {CURATOR_IN_JVM: summarize(curator)} if curator else {}
+
+
+# the ZooKeeper methods whose requests the server counts (requests_per_cycle)
+COUNTED = ("curator from Python", "zookeeper", "zookeeper raw ops")
+
+
+def requests_per_cycle(lab: Lab, steps: dict[str, Callable[[], None]], cycles: int = 50) -> dict[str, dict[str, float]]:
+    """For each step, alone: reset the ZooKeeper server's counters (``srst``), run ``cycles``
+    cycles, and read back (``srvr``) how many requests it received per cycle, and its average
+    time from receipt to reply (a write's includes its fsync; measured alone, not in turns,
+    so load on the machine moves it). Exact only when nothing else talks to that server
+    meanwhile (the bench's own lab)."""
+    node = lab.zookeeper.nodes[0]
+    counted = {}
+    for name, step in steps.items():
+        node.four_letter("srst")
+        for _ in range(cycles):
+            step()
+        stats = node.four_letter("srvr")
+        received = re.search(r"^Received: (\d+)", stats, re.MULTILINE)
+        latency = re.search(r"^Latency min/avg/max: [\d.]+/([\d.]+)/", stats, re.MULTILINE)
+        if received and latency:
+            counted[name] = {"requests_per_cycle": round(int(received.group(1)) / cycles, 2),
+                             "server_avg_ms": float(latency.group(1))}
+    return counted
 
 
 def where_curator_time_goes(uncontended: dict[str, dict[str, Any]]) -> list[str]:
@@ -86,7 +113,41 @@ def where_curator_time_goes(uncontended: dict[str, dict[str, Any]]) -> list[str]
         return ["  (Curator not measured: java or the Curator jars are missing)"]
     p50 = {name: uncontended[name]["p50_ms"] for name in
            ("curator from Python", CURATOR_IN_JVM, "curator pipe ping", "zookeeper", "zookeeper raw ops")}
-    return [f"  Curator acquire + release, p50: {p50['curator from Python']:.3f} ms seen from Python = "
-            f"{p50[CURATOR_IN_JVM]:.3f} ms in the JVM + about {p50['curator pipe ping']:.3f} ms of pipe",
-            f"  ZooKeeperLock {p50['zookeeper']:.3f} ms; the 3 requests both send (create, getChildren, "
-            f"delete) from Python {p50['zookeeper raw ops']:.3f} ms"]
+    lines = [f"  Curator acquire + release, p50: {p50['curator from Python']:.3f} ms seen from Python = "
+             f"{p50[CURATOR_IN_JVM]:.3f} ms in the JVM + about {p50['curator pipe ping']:.3f} ms of pipe",
+             f"  ZooKeeperLock {p50['zookeeper']:.3f} ms; create + getChildren + delete sent by kazoo "
+             f"{p50['zookeeper raw ops']:.3f} ms"]
+    for name in COUNTED:
+        row = uncontended[name]
+        if "requests_per_cycle" in row:
+            lines.append(f"  {name}: the server received {row['requests_per_cycle']:g} requests per cycle")
+    ours, raw = (uncontended[name].get("requests_per_cycle", 0) for name in ("zookeeper", "zookeeper raw ops"))
+    if raw and ours - raw >= 0.5:
+        lines.append(f"  ZooKeeperLock's extra {ours - raw:.2g} request per cycle: the first heartbeat of its client-side "
+                     "deadline, sent as it starts to hold (labkit/locks/zookeeper.py, _deadline_watch)")
+    return lines
+
+
+# the libraries labkit's recipes are compared with: (name, Python distribution or None, what uses it)
+LIBRARIES = (("redis-py", "redis", "labkit's Redis client; its Lock is a peer (01, bench)"),
+             ("python-redis-lock", "python-redis-lock", "peer of RedisLock (01, bench)"),
+             ("pottery", "pottery", "peer of Redlock (08, bench)"),
+             ("kazoo", "kazoo", "ZooKeeper client; its Lock is a reference (02, bench)"),
+             ("python3-etcd3", "python3-etcd3", "etcd client; its Lock is a reference (03, bench)"),
+             ("Curator", None, "Java peer of ZooKeeperLock (02, 10, bench), from /usr/share/java"))
+
+
+def library_versions() -> list[dict[str, Any]]:
+    """Each library of ``LIBRARIES`` with its installed version (importlib.metadata; Curator's
+    jar for Curator), or None when it is not installed."""
+    found = []
+    for name, distribution, used_for in LIBRARIES:
+        if distribution is None:
+            version = curator_version()
+        else:
+            try:
+                version = importlib.metadata.version(distribution)
+            except importlib.metadata.PackageNotFoundError:
+                version = None
+        found.append({"name": name, "version": version, "used_for": used_for})
+    return found

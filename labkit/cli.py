@@ -6,7 +6,7 @@ import json
 import sys
 import time
 
-from labkit import bench
+from labkit import bench, bench_peers
 from labkit.errors import LabError
 from labkit.servers import lab as lab_module
 from labkit.servers import state
@@ -128,8 +128,14 @@ def cmd_net(args) -> int:
 
 def cmd_doctor(args) -> int:
     report = doctor()
+    libraries = bench_peers.library_versions()
     if args.json:
-        print(json.dumps(report, indent=1))
+        # the libraries in the servers' shape, marked "library": a missing one fails no lab
+        print(json.dumps(report + [{"name": item["name"], "ok": item["version"] is not None, "library": True,
+                                    "found": item["used_for"], "version": item["version"], "needs": "", "notes": [],
+                                    "problem": None if item["version"] else "not installed",
+                                    "fix": None if item["version"] else "./lab.sh setup (the lock file has it)"}
+                                   for item in libraries], indent=1))
     else:
         for item in report:
             if item["ok"]:
@@ -141,6 +147,10 @@ def cmd_doctor(args) -> int:
                 print(f"           needs: {item['needs']}")
             for note in item["notes"]:
                 print(f"           note: {note}")
+        print("\nThe libraries labkit is compared with (installed from the lock file):")
+        for item in libraries:
+            print(f"  {'ok' if item['version'] else 'MISSING':<8} {item['name']:<18} {item['version'] or '':<9} "
+                  f"{item['used_for']}")
         print("\nWhat the lessons need (versions checked above):")
         for item in report:
             if item["needs"]:

@@ -3,10 +3,13 @@ faults that break labkit's own Redis locks, on real servers (labkit/lessons/peer
 failures are the algorithms', not labkit's. Each experiment must leave the lab as it found it."""
 from __future__ import annotations
 
+import importlib.metadata
+
 import pytest
 import redis
 
 import labkit
+from labkit import bench_peers, cli
 from labkit.lessons import peers
 from labkit.lessons import redlock_double_grants as double_grants
 from labkit.locks.redis_peers import PotteryRedlock, PythonRedisLock, RedisPyLock
@@ -82,3 +85,15 @@ def test_pottery_lets_a_paused_holder_write_late_and_gives_no_token(lab_as_found
     fenced = double_grants.offer_to_a_fenced_store(lab, run.writes, run.history)
     assert not any(write.accepted for write in fenced)
     assert run.holders == ["bob"] * 5
+
+
+@pytest.mark.no_servers
+def test_doctor_shows_the_version_of_every_peer(capsys):
+    versions = {item["name"]: item["version"] for item in bench_peers.library_versions()}
+    assert versions["pottery"] == importlib.metadata.version("pottery")
+    assert versions["python-redis-lock"] == importlib.metadata.version("python-redis-lock")
+    assert versions["redis-py"] == importlib.metadata.version("redis")
+    cli.main(["doctor"])
+    shown = capsys.readouterr().out
+    assert "The libraries labkit is compared with" in shown
+    assert f"pottery            {versions['pottery']}" in shown

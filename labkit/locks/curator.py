@@ -14,11 +14,13 @@ from __future__ import annotations
 import hashlib
 import os
 import queue
+import re
 import shutil
 import subprocess
 import tempfile
 import threading
 import time
+import zipfile
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -64,6 +66,19 @@ def class_path() -> str:
     if missing:
         raise CuratorUnavailable(f"missing jars in {JAR_DIRECTORY}: {', '.join(missing)}", hint=INSTALL_HINT)
     return os.pathsep.join(str(JAR_DIRECTORY / f"{name}.jar") for name in JARS)
+
+
+def curator_version() -> str | None:
+    """The version of Curator's recipes jar (its Maven pom.properties), or None if it is not
+    installed or does not say."""
+    try:
+        with zipfile.ZipFile(JAR_DIRECTORY / "curator-recipes.jar") as jar:
+            names = [name for name in jar.namelist() if name.endswith("curator-recipes/pom.properties")]
+            text = jar.read(names[0]).decode() if names else ""
+    except (OSError, zipfile.BadZipFile):
+        return None
+    found = re.search(r"^version=(\S+)", text, re.MULTILINE)
+    return found.group(1) if found else None
 
 
 def compiled_peer_directory() -> Path:
