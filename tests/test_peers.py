@@ -97,3 +97,13 @@ def test_doctor_shows_the_version_of_every_peer(capsys):
     shown = capsys.readouterr().out
     assert "The libraries labkit is compared with" in shown
     assert f"pottery            {versions['pottery']}" in shown
+
+
+@pytest.mark.slow   # ~6 s alone: a lab with three sentinels, and their failover
+def test_a_real_sentinel_failover_grants_the_lock_twice_with_every_library():
+    with labkit.up(zookeeper=0, etcd=0, redis=True, replica=True, sentinels=3, quiet=True) as sentinel_lab:
+        runs = peers.sentinel_failover_all(sentinel_lab)
+    assert set(runs) == set(peers.REDIS_LOCKS)
+    for library, run in runs.items():
+        assert run.open_holds == ["client-A", "client-B"], (library, run.open_holds)
+        assert run.a_believes and run.b_holds and run.outcome.two_holders, library

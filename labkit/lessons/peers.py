@@ -9,7 +9,8 @@ see that the failures belong to the algorithms, not to labkit's code.
   stopped VM) stops every thread that could have kept the lock.
 * ``pause_each``: that, for several libraries side by side (one thread each).
 * ``failover_each``: 01's failover (replication cut, primary killed, replica promoted, as
-  Sentinel would) for each library, each on a fresh primary + replica.
+  Sentinel would) for each library, each on a fresh primary + replica;
+  ``sentinel_failover_all``: the same schedule with real Sentinel promoting the replica.
 * ``pottery_double_grants``: 08's three double grants, for pottery's Redlock.
 * ``Outcome`` / ``outcome_rows``: the table a notebook prints (library, failure, two holders?).
 
@@ -31,7 +32,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from labkit.clients import spawn_clients
-from labkit.faults.redis import wait_for_replication
+from labkit.faults.redis import cut_replication, wait_for_replication
 from labkit.lessons.redis_vs_consensus import grant_twice_on_failover
 from labkit.lessons.redlock_double_grants import (DoubleGrant, clock_step_double_grant, offer_to_a_fenced_store,
                                                   pause_double_grant, restart_double_grant)
@@ -192,6 +193,44 @@ def failover_each(libraries: tuple[str, ...] = tuple(REDIS_LOCKS)) -> dict[str, 
             split.client_a.client.set_retry(Retry(NoBackoff(), 0))
             with contextlib.suppress(redis.RedisError):
                 split.client_a.release()
+    return runs
+
+
+def sentinel_failover_all(lab: Lab, libraries: tuple[str, ...] = tuple(REDIS_LOCKS),
+                          timeout: float = 30.0) -> dict[str, Failover]:
+    """The same failover with real Sentinel deciding (a lab with ``redis=True, replica=True,
+    sentinels=3``), one failover for every library: replication cut; each library's client-A
+    locks a key of its own on the primary; the primary is killed and the replica thawed;
+    once a majority of the sentinels name the promoted replica, each library's client-B locks
+    the same key there. Raises FailoverTimeout (with the sentinels' logs) if Sentinel does
+    not promote it within ``timeout`` s. The lab is left with its old primary dead."""
+    history = History()
+    wait_for_replication(lab.redis)
+    history.record_fault("cut replication", f"{lab.redis.primary.name} -> {lab.redis.replica.name}")
+    replica = cut_replication(lab.redis)
+    firsts = {}
+    for library in libraries:
+        key = f"lock:sentinel-{REDIS_LOCKS[library][0]}-{uuid.uuid4().hex[:6]}"
+        firsts[library] = REDIS_LOCKS[library][1](lab.redis.client(), key, ttl_ms=30_000, identifier=f"{library} A",
+                                                  on_event=history.sink(f"{library} A"))
+        firsts[library].acquire(timeout=1)  # OK from the primary alone
+    history.record_fault("kill primary; Sentinel promotes the replica", lab.redis.primary.name)
+    lab.redis.primary.kill()
+    replica.resume()
+    lab.redis.wait_for_failover(timeout)
+    runs = {}
+    for library, first in firsts.items():
+        second = REDIS_LOCKS[library][1](lab.redis.client(), first.name, ttl_ms=30_000, identifier=f"{library} B",
+                                         on_event=history.sink(f"{library} B"))
+        second.acquire(timeout=5)
+        open_holds = [hold.client.rsplit(" ", 1)[1] for hold in history.holds()
+                      if hold.end is None and hold.client.startswith(f"{library} ")]
+        runs[library] = Failover(library, history, [f"client-{who}" for who in open_holds],
+                                 first.value is not None, second.is_held)
+        second.release()
+        first.client.set_retry(Retry(NoBackoff(), 0))  # its server is dead: fail at once
+        with contextlib.suppress(redis.RedisError):
+            first.release()
     return runs
 
 
