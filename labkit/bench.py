@@ -78,7 +78,7 @@ def uncontended_methods(lab: Lab, run_id: str) -> dict[str, tuple[Callable[[], N
     recipe("etcd", "etcd", f"/bench-{run_id}/etcd", ttl=30)  # long-lived: its lease is granted once
 
     raw_etcd = lab.etcd.client()
-    raw_lease = raw_etcd.lease(30)
+    raw_lease = raw_etcd.lease(600)   # never refreshed: it must outlive the whole run of turns
     methods["etcd raw ops"] = (_raw_etcd_ops(raw_etcd, raw_lease.id, f"/bench-{run_id}/raw-etcd/"),
                                lambda: (raw_etcd.revoke_lease(raw_lease.id), raw_etcd.close()))
 
