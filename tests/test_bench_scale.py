@@ -56,6 +56,15 @@ def test_the_server_counts_the_herd(tiny_run):
     assert all(value >= 0 for row in cost.values() for value in row.values())
 
 
+def test_each_hand_off_is_cut_into_its_parts_in_the_clients_and_at_the_server(tiny_run):
+    for row in tiny_run["handoff"]:
+        parts = row["breakdown_p50_ms"]
+        assert set(parts) == {"release call", "release call to next holder woke", "woke to acquired"}, row["scenario"]
+        assert all(value >= 0 for value in parts.values()), (row["scenario"], parts)
+        assert "fsync_ms" in row["server_per_release"], row["scenario"]   # the server's own disk time
+    assert "where a hand-off's time goes" in bench_scale.report(tiny_run)
+
+
 def test_nothing_is_left_behind(tiny_run):
     assert all(row["left_behind"] == [] for row in tiny_run["handoff"])
     assert all(row["left_behind"] == [] for row in tiny_run["throughput"]["recipes"])

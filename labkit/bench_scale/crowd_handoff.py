@@ -48,6 +48,11 @@ ETCD_WATCH_MESSAGES = re.compile(r'^grpc_server_msg_sent_total\{grpc_method="Wat
                                  r'grpc_service="etcdserverpb.Watch"[^}]*\}\s+(\S+)', re.MULTILINE)
 MNTR_TIMEOUT = 15.0   # a server busy with a thousand-waiter herd answers mntr late, but it answers
 ETCD_EVENTS = re.compile(r"^etcd_debugging_mvcc_events_total\s+(\S+)", re.MULTILINE)
+# the server's own time sums, in ms: ZooKeeper's (whole ms per request, so only their means
+# over many requests say something) and etcd's (seconds in /metrics)
+ZOOKEEPER_TIMES = {"write_ms": "zk_sum_updatelatency", "read_ms": "zk_sum_readlatency", "fsync_ms": "zk_sum_fsynctime"}
+ETCD_TIMES = {"fsync_ms": re.compile(r"^etcd_disk_wal_fsync_duration_seconds_sum\s+(\S+)", re.MULTILINE),
+              "backend_commit_ms": re.compile(r"^etcd_disk_backend_commit_duration_seconds_sum\s+(\S+)", re.MULTILINE)}
 
 
 class BenchTimeout(LabError):
@@ -80,12 +85,17 @@ def server_counters(lab: Lab, service: str) -> dict[str, float]:
             counters["packets_sent"] = counters.get("packets_sent", 0) + int(mntr.get("zk_packets_sent", 0))
             counters["watchers_fired"] = counters.get("watchers_fired", 0) + sum(
                 int(mntr.get(name, 0)) for name in ZOOKEEPER_FIRED)
+            for key, name in ZOOKEEPER_TIMES.items():
+                counters[key] = counters.get(key, 0) + float(mntr.get(name, 0))
         else:
             text = node.metrics()
             events, messages = ETCD_EVENTS.search(text), ETCD_WATCH_MESSAGES.search(text)
             counters["watch_events"] = counters.get("watch_events", 0) + (float(events.group(1)) if events else 0)
             counters["watch_messages"] = counters.get("watch_messages", 0) + (
                 float(messages.group(1)) if messages else 0)
+            for key, pattern in ETCD_TIMES.items():
+                found = pattern.search(text)
+                counters[key] = counters.get(key, 0) + (1000 * float(found.group(1)) if found else 0)
     return counters
 
 
@@ -166,12 +176,33 @@ def measure_crowd(lab: Lab, label: str, n: int, releases: int, workers: int, run
     latency = summarize([acquired - started for acquired, (started, _) in zip(taken, crowd.releases)])
     from_reply = summarize([acquired - replied for acquired, (_, replied) in zip(taken, crowd.releases)])
     harness = summarize(run.latencies)
+    row["breakdown_p50_ms"] = where_the_time_goes(crowd, run.releases)
     row.update(handoffs=len(run.releases), wakeups=run.wakeups, mean_wakeups=round(statistics.mean(run.wakeups), 2),
                handoff_p50_ms=latency["p50_ms"], handoff_p99_ms=latency["p99_ms"],
                handoff_from_reply_p50_ms=from_reply["p50_ms"],
                asked_p50_ms=harness["p50_ms"], retried_acquires=crowd.retries,
                server_per_release={key: round(statistics.mean(cost[key] for cost in costs), 3) for key in costs[0]})
     return row
+
+
+def where_the_time_goes(crowd: Crowd, releases: list[tuple[str, float, float]]) -> dict[str, float]:
+    """Each hand-off cut in three, in the clients (every worker stamps time.monotonic()):
+    the holder's release call until its reply (the delete committed at the server), the
+    release call until the next holder's watch fired in its worker (the commit, the watch
+    event on its way, the client library's thread waking), and that wake-up until its
+    "acquired" (its waiting thread woken, the queue read again, the decision). p50s in ms;
+    hand-offs whose next holder reported no wake-up are left out."""
+    holder_of = {event.time: event.client for event in crowd.history.events(kind="acquired")}
+    parts: dict[str, list[float]] = {"release call": [], "release call to next holder woke": [],
+                                     "woke to acquired": []}
+    for (started, replied), (_, _, taken) in zip(crowd.releases, releases):
+        acquired = crowd.acquired_at[taken]
+        woke = [moment for moment in crowd.woke_at.get(holder_of.get(taken, ""), []) if started <= moment <= acquired]
+        parts["release call"].append(replied - started)
+        if woke:
+            parts["release call to next holder woke"].append(woke[-1] - started)
+            parts["woke to acquired"].append(acquired - woke[-1])
+    return {part: summarize(seconds)["p50_ms"] for part, seconds in parts.items() if seconds}
 
 
 def uncontended(lab: Lab, iterations: int, run_id: str,

@@ -144,6 +144,7 @@ class Crowd:
         # (CLOCK_MONOTONIC: never stepped, unlike the wall clock of the events' own stamps).
         self.releases: list[tuple[float, float]] = []   # each release: (began to let go, its reply came)
         self.acquired_at: dict[float, float] = {}   # an "acquired" event's time -> time.monotonic() then
+        self.woke_at: dict[str, list[float]] = {}   # contender -> time.monotonic() of each of its "woke"
         self.abandoned: set[str] = set()   # contenders the harness let go: their calls stop waiting
         self.workers: list[_Worker] = []
         self.worker_of: dict[str, _Worker] = {}
@@ -171,6 +172,8 @@ class Crowd:
         """An event from a worker, with the worker's time stamps (the machine has one clock)."""
         if event.kind == "acquired" and monotonic is not None:
             self.acquired_at[event.time] = monotonic
+        if event.kind == "woke" and monotonic is not None:
+            self.woke_at.setdefault(event.client, []).append(monotonic)
         self.history.append(event)
         for listener in self.listeners:
             listener(event.kind, client=event.client)
