@@ -407,7 +407,9 @@ class ZooKeeperLock:
 
     def _deadline_watch(self, hold_over: threading.Event, node: str) -> None:
         beat = None                               # the heartbeat in flight: one at a time
-        next_beat = time.monotonic()
+        # The acquire's own last request was just answered (heard_at is fresh): the first
+        # heartbeat can wait one interval. Sent at once, it was a fourth request per lock op.
+        next_beat = time.monotonic() + self.heartbeat
         while not hold_over.is_set():
             now, give_up_at = time.monotonic(), self.give_up_at()
             if now >= give_up_at:
