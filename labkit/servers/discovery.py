@@ -36,6 +36,11 @@ INSTALL = {
         "brew": "brew install redis",
         "conda": "conda install -c conda-forge redis-server",
     },
+    "postgres": {
+        "debian": "sudo apt-get install -y postgresql",
+        "brew": "brew install postgresql@15",
+        "conda": "conda install -c conda-forge postgresql",
+    },
 }
 
 DOCKER_ALTERNATIVE = "or skip local installs: start Docker and use LABKIT_BACKEND=docker (see README)"
@@ -126,6 +131,29 @@ def find_redis() -> str:
     if not found:
         raise ServerNotFound("'redis-server' was not found on PATH", install_hint("redis"))
     return found
+
+
+def find_postgres() -> str:
+    """The folder of PostgreSQL's server programs (initdb, postgres, psql): $LABKIT_POSTGRES_BIN,
+    the folder of an ``initdb`` on PATH, Debian's /usr/lib/postgresql/<newest>/bin, Homebrew's."""
+    explicit = os.environ.get("LABKIT_POSTGRES_BIN")
+    folders = [explicit] if explicit else []
+    on_path = shutil.which("initdb")
+    if not explicit and on_path:
+        folders.append(os.path.dirname(on_path))
+    if not explicit:
+        debian = glob.glob("/usr/lib/postgresql/*/bin")
+        folders += sorted(debian, key=lambda f: int(f.split("/")[-2]) if f.split("/")[-2].isdigit() else 0, reverse=True)
+        folders += sorted(glob.glob("/opt/homebrew/opt/postgresql*/bin") + glob.glob("/usr/local/opt/postgresql*/bin"),
+                          reverse=True)
+    for folder in folders:
+        if all(os.access(os.path.join(folder, name), os.X_OK) for name in ("initdb", "postgres")):
+            return folder
+    where = f"$LABKIT_POSTGRES_BIN={explicit}" if explicit else "PATH, /usr/lib/postgresql/*/bin and Homebrew"
+    ways = INSTALL["postgres"]  # no Docker alternative yet: the lab's image has no PostgreSQL
+    raise ServerNotFound(f"PostgreSQL's initdb and postgres were not found (looked at {where})",
+                         f"install it — Debian/Ubuntu: {ways['debian']}; Homebrew: {ways['brew']}; "
+                         f"conda: {ways['conda']}; or set LABKIT_POSTGRES_BIN to the folder that has them")
 
 
 def _output(argv: list[str]) -> str:

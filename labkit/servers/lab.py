@@ -18,9 +18,10 @@ from labkit.servers.clock import build_shim
 from labkit.servers.docker_backend import DockerContainer
 from labkit.servers.docker_engine import engine_problem
 from labkit.servers.etcd import EtcdService
-from labkit.servers.layout import (NODE_CLASSES, build_nodes, build_redlock_and_sentinels, check_ensemble_size,
-                                   check_redis_extras, find_binaries, sentinel_aliases)
+from labkit.servers.layout import (NODE_CLASSES, add_postgres, build_nodes, build_redlock_and_sentinels,
+                                   check_ensemble_size, check_redis_extras, find_binaries, sentinel_aliases)
 from labkit.servers.network import Network, not_enabled
+from labkit.servers.postgres import PostgresService
 from labkit.servers.process import LocalProcess, process_start_time
 from labkit.servers.redis import RedisService, RedlockService
 from labkit.servers.secret import LabSecret, create_secret, read_secret
@@ -52,6 +53,7 @@ class Lab:
         self.redis: RedisService | None = None
         self.redlock: RedlockService | None = None    # independent primaries r1..rN
         self.sentinel: SentinelService | None = None  # also reachable as lab.redis.sentinels
+        self.postgres: PostgresService | None = None  # labkit.up(postgres=True): pg1
         self.started_in: float | None = None
         self.network: Network | None = None  # labkit.up(network=True): every link through a proxy
         self.secret: LabSecret | None = None  # a private lab's login (labkit/servers/secret.py)
@@ -65,7 +67,7 @@ class Lab:
     # -- nodes ------------------------------------------------------------------
     @property
     def services(self) -> list:
-        return [s for s in (self.zookeeper, self.etcd, self.redis, self.redlock, self.sentinel) if s is not None]
+        return [s for s in (self.zookeeper, self.etcd, self.redis, self.redlock, self.sentinel, self.postgres) if s is not None]
 
     @property
     def nodes(self) -> list:
@@ -272,7 +274,7 @@ def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = Fa
        backend: str | None = None, base_port: int | None = None, quiet: bool = False,
        detached: bool = False, timeout: float | None = None, clocks: bool = False, redlock: int = 0,
        sentinels: int = 0, network: bool = False, private: bool = True, keep_previous: bool = False,
-       etcd_pre_vote: bool = False) -> Lab:
+       etcd_pre_vote: bool = False, postgres: bool = False) -> Lab:
     """Start a lab of real servers and wait until every node answers.
 
     zookeeper / etcd: ensemble sizes (0, 1, 3 or 5). redis: a primary; replica: plus an
@@ -291,7 +293,8 @@ def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = Fa
     machine nobody else uses. etcd_pre_vote: start every etcd member with ``--pre-vote``
     (off by default, as in etcd 3.4, which Debian 12 ships; etcd 3.5 turns it on): a member
     cut off from the others then stops bumping its term, so it rejoins without forcing an
-    election (labkit/lessons/pre_vote.py measures it).
+    election (labkit/lessons/pre_vote.py measures it). postgres: a PostgreSQL server pg1 as
+    ``lab.postgres`` (local backend only; labkit/servers/postgres.py).
 
     keep_previous: keep running the labs this process started before outside a ``with``
     block. Without it they are stopped first, with the client groups and panels bound to
@@ -308,7 +311,7 @@ def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = Fa
         raise InvalidClusterSize("replica=True needs redis=True", "a replica replicates a primary")
     check_redis_extras(redlock, sentinels, replica)
     backend = choose_backend(backend, say)
-    binaries = find_binaries(zookeeper, etcd, redis or bool(redlock), backend)
+    binaries = find_binaries(zookeeper, etcd, redis or bool(redlock), backend, postgres)
     if clocks:
         build_shim()  # no compiler: say so before anything starts
     if not keep_previous:
@@ -316,7 +319,7 @@ def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = Fa
     lab_state.reap_orphans(log=say)
 
     redis_count = (1 + int(replica)) if redis else 0
-    port_count = 3 * zookeeper + 2 * etcd + redis_count + redlock + sentinels
+    port_count = 3 * zookeeper + 2 * etcd + redis_count + redlock + sentinels + int(postgres)
     if base_port is not None:
         ports = list(range(base_port, base_port + port_count))
     else:
@@ -335,8 +338,10 @@ def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = Fa
         if network:  # its Python starts while the nodes are laid out and started
             lab.network = Network.launch(run_dir, avoid=ports)
         build_nodes(lab, binaries, ports, zookeeper, etcd, redis_count, sentinels, etcd_pre_vote)
-        extra_ports = ports[len(ports) - redlock - sentinels:]  # the last ones: _build_nodes takes the first
+        extra_ports = ports[len(ports) - redlock - sentinels - int(postgres):]  # the last ones: _build_nodes takes the first
         build_redlock_and_sentinels(lab, binaries, extra_ports, redlock, sentinels)
+        if postgres:
+            add_postgres(lab, binaries, ports[-1])
         _join_network(lab)
         lab.share_secret()
         for node, port_use in _port_uses(lab):
@@ -473,6 +478,8 @@ def attach(lab_id: str | None = None) -> Lab:
         lab.redis = RedisService(by_kind["redis"])
     if "redlock" in by_kind:
         lab.redlock = RedlockService(by_kind["redlock"])
+    if "postgres" in by_kind:
+        lab.postgres = PostgresService(by_kind["postgres"])
     if "sentinel" in by_kind and lab.redis is not None:
         lab.sentinel = lab.redis.sentinels = SentinelService(by_kind["sentinel"])
         lab.sentinel.aliases = sentinel_aliases(lab)
@@ -497,6 +504,7 @@ def attach_or_up(**sizes) -> Lab:
     if (have(lab.zookeeper) >= want_zk and have(lab.etcd) >= want_etcd
             and have(lab.redis) >= (1 + int(want_replica)) * int(bool(want_redis))
             and have(lab.redlock) >= sizes.get("redlock", 0) and have(lab.sentinel) >= sizes.get("sentinels", 0)
+            and have(lab.postgres) >= int(bool(sizes.get("postgres")))
             and all(n.state == "running" for n in lab.nodes)):
         return lab
     return up(**sizes)

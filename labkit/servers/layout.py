@@ -20,6 +20,7 @@ from labkit.servers.docker_backend import DockerContainer, image_binaries
 from labkit.servers.etcd import EtcdNode, EtcdService, etcd_argv
 from labkit.servers.network import etcd_member_id
 from labkit.servers.node import Node
+from labkit.servers.postgres import PostgresNode, PostgresService, build_postgres
 from labkit.servers.process import LocalProcess
 from labkit.servers.redis import RedisNode, RedisService, RedlockNode, RedlockService, redis_argv
 from labkit.servers.secret import etcd_token_flag, redis_acl, write_private, zookeeper_jaas
@@ -46,12 +47,13 @@ class LabBeingBuilt(Protocol):
     redis: RedisService | None
     redlock: RedlockService | None
     sentinel: SentinelService | None
+    postgres: PostgresService | None
 
     @property
     def private(self) -> bool: ...
 
 NODE_CLASSES = {"zookeeper": ZooKeeperNode, "etcd": EtcdNode, "redis": RedisNode,
-                "redlock": RedlockNode, "sentinel": SentinelNode}
+                "redlock": RedlockNode, "sentinel": SentinelNode, "postgres": PostgresNode}
 ENSEMBLE_SIZES = (0, 1, 3, 5)
 
 
@@ -92,10 +94,10 @@ def make_runner(lab: LabBeingBuilt, node_class: type[Node], name: str, argv: lis
     return LocalProcess(argv, log_path, cwd, env)
 
 
-def find_binaries(zookeeper: int, etcd: int, redis: bool, backend: str) -> dict:
+def find_binaries(zookeeper: int, etcd: int, redis: bool, backend: str, postgres: bool = False) -> dict:
     if backend == "docker":
         return image_binaries()
-    found = {}
+    found = {"postgres": discovery.find_postgres()} if postgres else {}
     if zookeeper:
         found["java"] = discovery.find_java()
         found["zookeeper"] = discovery.find_zookeeper()
@@ -247,3 +249,8 @@ def one_port_node(lab: LabBeingBuilt, node_class: type[Node], name: str, port: i
     folder.mkdir()
     runner = make_runner(lab, node_class, name, argv(name, port, str(folder)), str(folder))
     return node_class(name, port, runner, str(folder))
+
+
+def add_postgres(lab: LabBeingBuilt, binaries: dict, port: int) -> None:
+    """pg1, a PostgreSQL server (labkit/servers/postgres.py), its data copied from a template at start."""
+    lab.postgres = build_postgres(lab, binaries.get("postgres", ""), port, make_runner)

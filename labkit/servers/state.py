@@ -18,6 +18,7 @@ from pathlib import Path
 
 from labkit.errors import PortBusy
 from labkit.servers.docker_backend import reap_orphan_containers, remove_lab_containers
+from labkit.servers.postgres_leftovers import forget_postgres
 from labkit.servers.process import process_cmdline, process_start_time
 from labkit.servers.run_folder import current_file, labkit_home, labs_dir, read_state, write_state
 
@@ -132,6 +133,8 @@ def stop_recorded_nodes(state: dict, run_dir: Path) -> list[str]:
                         break
                 _wait_gone(pid)
                 stopped.append(node["name"])
+        if node.get("kind") == "postgres":   # its shared memory segment, and a root lab's data folder
+            forget_postgres(node["data_dir"])
     if state.get("backend") == "docker":
         stopped += remove_lab_containers(state["id"])
     return stopped

@@ -1,0 +1,267 @@
+"""PostgreSQL: one server run as a local process, the database a lesson fences
+(labkit/record/fenced_table.py, labkit/lessons/databases.py). ``labkit.up(postgres=True)``.
+
+How it starts fast: ``initdb`` runs once per PostgreSQL version into a template folder,
+``$LABKIT_HOME/templates/postgres-<version>/``, and every lab copies it (~40 MB) instead of
+running initdb again. The server listens on 127.0.0.1 only, its unix socket sits in its own
+data folder (never in /var/run), and TCP logins need a password (scram-sha-256). The
+template's password is random and readable by the lab's owner only; as soon as the server
+answers, labkit logs in with it and sets the lab's secret (labkit/servers/secret.py), so
+from then on only the secret opens the server. A lab started with ``private=False`` trusts
+every connection to 127.0.0.1 instead.
+
+Root: PostgreSQL refuses to run as root. When the lab's owner is root (CI, a container),
+initdb and the server run as the unprivileged user ``postgres`` (Debian's package creates
+it; ``LABKIT_POSTGRES_USER`` names another) through ``setpriv``, which execs, so the pid the
+lab records is the server's own. That user cannot enter the owner's run folder (0700), so
+the data folder then lives in a folder of its own under the system's temporary folder,
+removed with the lab (labkit/servers/postgres_leftovers.py). A learner is not root and never
+meets this.
+
+What can fail: ServerNotFound (no initdb or postgres, with the install command),
+NodeStartError with the server's last log lines (a busy port, a broken template: remove
+``$LABKIT_HOME/templates`` and start again), LabError for the Docker backend, which has no
+PostgreSQL yet.
+"""
+from __future__ import annotations
+
+import os
+import pwd
+import secrets
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import psycopg
+from psycopg import sql
+
+from labkit.errors import LabError, NodeStartError
+from labkit.servers.node import HOST, Node, Service
+from labkit.servers.postgres_leftovers import OUTSIDE_MARK
+from labkit.servers.run_folder import labkit_home
+from labkit.servers.secret import USER, write_private
+
+DATABASE = "postgres"
+SETTINGS = {
+    "listen_addresses": HOST,
+    "shared_buffers": "16MB",          # a lab's table is tiny; 8 helpers share one machine
+    "max_connections": "40",
+    "dynamic_shared_memory_type": "mmap",   # a file in the data folder: nothing left in /dev/shm
+    "log_min_messages": "warning",
+    "log_connections": "off",
+}
+SOCKET_PATH_LIMIT = 100   # sun_path holds 108 bytes on Linux, 104 on macOS
+
+
+def server_user() -> str | None:
+    """The unprivileged user that runs initdb and the server when we are root; None otherwise."""
+    if os.geteuid() != 0:
+        return None
+    user = os.environ.get("LABKIT_POSTGRES_USER", "postgres")
+    try:
+        pwd.getpwnam(user)
+    except KeyError:
+        raise LabError(f"PostgreSQL refuses to run as root, and there is no user {user!r} to run it as",
+                       "run the lab as an ordinary user, or create one (useradd --system postgres) "
+                       "or name one with LABKIT_POSTGRES_USER") from None
+    return user
+
+
+def as_server_user() -> list[str]:
+    """The prefix that runs a program as ``server_user()`` (nothing when we are not root)."""
+    user = server_user()
+    if user is None:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        raise LabError("PostgreSQL refuses to run as root, and setpriv (util-linux) is missing to run it as another user",
+                       "run the lab as an ordinary user, or install util-linux")
+    return [setpriv, f"--reuid={user}", f"--regid={user}", "--clear-groups"]
+
+
+def give_to_server_user(path: Path) -> None:
+    """Hand a file or folder (recursively) to the server's user (only when we are root)."""
+    user = server_user()
+    if user is None:
+        return
+    entry = pwd.getpwnam(user)
+    for root, folders, files in os.walk(path):
+        for name in [*folders, *files]:
+            os.lchown(os.path.join(root, name), entry.pw_uid, entry.pw_gid)
+    os.lchown(path, entry.pw_uid, entry.pw_gid)
+
+
+def server_version(bin_dir: str) -> str:
+    done = subprocess.run([os.path.join(bin_dir, "postgres"), "--version"], capture_output=True, text=True, timeout=15)
+    return done.stdout.strip().split()[-1] if done.returncode == 0 and done.stdout.strip() else "unknown"
+
+
+def template(bin_dir: str) -> Path:
+    """The initdb'd template folder of this PostgreSQL (made on first use, ~1 s): it holds
+    ``data/`` and ``password`` (0600). Two labs making it at once: the first rename wins."""
+    version = server_version(bin_dir)
+    owner = "root-" if os.geteuid() == 0 else ""
+    home = labkit_home() / "templates"
+    folder = home / f"postgres-{owner}{version}"
+    if (folder / "data" / "PG_VERSION").exists() and (folder / "password").exists():
+        return folder
+    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    building = Path(tempfile.mkdtemp(prefix=OUTSIDE_MARK + "template-", dir=None if owner else home))
+    password = secrets.token_hex(20)
+    write_private(building / "password", password)
+    pwfile = write_private(building / "pwfile", password + "\n")
+    give_to_server_user(building)
+    done = subprocess.run([*as_server_user(), os.path.join(bin_dir, "initdb"), "-D", str(building / "data"),
+                           "-U", USER, f"--pwfile={pwfile}", "--auth-host=scram-sha-256", "--auth-local=reject",
+                           "-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions"],
+                          capture_output=True, text=True, timeout=120)
+    pwfile.unlink()
+    if done.returncode != 0:
+        shutil.rmtree(building, ignore_errors=True)
+        raise NodeStartError("initdb could not make the PostgreSQL template", "run `labkit doctor`",
+                             (done.stdout + done.stderr)[-2000:])
+    try:
+        os.rename(building, folder)
+    except OSError:   # made meanwhile by another lab (or on another file system: copy it)
+        if not (folder / "data" / "PG_VERSION").exists():
+            shutil.copytree(building, folder, symlinks=True)
+        shutil.rmtree(building, ignore_errors=True)
+    return folder
+
+
+def postgres_argv(bin_dir: str, data_dir: str, port: int) -> list[str]:
+    settings = dict(SETTINGS, port=str(port))
+    socket_dir = data_dir if len(data_dir) + len(f"/.s.PGSQL.{port}.lock") < SOCKET_PATH_LIMIT else ""
+    settings["unix_socket_directories"] = socket_dir   # '' = no unix socket at all
+    argv = [*as_server_user(), os.path.join(bin_dir, "postgres"), "-D", data_dir]
+    for name, value in settings.items():
+        argv += ["-c", f"{name}={value}"]
+    return argv
+
+
+def data_folder(run_dir: Path, name: str) -> Path:
+    """Where a node's data lives: in the run folder, or (root) outside it (see the module's text)."""
+    if os.geteuid() != 0:
+        return run_dir / name
+    outside = Path(tempfile.mkdtemp(prefix=f"{OUTSIDE_MARK}{run_dir.name}-"))
+    give_to_server_user(outside)
+    return outside / name
+
+
+class PostgresNode(Node):
+    kind = "postgres"
+    start_timeout = 20.0
+    start_hint = "check that the port is free and `labkit doctor` finds PostgreSQL; a broken template: remove $LABKIT_HOME/templates"
+    template_dir: str | None = None   # where the copy comes from (set by build_postgres)
+    trusts_everyone = False           # a lab with private=False
+
+    def start(self) -> None:
+        if self.state != "stopped":
+            return
+        data = Path(self.data_dir)
+        if not (data / "PG_VERSION").exists():
+            self.copy_template(data)
+        self.runner.start()
+
+    def copy_template(self, data: Path) -> None:
+        shutil.copytree(Path(self.template_dir) / "data", data, symlinks=True)
+        data.chmod(0o700)   # PostgreSQL refuses a data folder others can read
+        hba = "host all all 127.0.0.1/32 " + ("trust" if self.trusts_everyone else "scram-sha-256") + "\n"
+        (data / "pg_hba.conf").write_text("local all all reject\n" + hba)
+        give_to_server_user(data)
+
+    def connect(self, **kwargs) -> psycopg.Connection:
+        """A psycopg connection to this server, logged in (autocommit unless told otherwise)."""
+        kwargs.setdefault("autocommit", True)
+        return psycopg.connect(**{**self.login(), **kwargs})
+
+    def login(self, port: int | None = None) -> dict:
+        login = {"host": self.host, "port": port or self.port, "user": USER, "dbname": DATABASE, "connect_timeout": 5}
+        if self.secret is not None:
+            login["password"] = self.secret.password
+        return login
+
+    def is_ready(self) -> bool:
+        """A real login answers. The first one after a start sets the lab's password, with
+        the template's: until then only the template's password opens the server."""
+        try:
+            with self.connect(connect_timeout=2) as conn:
+                conn.execute("SELECT 1")
+            return True
+        except psycopg.OperationalError:
+            if self.secret is None or self.template_dir is None:
+                return False
+        try:
+            password = (Path(self.template_dir) / "password").read_text()
+            with psycopg.connect(**{**self.login(), "password": password, "connect_timeout": 2}, autocommit=True) as conn:
+                conn.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(sql.Identifier(USER),
+                                                                        sql.Literal(self.secret.password)))
+            return True
+        except (psycopg.OperationalError, OSError):
+            return False
+
+    def read_role(self) -> str:
+        with self.connect(connect_timeout=2) as conn:
+            recovering = conn.execute("SELECT pg_is_in_recovery()").fetchone()[0]
+        return "standby" if recovering else "primary"
+
+    def role_or_unreachable(self) -> str:
+        try:
+            return self.role
+        except psycopg.Error:
+            return "unreachable"
+
+    def describe(self) -> dict:
+        return {"name": self.name, "endpoint": self.endpoint, "role": self.role_or_unreachable(), "state": self.state}
+
+
+class PostgresService(Service):
+    """``lab.postgres``: one PostgreSQL server (pg1)."""
+
+    name = "postgres"
+    nodes: list[PostgresNode]
+
+    @property
+    def node(self) -> PostgresNode:
+        return self.nodes[0]
+
+    @property
+    def host(self) -> str:
+        return self.node.host
+
+    @property
+    def port(self) -> int:
+        return self.node.port
+
+    def login(self, via: str | None = None) -> dict:
+        """psycopg.connect's keyword arguments (host, port, user, dbname, password); with
+        ``via="client-1"`` (a lab with network=True) through a link of that client's own."""
+        port = int(self.endpoint_for(self.node, via).rsplit(":", 1)[1])
+        return self.node.login(port)
+
+    def connect(self, via: str | None = None, **kwargs) -> psycopg.Connection:
+        """A psycopg connection, autocommit unless ``autocommit=False``; ``via`` as in ``login``."""
+        kwargs.setdefault("autocommit", True)
+        return psycopg.connect(**{**self.login(via), **kwargs})
+
+    def describe(self) -> dict:
+        return {"endpoint": self.node.endpoint, "nodes": [n.describe() for n in self.nodes]}
+
+    def is_ready(self) -> bool:
+        return self.node.is_ready()
+
+
+def build_postgres(lab, bin_dir: str, port: int, make_runner) -> PostgresService:
+    """The lab's pg1 (nothing started yet): its data folder comes from the template at start.
+    ``make_runner(lab, node_class, name, argv, cwd)`` is labkit.servers.layout's."""
+    if lab.backend == "docker":
+        raise LabError("postgres=True runs on the local backend only: the lab's Docker image has no PostgreSQL yet",
+                       "use LABKIT_BACKEND=local (Debian's postgresql package on this machine)")
+    folder = template(bin_dir)
+    data = data_folder(lab.run_dir, "pg1")
+    runner = make_runner(lab, PostgresNode, "pg1", postgres_argv(bin_dir, str(data), port), str(data.parent))
+    node = PostgresNode("pg1", port, runner, str(data))
+    node.template_dir = str(folder)
+    node.trusts_everyone = lab.secret is None
+    return PostgresService([node])
