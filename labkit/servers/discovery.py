@@ -140,7 +140,7 @@ def find_postgres() -> str:
     folders = [explicit] if explicit else []
     on_path = shutil.which("initdb")
     if not explicit and on_path:
-        folders.append(os.path.dirname(on_path))
+        folders.append(os.path.dirname(os.path.realpath(on_path)))   # Debian links some into /usr/local/bin
     if not explicit:
         debian = glob.glob("/usr/lib/postgresql/*/bin")
         folders += sorted(debian, key=lambda f: int(f.split("/")[-2]) if f.split("/")[-2].isdigit() else 0, reverse=True)

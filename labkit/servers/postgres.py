@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import re
 import secrets
 import shutil
 import subprocess
@@ -94,7 +95,8 @@ def give_to_server_user(path: Path) -> None:
 
 def server_version(bin_dir: str) -> str:
     done = subprocess.run([os.path.join(bin_dir, "postgres"), "--version"], capture_output=True, text=True, timeout=15)
-    return done.stdout.strip().split()[-1] if done.returncode == 0 and done.stdout.strip() else "unknown"
+    found = re.search(r"\d+(\.\d+)+", done.stdout) if done.returncode == 0 else None   # "postgres (PostgreSQL) 15.18 (Debian ...)"
+    return found.group(0) if found else "unknown"
 
 
 def template(bin_dir: str) -> Path:
@@ -170,6 +172,12 @@ class PostgresNode(Node):
         hba = "host all all 127.0.0.1/32 " + ("trust" if self.trusts_everyone else "scram-sha-256") + "\n"
         (data / "pg_hba.conf").write_text("local all all reject\n" + hba)
         give_to_server_user(data)
+
+    def program(self, name: str) -> str:
+        """The path of one of PostgreSQL's programs next to this server's (``psql``, ``pg_isready``)."""
+        server = next(part for part in self.runner.argv if part.endswith("/postgres"))
+        beside = Path(server).with_name(name)
+        return str(beside) if beside.exists() else (shutil.which(name) or str(beside))
 
     def connect(self, **kwargs) -> psycopg.Connection:
         """A psycopg connection to this server, logged in (autocommit unless told otherwise)."""

@@ -1,0 +1,229 @@
+"""Lesson 10's databases: fencing a real PostgreSQL (C29) and an advisory lock that outlives
+its client (C30), on ``labkit.up(postgres=True, network=True)``.
+
+C29, ``late_write``: an old leader (token 1) reads a balance, pauses, and writes what it
+computed after a new leader (token 2) has written. Unfenced, the database takes the late
+write and the new leader's change is gone; fenced (labkit/record/fenced_table.py), the
+UPDATE's ``token <= 1`` condition matches nothing and PostgreSQL refuses it.
+
+C30, ``advisory_holds``: ``pg_advisory_lock`` belongs to a server session, and a session
+lives as long as its TCP connection, whatever happened to the client. Three measured holds:
+
+- the client process dies (SIGKILL: its kernel closes the socket) while its session runs a
+  query. With ``client_connection_check_interval`` the server polls the socket during the
+  query and ends the session within about one interval; without it the server sees the
+  closed socket only when the query ends and it turns to the client again.
+- the client's link is cut by the lab's proxy while it holds the lock, idle, with short
+  TCP keepalives (``tcp_keepalives_idle/interval/count``) or the connection check: the
+  lock stays for the whole cut. The proxy stays a live TCP endpoint (it only stops
+  forwarding bytes), so its kernel answers every keepalive probe, and no closed socket ever
+  shows. It is freed once the link heals and the client's goodbye gets through.
+
+What the proxy cannot simulate: a half-open connection, where the client's host vanishes
+and nothing answers the server's probes any more. There keepalive would end the session
+after idle + interval x count seconds; making that happen needs packets dropped by the
+kernel (root, or a second machine). A transaction-pooling proxy (PgBouncer), behind which
+an advisory lock belongs to whatever client the pool lent the connection to, is not
+installed here and is not measured.
+
+``measure_fenced_update``: p50 of a fenced and an unfenced UPDATE on the same connection,
+for ``labkit bench``. What can fail: NoPostgres for a lab without PostgreSQL; LabError
+from the network for a lab without ``network=True`` (``advisory_holds``); TimeoutError when
+a lock is never freed within its deadline.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+
+from labkit.record.fenced_table import FencedTable, NoPostgres
+from labkit.stats import summarize, take_turns
+from labkit.timing import wait_for_value, wait_until
+
+
+def postgres_of(lab):
+    if getattr(lab, "postgres", None) is None:
+        raise NoPostgres("this lab runs no PostgreSQL", "start one with labkit.up(..., postgres=True)")
+    return lab.postgres
+
+
+# ---- C29: a paused old leader's late write -------------------------------------------------
+@dataclass
+class LateWrite:
+    fenced: bool
+    start: int                 # the balance before either leader touched it
+    old_planned: int           # what the old leader computed before its pause
+    new_written: int           # what the new leader wrote
+    late_accepted: bool        # did the database take the old leader's late write?
+    final: int                 # the row afterwards
+    steps: list[str] = field(default_factory=list)
+
+    @property
+    def corrupted(self) -> bool:
+        """The new leader's change is gone: the row holds a value computed from a stale read."""
+        return self.final != self.new_written
+
+
+def late_write(lab, fenced: bool, table: str = "accounts", start: int = 100, old_adds: int = 10,
+               new_adds: int = 50, old_token: int = 1, new_token: int = 2) -> LateWrite:
+    """The schedule of C29 on the lab's PostgreSQL, each leader a client of its own."""
+    postgres_of(lab)
+    key = "fenced" if fenced else "unfenced"
+    with FencedTable(lab, table) as old, FencedTable(lab, table) as new:
+        old.put(key, start)
+        steps = [f"row {key!r} = {start}, token 0"]
+        seen, _ = old.read(key)
+        planned = seen + old_adds
+        steps.append(f"old leader (token {old_token}) reads {seen}, will write {planned}, then pauses")
+        if fenced:
+            new.update(key, lambda value: value + new_adds, new_token)   # claims token 2 first, then writes
+        else:
+            value, _ = new.read(key)
+            new.write_unfenced(key, value + new_adds)
+        written, _ = new.read(key)
+        steps.append(f"its lease expires; new leader (token {new_token}) writes {written}")
+        accepted = old.write(key, planned, old_token) if fenced else old.write_unfenced(key, planned)
+        steps.append(f"old leader wakes and writes {planned}: {'accepted' if accepted else 'REFUSED by PostgreSQL'}")
+        final, token = new.read(key)
+        steps.append(f"row {key!r} = {final}, token {token}")
+    return LateWrite(fenced, start, planned, written, accepted, final, steps)
+
+
+# ---- C30: how long an advisory lock outlives its client ---------------------------------------
+@dataclass
+class AdvisoryHolds:
+    """Seconds another session could not take the lock, measured from the fault."""
+    crash_with_check: float      # client killed mid-query, client_connection_check_interval on
+    crash_without_check: float   # the same, short keepalives only
+    cut_keepalive: float         # link cut while idle, short keepalives: until the heal
+    cut_check: float             # link cut while idle, connection check on: until the heal
+    check_interval: float        # the interval used (s)
+    keepalive_bound: float       # idle + interval x count: when keepalive would end a dead peer's session
+    query_seconds: float         # how long the killed client's query ran
+    cut_seconds: float           # how long the links stayed cut
+
+    def rows(self) -> list[dict]:
+        return [
+            {"fault": "client killed mid-query", "setting": f"check every {self.check_interval:g} s",
+             "held (s)": f"{self.crash_with_check:.2f}"},
+            {"fault": "client killed mid-query", "setting": f"keepalive ({self.keepalive_bound:g} s), no check",
+             "held (s)": f"{self.crash_without_check:.2f}"},
+            {"fault": "link cut, client idle", "setting": f"keepalive ({self.keepalive_bound:g} s)",
+             "held (s)": f"{self.cut_keepalive:.2f}"},
+            {"fault": "link cut, client idle", "setting": f"check every {self.check_interval:g} s",
+             "held (s)": f"{self.cut_check:.2f}"},
+        ]
+
+
+def session_options(check_interval: float | None, keepalive: tuple[int, int, int] | None) -> str:
+    """libpq's ``options``: server settings for the session (both are per session in PostgreSQL)."""
+    settings = []
+    if check_interval is not None:
+        settings.append(f"client_connection_check_interval={int(check_interval * 1000)}ms")
+    if keepalive is not None:
+        idle, interval, count = keepalive
+        settings += [f"tcp_keepalives_idle={idle}", f"tcp_keepalives_interval={interval}", f"tcp_keepalives_count={count}"]
+    return " ".join(f"-c {setting}" for setting in settings)
+
+
+def lock_is_free(observer, key: int) -> bool:
+    """Take the lock and give it back at once: True if another session could have it now."""
+    if observer.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:
+        observer.execute("SELECT pg_advisory_unlock(%s)", (key,))
+        return True
+    return False
+
+
+def hold_after_crash(lab, key: int, check_interval: float | None, keepalive, query_seconds: float) -> float:
+    """A psql client takes the lock, runs ``pg_sleep(query_seconds)`` and is SIGKILLed mid-query;
+    seconds until another session can take the lock."""
+    service = postgres_of(lab)
+    login = service.login()
+    env = dict(os.environ, PGPASSWORD=login.get("password", ""), PGOPTIONS=session_options(check_interval, keepalive),
+               PGCONNECT_TIMEOUT="5")
+    argv = [service.node.program("psql"), "-X", "-q", "-h", login["host"], "-p", str(login["port"]), "-U", login["user"],
+            "-d", login["dbname"], "-c", f"SELECT pg_advisory_lock({key})", "-c", f"SELECT pg_sleep({query_seconds})"]
+    client = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        with service.connect() as observer:
+            wait_until(lambda: observer.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep(%' AND state = 'active'"
+            ).fetchone()[0] > 0 and not lock_is_free(observer, key), "the killed client's query to run", 15)
+            client.send_signal(signal.SIGKILL)
+            killed = time.monotonic()
+            wait_until(lambda: lock_is_free(observer, key), "the killed client's lock to be freed", query_seconds + 15, 0.01)
+            return time.monotonic() - killed
+    finally:
+        client.kill()
+        client.wait()
+
+
+def holds_across_cut(lab, keys: dict[str, int], options: dict[str, str], cut_seconds: float) -> dict[str, float]:
+    """Each named client takes its lock through its own link and stays idle; the links are
+    cut for ``cut_seconds``, during which each client closes its connection (its goodbye is
+    stalled with everything else), then healed. Seconds each lock stayed taken, from the
+    cut until another session got it. Asserts nothing: a lock freed during the cut shows as
+    a hold shorter than ``cut_seconds``."""
+    service = postgres_of(lab)
+    holders = {name: service.connect(via=name, options=options[name]) for name in keys}
+    freed: dict[str, float] = {}
+    try:
+        for name, key in keys.items():
+            holders[name].execute("SELECT pg_advisory_lock(%s)", (key,))
+        with service.connect() as observer:
+            for name in keys:
+                lab.cut(name, service.node.name)
+            cut = time.monotonic()
+            for name, holder in holders.items():
+                holder.close()   # the client gives up and goes: its goodbye waits behind the cut
+            while time.monotonic() - cut < cut_seconds:
+                for name, key in keys.items():
+                    if name not in freed and lock_is_free(observer, key):
+                        freed[name] = time.monotonic() - cut
+                time.sleep(0.05)
+            lab.heal()
+            for name, key in keys.items():
+                if name not in freed:
+                    wait_for_value(lambda key=key: lock_is_free(observer, key), f"{name}'s lock to be freed", 15, 0.01)
+                    freed[name] = time.monotonic() - cut
+    finally:
+        lab.heal()
+        for holder in holders.values():
+            holder.close()
+    return freed
+
+
+def advisory_holds(lab, check_interval: float = 0.2, keepalive: tuple[int, int, int] = (1, 1, 1),
+                   query_seconds: float = 2.0, cut_seconds: float | None = None) -> AdvisoryHolds:
+    """The four holds of C30 (about query_seconds + cut_seconds of wall time). The cut lasts
+    past the keepalive bound by a second unless ``cut_seconds`` says otherwise."""
+    idle, interval, count = keepalive
+    bound = idle + interval * count
+    cut_seconds = bound + 1.0 if cut_seconds is None else cut_seconds
+    with_check = hold_after_crash(lab, 3001, check_interval, None, query_seconds)
+    without_check = hold_after_crash(lab, 3002, None, keepalive, query_seconds)
+    cut = holds_across_cut(lab, {"client-ka": 3003, "client-check": 3004},
+                           {"client-ka": session_options(None, keepalive),
+                            "client-check": session_options(check_interval, None)}, cut_seconds)
+    return AdvisoryHolds(with_check, without_check, cut["client-ka"], cut["client-check"], check_interval, bound,
+                         query_seconds, cut_seconds)
+
+
+# ---- the benchmark ------------------------------------------------------------------------
+def measure_fenced_update(lab, iterations: int = 300) -> dict:
+    """p50/p99 of a fenced UPDATE (``... WHERE key = $k AND token <= $t``) against the same
+    UPDATE without the token, taking turns on one connection; "ratio" is fenced p50 over
+    unfenced p50 (target <= 1.2)."""
+    with FencedTable(lab, "bench_fenced") as table:
+        table.put("fenced", 0)
+        table.put("unfenced", 0)
+        counter = iter(range(10 ** 9))
+        samples = take_turns({"fenced": lambda: table.write("fenced", next(counter), 1),
+                              "unfenced": lambda: table.write_unfenced("unfenced", next(counter))},
+                             iterations, warm_up=20)
+        table.drop()
+    fenced, unfenced = summarize(samples["fenced"]), summarize(samples["unfenced"])
+    return {"fenced": fenced, "unfenced": unfenced, "ratio": round(fenced["p50_ms"] / unfenced["p50_ms"], 2)}
