@@ -42,7 +42,7 @@ def cmd_up(args) -> int:
     lab = lab_module.up(zookeeper=args.zookeeper, etcd=args.etcd, redis=args.redis or args.replica,
                         replica=args.replica, backend=args.backend, base_port=args.base_port, detached=True,
                         clocks=args.clocks, redlock=args.redlock, sentinels=args.sentinels,
-                        network=args.network, private=not args.open)
+                        network=args.network, private=not args.open, postgres=args.postgres)
     state.current_file().write_text(lab.id + "\n")
     _print_status(lab.status())
     print(f"started in {lab.started_in:.1f} s; `labkit status` shows it, `labkit down` stops it")
@@ -216,6 +216,8 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--clocks", action="store_true",
                     help="run ZooKeeper and Redis with a steppable wall clock and a monotonic clock that can drift "
                          "(node.clock.step, node.clock.monotonic_rate; needs a C compiler)")
+    up.add_argument("--postgres", action="store_true",
+                    help="also a PostgreSQL server, pg1 (local backend; lesson 10 fences it)")
     up.add_argument("--network", action="store_true",
                     help="every link through the lab's fault proxy, for `labkit net ...`")
     up.add_argument("--open", action="store_true",

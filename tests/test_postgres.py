@@ -1,0 +1,183 @@
+"""PostgreSQL in the lab (labkit.up(postgres=True)), the fenced table on it (C29), and how
+long an advisory lock outlives its client (C30). Real servers: one shared lab for the module."""
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
+
+import labkit
+from labkit.errors import ServerNotFound
+from labkit.lessons import databases
+from labkit.record.fenced_table import FencedTable, InvalidToken, NoPostgres, check_token
+from labkit.servers import state as lab_state
+from labkit.servers.postgres_leftovers import shared_memory_id
+from labkit.servers.process import process_state
+from labkit.timing import became_true
+
+# PostgreSQL runs on the local backend only (the lab's image has none yet)
+pytestmark = [pytest.mark.local_backend]
+
+
+@pytest.fixture(scope="module")
+def pg_lab():
+    with labkit.up(zookeeper=0, etcd=0, redis=False, postgres=True, network=True, quiet=True) as lab:
+        yield lab
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (a postmaster's backends and workers)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    found.append(int(entry.name))
+            except (OSError, IndexError, ValueError):
+                pass
+    return found
+
+
+def segment_exists(segment: int) -> bool:
+    return any(line.split()[1:2] == [str(segment)] for line in
+               subprocess.run(["ipcs", "-m"], capture_output=True, text=True).stdout.splitlines())
+
+
+def all_gone(pids) -> bool:
+    return all(process_state(pid) == "stopped" for pid in pids)
+
+
+# ---- the server ---------------------------------------------------------------------------
+def test_postgres_listens_on_loopback_only_and_asks_for_the_labs_password(pg_lab):
+    node = pg_lab.postgres.node
+    with pg_lab.postgres.connect() as conn:
+        assert conn.execute("SHOW listen_addresses").fetchone()[0] == "127.0.0.1"
+        sockets = conn.execute("SHOW unix_socket_directories").fetchone()[0]
+        assert sockets in ("", node.data_dir)          # never /var/run/postgresql
+    login = pg_lab.postgres.login()
+    assert login["password"] == pg_lab.secret.password
+    for wrong in ({**login, "password": "not-the-secret"}, {k: v for k, v in login.items() if k != "password"}):
+        with pytest.raises(psycopg.OperationalError):
+            psycopg.connect(**wrong).close()
+    secret_file = pg_lab.run_dir / "secret.json"
+    assert secret_file.stat().st_mode & 0o077 == 0
+    described = pg_lab.status()["services"]["postgres"]["nodes"]
+    assert described == [{"name": "pg1", "endpoint": node.endpoint, "role": "primary", "state": "running"}]
+
+
+def test_a_client_link_through_the_proxy_can_be_cut(pg_lab):
+    with pg_lab.postgres.connect(via="client-1", connect_timeout=3) as conn:
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+    pg_lab.cut("client-1", "pg1")
+    try:
+        with pytest.raises(psycopg.OperationalError):   # a new connection on a cut link is reset
+            pg_lab.postgres.connect(via="client-1", connect_timeout=3).close()
+    finally:
+        pg_lab.heal()
+
+
+def test_down_leaves_no_process_no_segment_and_no_folder():
+    lab = labkit.up(zookeeper=0, etcd=0, redis=False, postgres=True, quiet=True)
+    node = lab.postgres.node
+    with lab.postgres.connect() as conn:
+        conn.execute("SELECT 1")
+    postmaster, workers = node.pid, children(node.pid)
+    segment = shared_memory_id(node.data_dir)
+    assert workers and segment is not None and segment_exists(segment)
+    lab.down()
+    assert became_true(lambda: all_gone([postmaster, *workers]), 10)
+    assert not segment_exists(segment)
+    assert not lab.run_dir.exists() and not Path(node.data_dir).exists()
+
+
+def test_a_postgres_lab_whose_owner_was_killed_is_reaped():
+    script = textwrap.dedent("""
+        import os, signal, labkit
+        lab = labkit.up(zookeeper=0, etcd=0, redis=False, postgres=True, quiet=True)
+        print(lab.postgres.node.pid, lab.id, lab.postgres.node.data_dir, flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)   # the owner dies without cleaning up
+    """)
+    owner = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=os.environ)
+    assert owner.returncode == -signal.SIGKILL, owner.stderr
+    pid, lab_id, data_dir = owner.stdout.split()
+    workers = children(int(pid))
+    segment = shared_memory_id(data_dir)
+    assert process_state(int(pid)) != "stopped" and workers and segment is not None
+    assert lab_id in lab_state.reap_orphans(log=None)
+    assert became_true(lambda: all_gone([int(pid), *workers]), 10)
+    assert not segment_exists(segment) and not Path(data_dir).exists()
+    assert not (lab_state.labs_dir() / lab_id).exists()
+
+
+@pytest.mark.no_servers
+def test_missing_postgres_says_how_to_install(monkeypatch):
+    monkeypatch.setenv("LABKIT_POSTGRES_BIN", "/nonexistent/bin")
+    before = set(os.listdir(lab_state.labs_dir()))
+    with pytest.raises(ServerNotFound) as info:
+        labkit.up(zookeeper=0, etcd=0, redis=False, postgres=True, quiet=True)
+    assert "initdb and postgres were not found" in str(info.value)
+    assert "apt-get install -y postgresql" in str(info.value)
+    assert set(os.listdir(lab_state.labs_dir())) == before
+
+
+# ---- the fenced table (C29) -------------------------------------------------------------------
+def test_c29_the_database_refuses_the_paused_old_leaders_late_write(pg_lab):
+    unfenced = databases.late_write(pg_lab, fenced=False)
+    assert unfenced.late_accepted and unfenced.corrupted
+    assert unfenced.final == unfenced.old_planned == unfenced.start + 10   # the new leader's +50 is gone
+    fenced = databases.late_write(pg_lab, fenced=True)
+    assert not fenced.late_accepted and not fenced.corrupted
+    assert fenced.final == fenced.new_written == fenced.start + 50
+
+
+def test_a_claim_refuses_the_old_token_before_the_new_holder_writes(pg_lab):
+    with FencedTable(pg_lab, "claims") as old, FencedTable(pg_lab, "claims", via="client-2") as new:
+        old.put("row", 7)
+        assert new.claim("row", 5)
+        assert not old.write("row", 8, 4)               # refused: the row has seen token 5
+        assert not new.claim("row", 3)                   # a claim never goes back either
+        assert old.read("row") == (7, 5)
+        assert new.update("row", lambda value: value * 2, 5)
+        assert not old.update("row", lambda value: value + 1, 4)
+        assert new.read("row") == (14, 5)
+        new.drop()
+
+
+@pytest.mark.no_servers
+@pytest.mark.parametrize("token", ["3", 2.5, True, None, -1])
+def test_a_token_that_is_not_a_whole_number_is_refused(token):
+    with pytest.raises(InvalidToken):
+        check_token(token)
+
+
+def test_a_fenced_table_on_a_lab_without_postgres_says_how_to_get_one():
+    with labkit.up(zookeeper=0, etcd=0, redis=True, quiet=True) as lab:
+        with pytest.raises(NoPostgres, match="runs no PostgreSQL") as info:
+            FencedTable(lab, "accounts")
+        assert "postgres=True" in str(info.value)
+
+
+def test_fenced_and_unfenced_update_are_measured(pg_lab):
+    result = databases.measure_fenced_update(pg_lab, iterations=30)
+    assert result["fenced"]["samples"] == result["unfenced"]["samples"] == 30
+    assert result["ratio"] > 0
+
+
+# ---- the advisory lock (C30) -------------------------------------------------------------------
+def test_c30_an_advisory_lock_outlives_its_client_until_the_server_notices(pg_lab):
+    began = time.monotonic()
+    holds = databases.advisory_holds(pg_lab, check_interval=0.2, keepalive=(1, 1, 1), query_seconds=2.0)
+    print(databases.__name__, holds.rows(), f"{time.monotonic() - began:.1f} s")
+    # killed mid-query: the connection check notices within about one interval...
+    assert holds.crash_with_check < holds.check_interval + 0.5
+    # ...without it the server sees the closed socket only when the query ends
+    assert holds.crash_without_check > holds.query_seconds - 0.5
+    assert holds.crash_with_check < holds.crash_without_check
+    # a cut link: the proxy answers keepalive probes and never closes, so neither setting frees the lock
+    for held in (holds.cut_keepalive, holds.cut_check):
+        assert held >= holds.cut_seconds > holds.keepalive_bound
