@@ -181,3 +181,38 @@ def test_c30_an_advisory_lock_outlives_its_client_until_the_server_notices(pg_la
     # a cut link: the proxy answers keepalive probes and never closes, so neither setting frees the lock
     for held in (holds.cut_keepalive, holds.cut_check):
         assert held >= holds.cut_seconds > holds.keepalive_bound
+
+
+def test_a_killed_server_starts_again_with_its_rows_and_a_restart_keeps_them():
+    with labkit.up(zookeeper=0, etcd=0, redis=False, postgres=True, quiet=True) as lab:
+        node = lab.postgres.node
+        with FencedTable(lab, "survivors") as rows:
+            rows.put("row", 1, token=3)
+        workers = children(node.pid)
+        node.kill()                                    # the postmaster and every backend at once
+        assert all_gone([*workers]) and node.state == "stopped"
+        node.start()
+        node.wait_ready()
+        node.restart()                                 # fast shutdown, then start
+        with FencedTable(lab, "survivors") as rows:
+            assert rows.read("row") == (1, 3)         # committed before the crash: recovered from the WAL
+
+
+@pytest.mark.slow   # three runs of the labkit command: ~7 s
+def test_cli_up_postgres_status_and_down():
+    labkit_cli = [sys.executable, "-m", "labkit.cli"]
+    started = subprocess.run(labkit_cli + ["up", "--zookeeper", "0", "--etcd", "0", "--postgres"],
+                             capture_output=True, text=True, timeout=120, env=os.environ)
+    try:
+        assert started.returncode == 0, started.stdout + started.stderr
+        status = subprocess.run(labkit_cli + ["status"], capture_output=True, text=True, timeout=60, env=os.environ)
+        assert "pg1" in status.stdout and "primary" in status.stdout, status.stdout
+        run_dir = lab_state.labs_dir() / lab_state.current_file().read_text().strip()
+        [pg] = [node for node in lab_state.read_state(run_dir)["nodes"] if node["kind"] == "postgres"]
+        pid, data_dir = pg["runner"]["pid"], pg["data_dir"]
+        workers = children(pid)
+    finally:
+        stopped = subprocess.run(labkit_cli + ["down"], capture_output=True, text=True, timeout=60, env=os.environ)
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    assert became_true(lambda: all_gone([pid, *workers]), 10)
+    assert not Path(data_dir).exists() and not run_dir.exists()

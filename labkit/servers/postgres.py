@@ -30,6 +30,7 @@ import pwd
 import re
 import secrets
 import shutil
+import signal
 import subprocess
 import tempfile
 from pathlib import Path
@@ -38,8 +39,9 @@ import psycopg
 from psycopg import sql
 
 from labkit.errors import LabError, NodeStartError
+from labkit.timing import became_true
 from labkit.servers.node import HOST, Node, Service
-from labkit.servers.postgres_leftovers import OUTSIDE_MARK
+from labkit.servers.postgres_leftovers import OUTSIDE_MARK, release_shared_memory
 from labkit.servers.run_folder import labkit_home
 from labkit.servers.secret import USER, write_private
 
@@ -142,6 +144,17 @@ def postgres_argv(bin_dir: str, data_dir: str, port: int) -> list[str]:
     return argv
 
 
+def process_group_alive(group: int) -> bool:
+    """True while a process of that group runs (signal 0 to the group)."""
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def data_folder(run_dir: Path, name: str) -> Path:
     """Where a node's data lives: in the run folder, or (root) outside it (see the module's text)."""
     if os.geteuid() != 0:
@@ -165,6 +178,27 @@ class PostgresNode(Node):
         if not (data / "PG_VERSION").exists():
             self.copy_template(data)
         self.runner.start()
+
+    def stop(self) -> None:
+        """PostgreSQL's fast shutdown (SIGINT: open sessions are ended, not waited for), then
+        SIGTERM and SIGKILL after the runner's grace period."""
+        self.runner.signal(signal.SIGINT)
+        self.runner.terminate()
+
+    def kill(self) -> None:
+        """SIGKILL to the postmaster and every backend at once (they share its process
+        group), then wait until all are gone: a start right after a crash finds no process
+        still attached to the old shared memory."""
+        pid = self.pid
+        if pid is not None and self.state != "stopped":
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        self.runner.kill()
+        if pid is not None:
+            became_true(lambda: not process_group_alive(pid), 10)
+        release_shared_memory(self.data_dir)
 
     def copy_template(self, data: Path) -> None:
         shutil.copytree(Path(self.template_dir) / "data", data, symlinks=True)
@@ -254,7 +288,7 @@ class PostgresService(Service):
         return psycopg.connect(**{**self.login(via), **kwargs})
 
     def describe(self) -> dict:
-        return {"endpoint": self.node.endpoint, "nodes": [n.describe() for n in self.nodes]}
+        return {"endpoints": [self.node.endpoint], "nodes": [n.describe() for n in self.nodes]}
 
     def is_ready(self) -> bool:
         return self.node.is_ready()
