@@ -15,7 +15,9 @@ import labkit
 from labkit.errors import ServerNotFound
 from labkit.lessons import databases
 from labkit.record.fenced_table import FencedTable, InvalidToken, NoPostgres, check_token
+from labkit.servers import discovery, versions
 from labkit.servers import state as lab_state
+from labkit.servers.postgres import child_processes
 from labkit.servers.postgres_leftovers import shared_memory_id
 from labkit.servers.process import process_state
 from labkit.timing import became_true
@@ -28,19 +30,6 @@ pytestmark = [pytest.mark.local_backend]
 def pg_lab():
     with labkit.up(zookeeper=0, etcd=0, redis=False, postgres=True, network=True, quiet=True) as lab:
         yield lab
-
-
-def children(pid: int) -> list[int]:
-    """The processes whose parent is ``pid`` (a postmaster's backends and workers)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                    found.append(int(entry.name))
-            except (OSError, IndexError, ValueError):
-                pass
-    return found
 
 
 def segment_exists(segment: int) -> bool:
@@ -86,7 +75,7 @@ def test_down_leaves_no_process_no_segment_and_no_folder():
     node = lab.postgres.node
     with lab.postgres.connect() as conn:
         conn.execute("SELECT 1")
-    postmaster, workers = node.pid, children(node.pid)
+    postmaster, workers = node.pid, child_processes(node.pid)
     segment = shared_memory_id(node.data_dir)
     assert workers and segment is not None and segment_exists(segment)
     lab.down()
@@ -105,7 +94,7 @@ def test_a_postgres_lab_whose_owner_was_killed_is_reaped():
     owner = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=os.environ)
     assert owner.returncode == -signal.SIGKILL, owner.stderr
     pid, lab_id, data_dir = owner.stdout.split()
-    workers = children(int(pid))
+    workers = child_processes(int(pid))
     segment = shared_memory_id(data_dir)
     assert process_state(int(pid)) != "stopped" and workers and segment is not None
     assert lab_id in lab_state.reap_orphans(log=None)
@@ -123,6 +112,15 @@ def test_missing_postgres_says_how_to_install(monkeypatch):
     assert "initdb and postgres were not found" in str(info.value)
     assert "apt-get install -y postgresql" in str(info.value)
     assert set(os.listdir(lab_state.labs_dir())) == before
+
+
+@pytest.mark.no_servers
+def test_doctor_reads_the_postgres_version_and_knows_lesson_10_needs_14():
+    assert versions.parse_postgres("postgres (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)") == (15, 18)
+    assert versions.parse_postgres("postgres (PostgreSQL) 13.4") == (13, 4)
+    assert [need.lessons for need in versions.unmet("postgres", (13, 4))] == ["10 (C30)"]
+    [item] = [item for item in discovery.doctor() if item["name"] == "postgres"]
+    assert item["ok"] and item["version"].startswith("15."), item
 
 
 # ---- the fenced table (C29) -------------------------------------------------------------------
@@ -188,7 +186,7 @@ def test_a_killed_server_starts_again_with_its_rows_and_a_restart_keeps_them():
         node = lab.postgres.node
         with FencedTable(lab, "survivors") as rows:
             rows.put("row", 1, token=3)
-        workers = children(node.pid)
+        workers = child_processes(node.pid)
         node.kill()                                    # the postmaster and every backend at once
         assert all_gone([*workers]) and node.state == "stopped"
         node.start()
@@ -210,7 +208,7 @@ def test_cli_up_postgres_status_and_down():
         run_dir = lab_state.labs_dir() / lab_state.current_file().read_text().strip()
         [pg] = [node for node in lab_state.read_state(run_dir)["nodes"] if node["kind"] == "postgres"]
         pid, data_dir = pg["runner"]["pid"], pg["data_dir"]
-        workers = children(pid)
+        workers = child_processes(pid)
     finally:
         stopped = subprocess.run(labkit_cli + ["down"], capture_output=True, text=True, timeout=60, env=os.environ)
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr

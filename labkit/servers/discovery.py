@@ -199,6 +199,8 @@ def doctor() -> list[dict]:
     check("etcd", find_etcd, lambda p: versions.parse_etcd(_output([p, "--version"])))
     check("etcdctl", find_etcdctl, lambda p: versions.parse_etcd(_output([p, "version"])))
     check("redis", find_redis, lambda p: versions.parse_redis(_output([p, "--version"])))
+    check("postgres", find_postgres, lambda folder: versions.parse_postgres(_output([os.path.join(folder, "postgres"),
+                                                                                      "--version"])))
     report.append(_docker_check())
     return report
 

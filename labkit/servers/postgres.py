@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import os
 import pwd
-import re
 import secrets
 import shutil
 import signal
@@ -40,7 +39,9 @@ from psycopg import sql
 
 from labkit.errors import LabError, NodeStartError
 from labkit.timing import became_true
+from labkit.servers import versions
 from labkit.servers.node import HOST, Node, Service
+from labkit.servers.process import process_state
 from labkit.servers.postgres_leftovers import OUTSIDE_MARK, release_shared_memory
 from labkit.servers.run_folder import labkit_home
 from labkit.servers.secret import USER, write_private
@@ -97,8 +98,7 @@ def give_to_server_user(path: Path) -> None:
 
 def server_version(bin_dir: str) -> str:
     done = subprocess.run([os.path.join(bin_dir, "postgres"), "--version"], capture_output=True, text=True, timeout=15)
-    found = re.search(r"\d+(\.\d+)+", done.stdout) if done.returncode == 0 else None   # "postgres (PostgreSQL) 15.18 (Debian ...)"
-    return found.group(0) if found else "unknown"
+    return versions.as_text(versions.parse_postgres(done.stdout) if done.returncode == 0 else None)
 
 
 def template(bin_dir: str) -> Path:
@@ -144,15 +144,19 @@ def postgres_argv(bin_dir: str, data_dir: str, port: int) -> list[str]:
     return argv
 
 
-def process_group_alive(group: int) -> bool:
-    """True while a process of that group runs (signal 0 to the group)."""
-    try:
-        os.killpg(group, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+def child_processes(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (/proc on Linux, ``pgrep -P`` elsewhere)."""
+    if os.path.isdir("/proc/self"):
+        found = []
+        for entry in os.listdir("/proc"):
+            try:
+                if entry.isdigit() and int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    found.append(int(entry))
+            except (OSError, IndexError, ValueError):
+                pass
+        return found
+    listed = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True, timeout=10).stdout
+    return [int(line) for line in listed.split()]
 
 
 def data_folder(run_dir: Path, name: str) -> Path:
@@ -186,18 +190,21 @@ class PostgresNode(Node):
         self.runner.terminate()
 
     def kill(self) -> None:
-        """SIGKILL to the postmaster and every backend at once (they share its process
-        group), then wait until all are gone: a start right after a crash finds no process
-        still attached to the old shared memory."""
+        """SIGKILL to the postmaster and every backend (each runs in a session of its own, so
+        one by one, the postmaster frozen first so that it forks no new one), then wait until
+        all are gone: a start right after a crash finds no process on the old shared memory."""
         pid = self.pid
+        backends = []
         if pid is not None and self.state != "stopped":
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            self.runner.signal(signal.SIGSTOP)
+            backends = child_processes(pid)
+            for backend in backends:
+                try:
+                    os.kill(backend, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
         self.runner.kill()
-        if pid is not None:
-            became_true(lambda: not process_group_alive(pid), 10)
+        became_true(lambda: all(process_state(backend) == "stopped" for backend in backends), 10)
         release_shared_memory(self.data_dir)
 
     def copy_template(self, data: Path) -> None:

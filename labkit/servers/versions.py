@@ -49,6 +49,9 @@ NEEDS: dict[str, tuple[Need, ...]] = {
         Need((5, 0), "REPLICAOF and CLIENT KILL TYPE replica (the failover experiments)", "01, 05 (C8 failover)"),
         Need((7, 0), "the Redis the course is checked on (6.x is end of life)", "01, 05, 07, 08", required=False),
     ),
+    "postgres": (
+        Need((14,), "client_connection_check_interval (a busy session notices that its client is gone)", "10 (C30)"),
+    ),
 }
 
 
@@ -83,6 +86,11 @@ def parse_etcd(text: str) -> Version | None:
 def parse_redis(text: str) -> Version | None:
     """``Redis server v=7.0.15 sha=...`` → (7, 0, 15)."""
     return parse_version(text, r"\bv=([0-9][0-9.]*)")
+
+
+def parse_postgres(text: str) -> Version | None:
+    """``postgres (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)`` → (15, 18)."""
+    return parse_version(text, r"\(PostgreSQL\)\s*([0-9][0-9.]*)")
 
 
 def zookeeper_jar_version(jar: str) -> Version | None:
