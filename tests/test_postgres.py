@@ -170,11 +170,11 @@ def test_fenced_and_unfenced_update_are_measured(pg_lab):
 def test_c30_an_advisory_lock_outlives_its_client_until_the_server_notices(pg_lab):
     began = time.monotonic()
     holds = databases.advisory_holds(pg_lab, check_interval=0.2, keepalive=(1, 1, 1), query_seconds=2.0)
-    print(databases.__name__, holds.rows(), f"{time.monotonic() - began:.1f} s")
+    print(holds.rows(), f"measured in {time.monotonic() - began:.1f} s")
     # killed mid-query: the connection check notices within about one interval...
     assert holds.crash_with_check < holds.check_interval + 0.5
     # ...without it the server sees the closed socket only when the query ends
-    assert holds.crash_without_check > holds.query_seconds - 0.5
+    assert holds.crash_without_check >= holds.query_left - 0.05
     assert holds.crash_with_check < holds.crash_without_check
     # a cut link: the proxy answers keepalive probes and never closes, so neither setting frees the lock
     for held in (holds.cut_keepalive, holds.cut_check):

@@ -102,7 +102,8 @@ class AdvisoryHolds:
     cut_check: float             # link cut while idle, connection check on: until the heal
     check_interval: float        # the interval used (s)
     keepalive_bound: float       # idle + interval x count: when keepalive would end a dead peer's session
-    query_seconds: float         # how long the killed client's query ran
+    query_seconds: float         # how long the killed client's query was to run
+    query_left: float            # what it still had to run when its client was killed (no check)
     cut_seconds: float           # how long the links stayed cut
 
     def rows(self) -> list[dict]:
@@ -137,25 +138,31 @@ def lock_is_free(observer, key: int) -> bool:
     return False
 
 
-def hold_after_crash(lab, key: int, check_interval: float | None, keepalive, query_seconds: float) -> float:
-    """A psql client takes the lock, runs ``pg_sleep(query_seconds)`` and is SIGKILLed mid-query;
-    seconds until another session can take the lock."""
+def hold_after_crash(lab, key: int, check_interval: float | None, keepalive,
+                     query_seconds: float) -> tuple[float, float]:
+    """A psql client takes the lock, runs ``pg_sleep(query_seconds)`` and is SIGKILLed mid-query.
+    Returns (seconds until another session could take the lock, seconds the query still had
+    to run when the client was killed, by the server's clock)."""
     service = postgres_of(lab)
     login = service.login()
     env = dict(os.environ, PGPASSWORD=login.get("password", ""), PGOPTIONS=session_options(check_interval, keepalive),
                PGCONNECT_TIMEOUT="5")
+    query = f"SELECT {key}, pg_sleep({query_seconds})"   # the key tells this query apart in pg_stat_activity
     argv = [service.node.program("psql"), "-X", "-q", "-h", login["host"], "-p", str(login["port"]), "-U", login["user"],
-            "-d", login["dbname"], "-c", f"SELECT pg_advisory_lock({key})", "-c", f"SELECT pg_sleep({query_seconds})"]
+            "-d", login["dbname"], "-c", f"SELECT pg_advisory_lock({key})", "-c", query]
     client = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    running = "SELECT extract(epoch FROM clock_timestamp() - query_start) FROM pg_stat_activity WHERE query = %s"
     try:
         with service.connect() as observer:
-            wait_until(lambda: observer.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep(%' AND state = 'active'"
-            ).fetchone()[0] > 0 and not lock_is_free(observer, key), "the killed client's query to run", 15)
+            wait_until(lambda: observer.execute(running, (query,)).fetchone() is not None and not lock_is_free(observer, key),
+                       "the client's query to run", 15)
             client.send_signal(signal.SIGKILL)
             killed = time.monotonic()
+            # read after the kill, so that what it says is left is never more than was left at the kill
+            row = observer.execute(running, (query,)).fetchone()
+            ran = query_seconds if row is None else float(row[0])
             wait_until(lambda: lock_is_free(observer, key), "the killed client's lock to be freed", query_seconds + 15, 0.01)
-            return time.monotonic() - killed
+            return time.monotonic() - killed, max(0.0, query_seconds - ran)
     finally:
         client.kill()
         client.wait()
@@ -203,13 +210,13 @@ def advisory_holds(lab, check_interval: float = 0.2, keepalive: tuple[int, int, 
     idle, interval, count = keepalive
     bound = idle + interval * count
     cut_seconds = bound + 1.0 if cut_seconds is None else cut_seconds
-    with_check = hold_after_crash(lab, 3001, check_interval, None, query_seconds)
-    without_check = hold_after_crash(lab, 3002, None, keepalive, query_seconds)
+    with_check, _ = hold_after_crash(lab, 3001, check_interval, None, query_seconds)
+    without_check, query_left = hold_after_crash(lab, 3002, None, keepalive, query_seconds)
     cut = holds_across_cut(lab, {"client-ka": 3003, "client-check": 3004},
                            {"client-ka": session_options(None, keepalive),
                             "client-check": session_options(check_interval, None)}, cut_seconds)
     return AdvisoryHolds(with_check, without_check, cut["client-ka"], cut["client-check"], check_interval, bound,
-                         query_seconds, cut_seconds)
+                         query_seconds, query_left, cut_seconds)
 
 
 # ---- the benchmark ------------------------------------------------------------------------
