@@ -4,6 +4,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -12,12 +13,12 @@ import psycopg
 import pytest
 
 import labkit
-from labkit.errors import ServerNotFound
+from labkit.errors import NodeStartError, ServerNotFound
 from labkit.lessons import databases
 from labkit.record.fenced_table import FencedTable, InvalidToken, NoPostgres, check_token
 from labkit.servers import discovery, versions
 from labkit.servers import state as lab_state
-from labkit.servers.postgres import child_processes
+from labkit.servers.postgres import child_processes, template
 from labkit.servers.postgres_leftovers import shared_memory_id
 from labkit.servers.process import process_state
 from labkit.timing import became_true
@@ -214,3 +215,21 @@ def test_cli_up_postgres_status_and_down():
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
     assert became_true(lambda: all_gone([pid, *workers]), 10)
     assert not Path(data_dir).exists() and not run_dir.exists()
+
+
+def test_a_server_that_cannot_start_reports_its_log_and_leaves_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("LABKIT_HOME", str(tmp_path))   # a template of its own, which we break
+    folder = template(discovery.find_postgres())
+    config = folder / "data" / "postgresql.conf"
+    config.write_text(config.read_text() + "\nshared_buffers = 'lots'\n")
+    made = []   # every folder the lab makes outside its run folder (a root lab's data), recorded as made
+    real_mkdtemp = tempfile.mkdtemp
+    monkeypatch.setattr(tempfile, "mkdtemp", lambda *args, **kwargs: made.append(real_mkdtemp(*args, **kwargs)) or made[-1])
+    with pytest.raises(NodeStartError) as info:
+        labkit.up(zookeeper=0, etcd=0, redis=False, postgres=True, quiet=True)
+    message = str(info.value)
+    assert "pg1 exited while starting" in message and "hint:" in message
+    assert "shared_buffers" in message                  # the server's own last log lines say why
+    assert not any((tmp_path / "labs").iterdir())
+    assert made or os.geteuid() != 0                   # as root, pg1's data folder was made outside
+    assert not any(Path(folder).exists() for folder in made)
