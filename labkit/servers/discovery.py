@@ -143,7 +143,8 @@ def find_postgres() -> str:
         folders.append(os.path.dirname(os.path.realpath(on_path)))   # Debian links some into /usr/local/bin
     if not explicit:
         debian = glob.glob("/usr/lib/postgresql/*/bin")
-        folders += sorted(debian, key=lambda f: int(f.split("/")[-2]) if f.split("/")[-2].isdigit() else 0, reverse=True)
+        major = lambda folder: int(folder.split("/")[-2]) if folder.split("/")[-2].isdigit() else 0  # noqa: E731
+        folders += sorted(debian, key=major, reverse=True)   # the newest PostgreSQL first
         folders += sorted(glob.glob("/opt/homebrew/opt/postgresql*/bin") + glob.glob("/usr/local/opt/postgresql*/bin"),
                           reverse=True)
     for folder in folders:

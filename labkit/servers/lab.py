@@ -67,7 +67,8 @@ class Lab:
     # -- nodes ------------------------------------------------------------------
     @property
     def services(self) -> list:
-        return [s for s in (self.zookeeper, self.etcd, self.redis, self.redlock, self.sentinel, self.postgres) if s is not None]
+        every = (self.zookeeper, self.etcd, self.redis, self.redlock, self.sentinel, self.postgres)
+        return [service for service in every if service is not None]
 
     @property
     def nodes(self) -> list:
@@ -338,7 +339,8 @@ def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = Fa
         if network:  # its Python starts while the nodes are laid out and started
             lab.network = Network.launch(run_dir, avoid=ports)
         build_nodes(lab, binaries, ports, zookeeper, etcd, redis_count, sentinels, etcd_pre_vote)
-        extra_ports = ports[len(ports) - redlock - sentinels - int(postgres):]  # the last ones: _build_nodes takes the first
+        # the last ports (build_nodes takes the first): Redlock's, the sentinels', then PostgreSQL's
+        extra_ports = ports[len(ports) - redlock - sentinels - int(postgres):]
         build_redlock_and_sentinels(lab, binaries, extra_ports, redlock, sentinels)
         if postgres:
             add_postgres(lab, binaries, ports[-1])

@@ -172,7 +172,8 @@ def data_folder(run_dir: Path, name: str) -> Path:
 class PostgresNode(Node):
     kind = "postgres"
     start_timeout = 20.0
-    start_hint = "check that the port is free and `labkit doctor` finds PostgreSQL; a broken template: remove $LABKIT_HOME/templates"
+    start_hint = ("check that the port is free and `labkit doctor` finds PostgreSQL; "
+                  "a broken template: remove $LABKIT_HOME/templates")
     template_dir: str | None = None   # where the copy comes from (set by build_postgres)
     trusts_everyone = False           # a lab with private=False
 
@@ -244,7 +245,8 @@ class PostgresNode(Node):
                 return False
         try:
             password = (Path(self.template_dir) / "password").read_text()
-            with psycopg.connect(**{**self.login(), "password": password, "connect_timeout": 2}, autocommit=True) as conn:
+            first_login = {**self.login(), "password": password, "connect_timeout": 2}
+            with psycopg.connect(**first_login, autocommit=True) as conn:
                 conn.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(sql.Identifier(USER),
                                                                         sql.Literal(self.secret.password)))
             return True
