@@ -5,6 +5,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 import textwrap
 import time
 from pathlib import Path
@@ -69,6 +70,19 @@ def test_a_client_link_through_the_proxy_can_be_cut(pg_lab):
             pg_lab.postgres.connect(via="client-1", connect_timeout=3).close()
     finally:
         pg_lab.heal()
+
+
+def test_pause_freezes_the_open_sessions_too(pg_lab):
+    node = pg_lab.postgres.node
+    with pg_lab.postgres.connect() as session, ThreadPoolExecutor(1) as pool:
+        node.pause()
+        try:
+            assert node.state == "paused"
+            answer = pool.submit(lambda: session.execute("SELECT 1").fetchone())
+            assert not became_true(answer.done, 0.5)   # an open session is frozen as well
+        finally:
+            node.resume()
+        assert answer.result(timeout=10) == (1,)
 
 
 def test_down_leaves_no_process_no_segment_and_no_folder():

@@ -209,6 +209,24 @@ class PostgresNode(Node):
         became_true(lambda: all(process_state(backend) == "stopped" for backend in backends), 10)
         release_shared_memory(self.data_dir)
 
+    def pause(self) -> None:
+        """Freeze the postmaster and every backend (SIGSTOP each): freezing the postmaster alone
+        would leave the open sessions answering."""
+        self.runner.pause()
+        for backend in child_processes(self.pid) if self.pid else []:
+            try:
+                os.kill(backend, signal.SIGSTOP)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def resume(self) -> None:
+        for backend in child_processes(self.pid) if self.pid else []:
+            try:
+                os.kill(backend, signal.SIGCONT)
+            except (ProcessLookupError, PermissionError):
+                pass
+        self.runner.resume()
+
     def copy_template(self, data: Path) -> None:
         shutil.copytree(Path(self.template_dir) / "data", data, symlinks=True)
         data.chmod(0o700)   # PostgreSQL refuses a data folder others can read
