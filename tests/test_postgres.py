@@ -1,5 +1,7 @@
 """PostgreSQL in the lab (labkit.up(postgres=True)), the fenced table on it (C29), and how
 long an advisory lock outlives its client (C30). Real servers: one shared lab for the module."""
+import ctypes
+import ctypes.util
 import os
 import signal
 import subprocess
@@ -20,7 +22,7 @@ from labkit.record.fenced_table import FencedTable, InvalidToken, NoPostgres, ch
 from labkit.servers import discovery, versions
 from labkit.servers import state as lab_state
 from labkit.servers.postgres import child_processes, template
-from labkit.servers.postgres_leftovers import shared_memory_id
+from labkit.servers.postgres_leftovers import release_shared_memory, shared_memory_id
 from labkit.servers.process import process_state
 from labkit.timing import became_true
 
@@ -247,3 +249,18 @@ def test_a_server_that_cannot_start_reports_its_log_and_leaves_nothing(tmp_path,
     assert not any((tmp_path / "labs").iterdir())
     assert made or os.geteuid() != 0                   # as root, pg1's data folder was made outside
     assert not any(Path(folder).exists() for folder in made)
+
+
+@pytest.mark.no_servers
+def test_a_stale_postmaster_pid_never_removes_another_programs_segment(tmp_path):
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+    segment = libc.shmget(0, 64, 0o600 | 0o1000)   # IPC_PRIVATE, IPC_CREAT: a segment that is not PostgreSQL's
+    assert segment >= 0
+    try:
+        key = 0   # what the kernel shows for IPC_PRIVATE
+        (tmp_path / "postmaster.pid").write_text(f"1\n{tmp_path}\n0\n5432\n\n127.0.0.1\n{key:>9} {segment:>9}\n")
+        assert shared_memory_id(tmp_path) == segment
+        assert not release_shared_memory(tmp_path)       # pid 1 did not make it: left alone
+        assert segment_exists(segment)
+    finally:
+        libc.shmctl(segment, 0, None)

@@ -31,11 +31,31 @@ def shared_memory_id(data_dir: str | Path) -> int | None:
         return None
 
 
+def segment_is_the_postmasters(data_dir: str | Path, segment: int) -> bool:
+    """True only if the kernel's table (Linux: /proc/sysvipc/shm) has ``segment`` with the key
+    postmaster.pid names, made by the pid it names. A stale postmaster.pid (after a reboot)
+    may name an id that now belongs to another program: that segment is never touched."""
+    try:
+        lines = (Path(data_dir) / "postmaster.pid").read_text().splitlines()
+        postmaster, key = int(lines[0]), int(lines[6].split()[0])
+        table = Path("/proc/sysvipc/shm").read_text().splitlines()[1:]
+    except (OSError, IndexError, ValueError):
+        return False
+    for row in table:
+        fields = row.split()
+        if len(fields) > 4 and fields[1] == str(segment):
+            return int(fields[0]) == key and int(fields[4]) == postmaster
+    return False
+
+
 def release_shared_memory(data_dir: str | Path) -> bool:
     """Remove the postmaster's System V segment (the kernel frees it once no process has
-    it attached: backends still exiting keep theirs until they go). True if removed."""
+    it attached: backends still exiting keep theirs until they go). True if removed. Only a
+    segment proven to be this postmaster's (``segment_is_the_postmasters``); elsewhere than
+    Linux nothing is removed (a leftover of 56 bytes, which the next start on that folder
+    would remove)."""
     segment = shared_memory_id(data_dir)
-    if segment is None:
+    if segment is None or not segment_is_the_postmasters(data_dir, segment):
         return False
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
