@@ -1,4 +1,5 @@
-"""A real Apache Curator ``InterProcessMutex`` as a peer process, driven from Python.
+"""A real Apache Curator ``InterProcessMutex`` (or ``InterProcessSemaphoreV2``, with
+``max_leases``) as a peer process, driven from Python.
 
 ``CuratorPeer(hosts, path)`` compiles ``labkit/locks/java/CuratorPeer.java`` once against Debian's
 Curator jars (cached in ``~/.cache/labkit/java``, rebuilt when the source changes), starts it
@@ -27,7 +28,7 @@ from pathlib import Path
 
 from labkit.errors import LabError
 from labkit.record.events import EventSink, ignore_events
-from labkit.locks.errors import LockError, LockTimeout
+from labkit.locks.errors import LockError, LockTimeout, check_semaphore_size
 from labkit.locks.zookeeper import sequence_of
 from labkit.servers.secret import LabSecret, login_for, zookeeper_client_jaas
 
@@ -134,12 +135,17 @@ class CuratorPeer:
 
     def __init__(self, hosts: str, path: str, session_timeout: float = 4.0,
                  identifier: str = "curator", on_event: EventSink = ignore_events, auth: dict | None = None,
-                 connection_timeout: float = 15.0):
+                 connection_timeout: float = 15.0, max_leases: int | None = None):
         """auth: ``lab.zookeeper.auth`` for a private lab (None finds this user's lab at
         ``hosts``). The JVM logs in with SASL DIGEST-MD5 from a JAAS file of its own (0600),
         as any ZooKeeper Java client does: CuratorPeer.java needs no change for it.
         connection_timeout: Curator's connection timeout (how long an operation waits for a
-        connection), in seconds."""
+        connection), in seconds. max_leases: hold leases of Curator's InterProcessSemaphoreV2 on
+        ``path`` (up to that many holders at once) instead of the mutex; ``token`` is then the
+        lease node's czxid. Raises InvalidSemaphoreSize for a max_leases below 1."""
+        if max_leases is not None:
+            check_semaphore_size(max_leases, path)
+        self.max_leases = max_leases
         java = shutil.which("java")
         if java is None:
             raise CuratorUnavailable("java is not on PATH", hint=INSTALL_HINT)
@@ -162,7 +168,7 @@ class CuratorPeer:
         self._process = subprocess.Popen(
             [java, "-Xmx64m", "-XX:+UseSerialGC", *login, "-cp", f"{class_path()}{os.pathsep}{classes}",
              "CuratorPeer", hosts, self.path, str(int(session_timeout * 1000)), identifier,
-             str(int(connection_timeout * 1000))],
+             str(int(connection_timeout * 1000)), str(max_leases or 0)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._errors, text=True, bufsize=1)
         self._reader = threading.Thread(target=self._read_lines, name=f"curator-peer-{identifier}", daemon=True)
         self._reader.start()
@@ -252,7 +258,7 @@ class CuratorPeer:
             self._emit("timeout", waited=seconds)
             raise LockTimeout(self.path, seconds)
         _, self.node, czxid = answer.split(" ")
-        self.token, self.sequence = int(czxid), sequence_of(self.node)
+        self.token, self.sequence = int(czxid), sequence_of(self.node) or int(self.node[-10:])
         self._held = True
         self._emit("acquired", token=self.token, node=self.node)
         return self.token

@@ -1,6 +1,8 @@
 """Errors raised by the lock recipes."""
 from __future__ import annotations
 
+from labkit.errors import LabError
+
 
 class LockError(Exception):
     """Base of the recipe errors."""
@@ -23,3 +25,21 @@ class SessionExpired(LockError):
 
 class Locked(LockError):
     """try_lock found the lock held by someone else."""
+
+
+class InvalidSemaphoreSize(LabError, ValueError):
+    """A counting semaphore asked for fewer than one holder (or a limit that is no whole number)."""
+
+
+class PathInUse(LabError, LockError):
+    """A lock path (ZooKeeper) or key prefix (etcd) already used by a recipe of another kind:
+    a semaphore on a mutex's path, a mutex on a semaphore's, or a semaphore with another limit."""
+
+
+def check_semaphore_size(limit: object, where: str) -> int:
+    """``limit`` as an int if it is a whole number of at least 1; else InvalidSemaphoreSize."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise InvalidSemaphoreSize(
+            f"a semaphore on {where!r} needs a whole number of holders of at least 1, not {limit!r}",
+            hint="1 makes it a mutex; pass how many clients may hold it at once, e.g. limit=3")
+    return limit

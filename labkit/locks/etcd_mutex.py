@@ -31,7 +31,8 @@ from etcd3.utils import prefix_range_end
 
 from labkit.record.events import EventSink, ignore_events
 from labkit.timing import became_true
-from labkit.locks.errors import Locked, LockTimeout, SessionExpired
+from labkit.locks.errors import Locked, LockTimeout, PathInUse, SessionExpired
+from labkit.locks.etcd_semaphore import semaphore_limit
 from labkit.locks.etcd_session import UNREACHABLE, EtcdSession, rpc
 
 _SESSION_DONE = object()  # put in a waiter's queue when its session ends
@@ -106,6 +107,11 @@ class EtcdMutex:
         self._raise_if_session_done()
         response = self._try_acquire()
         owner = response.responses[1].response_range.kvs
+        if owner and semaphore_limit(owner[0].value) is not None:
+            self._leave_queue()
+            raise PathInUse(f"{self.prefix!r} is a counting semaphore's prefix ({owner[0].key.decode()} holds one "
+                            "of its slots): a mutex there would not exclude the semaphore's holders",
+                            hint="give the mutex a prefix of its own")
         if not owner or owner[0].create_revision == self._revision:
             return response, None
         return response, owner[0]

@@ -49,7 +49,7 @@ from kazoo.exceptions import ConnectionLoss, KazooException, NoNodeError, Sessio
 from kazoo.protocol.states import EventType, KazooState, KeeperState
 
 from labkit.record.events import EventSink, ignore_events
-from labkit.locks.errors import LockError, LockTimeout, SessionExpired
+from labkit.locks.errors import LockError, LockTimeout, PathInUse, SessionExpired
 from labkit.locks.zookeeper_contact import server_contact
 from labkit.servers.zookeeper import SERVER_LAG
 
@@ -60,6 +60,9 @@ from labkit.servers.zookeeper import SERVER_LAG
 CONTENDER_NAME = re.compile(r"(?:__lock__|lock-)(\d{10})$")
 NODE_MARKER = "-lock-"   # Curator sorts by what follows the last "lock-": we must contain it
 WATCH_KINDS = ("predecessor", "parent")
+# The children of a counting semaphore's path (Curator's InterProcessSemaphoreV2 layout,
+# zookeeper_semaphore.py): a mutex queued beside them would exclude nobody.
+SEMAPHORE_CHILDREN = ("leases", "locks")
 
 
 def heartbeat_for(session_timeout: float) -> float:
@@ -306,6 +309,10 @@ class ZooKeeperLock:
 
     def _i_am_lowest(self, children: list[str]) -> bool:
         queue = sorted_contenders(children)
+        if any(child in SEMAPHORE_CHILDREN for child in children):
+            raise PathInUse(f"{self.path!r} is a counting semaphore's path (it has {'/'.join(SEMAPHORE_CHILDREN)} "
+                            "children): a mutex there would not exclude the semaphore's holders",
+                            hint="give the mutex a path of its own")
         if self.node not in queue:
             # Someone deleted my node, or the session expired: I am out of the queue.
             self._session_lost = True

@@ -2,7 +2,9 @@
 // so that labkit's ZooKeeper locks can be shown to queue correctly with Curator's.
 //
 // Usage: java -cp <jars>:<dir> CuratorPeer <connect string> <lock path> [session ms] [identifier]
-//        [connection ms]
+//        [connection ms] [max leases]
+// With max leases > 0 the peer holds leases of an InterProcessSemaphoreV2 on the path instead
+// of the mutex (leases under <path>/leases, its internal mutex under <path>/locks).
 // Reads commands on stdin, one per line:
 //   acquire <seconds>   -> "ACQUIRED <node path> <its czxid>" or "TIMEOUT"
 //   release             -> "RELEASED"
@@ -23,6 +25,8 @@ import java.util.concurrent.TimeUnit;
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
+import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
+import org.apache.curator.framework.recipes.locks.Lease;
 import org.apache.curator.framework.state.ConnectionState;
 import org.apache.curator.retry.ExponentialBackoffRetry;
 
@@ -80,7 +84,15 @@ public class CuratorPeer {
             long session = client.getZookeeperClient().getZooKeeper().getSessionId();
             int negotiated = client.getZookeeperClient().getZooKeeper().getSessionTimeout();
             say("READY " + Long.toHexString(session) + " " + negotiated + " " + System.nanoTime());
-            serve(client, new VisibleMutex(client, args[1], args.length > 3 ? args[3] : "curator"));
+            String identifier = args.length > 3 ? args[3] : "curator";
+            int maxLeases = args.length > 5 ? Integer.parseInt(args[5]) : 0;
+            if (maxLeases > 0) {
+                InterProcessSemaphoreV2 semaphore = new InterProcessSemaphoreV2(client, args[1], maxLeases);
+                semaphore.setNodeData(identifier.getBytes(StandardCharsets.UTF_8));
+                serveSemaphore(client, semaphore, args[1]);
+            } else {
+                serve(client, new VisibleMutex(client, args[1], identifier));
+            }
         } finally {
             client.close();
         }
@@ -123,6 +135,45 @@ public class CuratorPeer {
                         return;
                     default:
                         say("ERROR unknown command '" + line.trim() + "': use acquire <seconds>, release, cycle, ping or quit");
+                }
+            } catch (Exception error) {
+                say("ERROR " + error.toString().replace('\n', ' '));
+            }
+        }
+    }
+
+    // The same commands for a semaphore: acquire takes one lease, release returns it.
+    static void serveSemaphore(CuratorFramework client, InterProcessSemaphoreV2 semaphore, String path)
+            throws Exception {
+        BufferedReader input = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        Lease lease = null;
+        String line;
+        while ((line = input.readLine()) != null) {
+            String[] words = line.trim().split("\\s+");
+            try {
+                switch (words[0]) {
+                    case "acquire":
+                        long millis = (long) (Double.parseDouble(words[1]) * 1000);
+                        lease = semaphore.acquire(millis, TimeUnit.MILLISECONDS);
+                        if (lease != null) {
+                            String node = path + "/leases/" + lease.getNodeName();
+                            say("ACQUIRED " + node + " " + client.checkExists().forPath(node).getCzxid());
+                        } else {
+                            say("TIMEOUT");
+                        }
+                        break;
+                    case "release":
+                        if (lease != null) {
+                            semaphore.returnLease(lease);
+                            lease = null;
+                        }
+                        say("RELEASED");
+                        break;
+                    case "quit":
+                        say("BYE");
+                        return;
+                    default:
+                        say("ERROR unknown command '" + line.trim() + "': use acquire <seconds>, release or quit");
                 }
             } catch (Exception error) {
                 say("ERROR " + error.toString().replace('\n', ' '));
