@@ -177,7 +177,7 @@ def cmd_torture(args) -> int:
     report = args.report or labkit_home() / "torture" / time.strftime(f"%Y%m%d-%H%M%S-{args.recipe}-seed{args.seed}")
     result = torture(args.recipe, clients=args.clients, duration=args.time, nemesis=args.nemesis, seed=args.seed,
                      fenced=args.fenced, trials=args.trials, report=report, timeout=args.timeout, hold=args.hold,
-                     replay=args.replay)
+                     replay=args.replay, holders=args.holders)
     print(repr(result))
     return 0 if result.ok else 1
 
@@ -251,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     bench_command.set_defaults(handler=cmd_bench)
 
     torture = commands.add_parser("torture", help="run a recipe under a seeded nemesis and judge it (exit 1: violations)")
-    torture.add_argument("--recipe", default="zookeeper", help="zookeeper, etcd, redis, kazoo, etcd3-lock, ...")
+    torture.add_argument("--recipe", default="zookeeper", help="zookeeper, etcd, redis, kazoo, etcd3-lock, zookeeper-semaphore, ...")
     torture.add_argument("--clients", type=int, default=8, help="lock client processes (default 8)")
     torture.add_argument("--time", type=float, default=60.0, help="seconds of each trial (default 60)")
     torture.add_argument("--nemesis", default="pause,kill",
@@ -264,6 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     torture.add_argument("--trials", type=int, default=1, help="runs, each with its own schedule (default 1)")
     torture.add_argument("--timeout", type=float, default=2.0, help="session timeout / lease TTL in seconds (default 2)")
     torture.add_argument("--hold", type=float, default=0.1, help="seconds each client holds the lock (default 0.1)")
+    torture.add_argument("--holders", type=int, default=1,
+                         help="how many may hold a semaphore recipe at once (zookeeper-semaphore, etcd-semaphore)")
     torture.add_argument("--report", default=None, help="report folder (default: $LABKIT_HOME/torture/...)")
     torture.add_argument("--replay", default=None, metavar="REPORT", help="run the schedule of a report.json again")
     torture.set_defaults(handler=cmd_torture)

@@ -45,7 +45,7 @@ class _Child:
         self.token: Any = None
         self.on_event = sink_for(self.name, lambda event: self.send(type="event", event=event.to_dict()))
         self.handle = make_lock(spec["recipe"], spec["connections"], spec["name"], self.name, self.on_event,
-                                spec["session_timeout"], spec["ttl"])
+                                spec["session_timeout"], spec["ttl"], spec.get("holders", 1))
         self.store = None
         if spec.get("store"):
             store = spec["store"]
@@ -76,7 +76,8 @@ class _Child:
             # ZooKeeper session by itself): like a real client, start a new session.
             self.handle.close()
             self.handle = make_lock(self.spec["recipe"], self.spec["connections"], self.spec["name"], self.name,
-                                    self.on_event, self.spec["session_timeout"], self.spec["ttl"])
+                                    self.on_event, self.spec["session_timeout"], self.spec["ttl"],
+                                    self.spec.get("holders", 1))
             self.report_session()  # before waiting: a fault aimed at this client must hit the new lease
         self.token = self.handle.lock.acquire(timeout=timeout)
         self.report_session()

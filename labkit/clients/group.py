@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from labkit.clients.client import START_TIMEOUT, STOP_GRACE, ClientError, LockClient
-from labkit.locks.registry import RECIPES, connections_of, etcd_client_for
+from labkit.locks.registry import RECIPES, check_holders, connections_of, etcd_client_for
 from labkit.record.history import History
 from labkit.servers.lab import this_process
 from labkit.servers.process import process_start_time
@@ -64,9 +64,10 @@ class LockClients:
                  history: History | None = None, hold: float = 0.2, loops: int = 1, store: FencedStore | None = None,
                  session_timeout: float = 4.0, ttl: float = 5.0, connections: dict[str, str] | None = None,
                  start_timeout: float = START_TIMEOUT, proxied: bool = False, keep_previous: bool = False,
-                 connections_for: Callable[[str], dict[str, str]] | None = None):
+                 connections_for: Callable[[str], dict[str, str]] | None = None, holders: int = 1):
         if recipe not in RECIPES:
             raise ClientError(f"no recipe named {recipe!r}", hint=f"choose one of {', '.join(RECIPES)}")
+        check_holders(recipe, holders)
         if n < 1:
             raise ValueError(f"n must be at least 1, got {n}")
         self.history = history if history is not None else History()
@@ -81,7 +82,7 @@ class LockClients:
         if not keep_previous:
             close_previous_groups(recipe, name, self.connections)
         spec = {"recipe": recipe, "name": name, "connections": self.connections,
-                "session_timeout": session_timeout, "ttl": ttl, "store": _store_spec(store)}
+                "session_timeout": session_timeout, "ttl": ttl, "store": _store_spec(store), "holders": holders}
         _register_for_exit(self)
         self.clients: list[LockClient] = []
         try:
@@ -284,6 +285,7 @@ def spawn_clients(lab: Lab | None = None, recipe: str = "zookeeper", n: int = 5,
     ``proxied=True`` (a lab started with network=True): each client-N reaches the servers
     through links of its own, so ``lab.isolate("client-2")`` cuts that process only.
     ``connections_for(name)``: each client's own connections instead (e.g. one member only).
+    ``holders``: how many may hold a semaphore recipe at once (1 for every other recipe).
     An earlier group of this process on the same lock, outside a ``with`` block, is closed
     first (a re-run cell), and one line says so; ``keep_previous=True`` keeps it.
     Raises ClientError (with the child's stderr) if a client cannot start, for instance

@@ -8,6 +8,7 @@ when a server does not answer.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
@@ -17,13 +18,16 @@ from kazoo.client import KazooClient
 
 from labkit.errors import LabError
 from labkit.locks.etcd3_reference import Etcd3ReferenceLock
+from labkit.locks.errors import check_semaphore_size
 from labkit.locks.etcd_mutex import EtcdMutex
+from labkit.locks.etcd_semaphore import EtcdSemaphore
 from labkit.locks.etcd_session import EtcdSession
 from labkit.locks.kazoo_reference import KazooReferenceLock
 from labkit.locks.redis_lock import RedisLock
 from labkit.locks.redis_peers import PotteryRedlock, PythonRedisLock, RedisPyLock
 from labkit.locks.redlock import Redlock
 from labkit.locks.zookeeper import ZooKeeperLock
+from labkit.locks.zookeeper_semaphore import ZooKeeperSemaphore
 from labkit.record.events import EventSink, ignore_events
 from labkit.servers.etcd import etcd_client  # python3-etcd3, with the lab's fixes
 from labkit.servers.secret import SECRET_FILE, load_secret, login_for
@@ -41,6 +45,10 @@ class UnknownRecipe(LabError):
 
 class ServiceMissing(LabError):
     """The recipe needs a service the lab does not run."""
+
+
+class NotASemaphore(LabError):
+    """More than one holder asked of a recipe that admits one."""
 
 
 @dataclass
@@ -112,12 +120,14 @@ def _need(connections: dict[str, str], service: str, recipe: str) -> str:
 RECONNECT = {"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 1.0}
 
 
-def _zookeeper(watch: str | None, reference: bool = False) -> Callable[..., RecipeHandle]:
-    def factory(connections, name, identifier, on_event, session_timeout, ttl) -> RecipeHandle:
+def _zookeeper(watch: str | None, reference: bool = False, semaphore: bool = False) -> Callable[..., RecipeHandle]:
+    def factory(connections, name, identifier, on_event, session_timeout, ttl, holders: int = 1) -> RecipeHandle:
         zookeeper = KazooClient(hosts=_need(connections, "zookeeper", "zookeeper"), timeout=session_timeout,
                                 connection_retry=dict(RECONNECT), **login(connections, "zookeeper"))
         zookeeper.start(timeout=max(10.0, session_timeout))
-        if reference:
+        if semaphore:
+            lock = ZooKeeperSemaphore(zookeeper, name, holders, identifier=identifier, on_event=on_event)
+        elif reference:
             lock = KazooReferenceLock(zookeeper, name, identifier=identifier, on_event=on_event)
         else:
             lock = ZooKeeperLock(zookeeper, name, watch=watch, identifier=identifier, on_event=on_event)
@@ -150,9 +160,28 @@ def etcd_mutex_on(client: Any, name: str, identifier: str, on_event: EventSink =
                         expired=session.done.is_set, extra={"etcd": client})
 
 
-def _etcd_mutex(connections, name, identifier, on_event, session_timeout, ttl) -> RecipeHandle:
+def etcd_semaphore_on(client: Any, name: str, identifier: str, on_event: EventSink = ignore_events,
+                      ttl: float = 5.0, holders: int = 1) -> RecipeHandle:
+    """An EtcdSemaphore (``holders`` at once) on a session of its own, over ``client``."""
+    session = EtcdSession(client, ttl=max(1, math.ceil(ttl)))
+    try:
+        lock = EtcdSemaphore(session, name, holders, identifier=identifier, on_event=on_event)
+    except BaseException:
+        session.close()
+        raise
+    return RecipeHandle(lock, session.close, lambda: {"lease_id": session.lease_id}, session.stop_keepalive,
+                        expired=session.done.is_set, extra={"etcd": client})
+
+
+def _etcd_mutex(connections, name, identifier, on_event, session_timeout, ttl, holders: int = 1,
+                semaphore: bool = False) -> RecipeHandle:
     client = etcd_client_for(connections, "etcd")
-    handle = etcd_mutex_on(client, name, identifier, on_event, ttl)
+    try:
+        handle = (etcd_semaphore_on(client, name, identifier, on_event, ttl, holders) if semaphore
+                  else etcd_mutex_on(client, name, identifier, on_event, ttl))
+    except BaseException:
+        client.close()
+        raise
     close_session = handle.close
 
     def close() -> None:
@@ -217,6 +246,9 @@ class Recipe:
     title: str
     factory: Callable[..., RecipeHandle]
     ttl_only: bool = False  # no session and no fencing token: the lock ends when its TTL runs out
+    # "mutex" (one holder), "semaphore" (up to ``holders``): what a torture's verdict checks.
+    # A new kind (an election) adds its judgment in labkit/torture/verdict.py under this name.
+    kind: str = "mutex"
 
 
 RECIPES: dict[str, Recipe] = {recipe.name: recipe for recipe in (
@@ -224,6 +256,10 @@ RECIPES: dict[str, Recipe] = {recipe.name: recipe for recipe in (
     Recipe("zookeeper-parent", "zookeeper", "ZooKeeper, waiters watch the parent (herd)", _zookeeper("parent")),
     Recipe("kazoo", "zookeeper", "kazoo's Lock (reference)", _zookeeper(None, reference=True)),
     Recipe("etcd", "etcd", "etcd Mutex on a session lease (Go's concurrency)", _etcd_mutex),
+    Recipe("zookeeper-semaphore", "zookeeper", "ZooKeeper counting semaphore (Curator's InterProcessSemaphoreV2 layout)",
+           _zookeeper(None, semaphore=True), kind="semaphore"),
+    Recipe("etcd-semaphore", "etcd", "etcd counting semaphore: the first N create revisions hold",
+           functools.partial(_etcd_mutex, semaphore=True), kind="semaphore"),
     Recipe("etcd3-lock", "etcd", "python-etcd3's Lock (reference, herd-prone)", _etcd3_reference),
     Recipe("redis", "redis", "Redis SET NX PX", _redis(), ttl_only=True),
     Recipe("redlock", "redlock", "Redlock: a majority of N independent Redis primaries", _redlock, ttl_only=True),
@@ -235,14 +271,29 @@ RECIPES: dict[str, Recipe] = {recipe.name: recipe for recipe in (
 )}
 
 
-def make_lock(recipe: str, connections: dict[str, str], name: str, identifier: str,
-              on_event: EventSink = ignore_events, session_timeout: float = 4.0, ttl: float = 5.0) -> RecipeHandle:
-    """A lock of ``recipe`` on new connections; ``handle.close()`` closes them. Raises
-    UnknownRecipe for a name that is not registered, ServiceMissing when ``connections``
-    has no server for the recipe's service."""
+def check_holders(recipe: str, holders: int) -> int:
+    """``holders`` if ``recipe`` takes that many: any whole number >= 1 for a semaphore,
+    1 for every other kind. Raises UnknownRecipe, InvalidSemaphoreSize or NotASemaphore."""
     if recipe not in RECIPES:
         raise UnknownRecipe(f"no recipe named {recipe!r}", hint=f"choose one of {', '.join(RECIPES)}")
-    return RECIPES[recipe].factory(connections, name, identifier, on_event, session_timeout, ttl)
+    if RECIPES[recipe].kind == "semaphore":
+        return check_semaphore_size(holders, recipe)
+    if holders != 1:
+        raise NotASemaphore(f"recipe {recipe!r} is a {RECIPES[recipe].kind}: it admits one holder, not {holders!r}",
+                            hint="choose zookeeper-semaphore or etcd-semaphore for N holders")
+    return holders
+
+
+def make_lock(recipe: str, connections: dict[str, str], name: str, identifier: str,
+              on_event: EventSink = ignore_events, session_timeout: float = 4.0, ttl: float = 5.0,
+              holders: int = 1) -> RecipeHandle:
+    """A lock of ``recipe`` on new connections; ``handle.close()`` closes them. ``holders``:
+    how many may hold a semaphore recipe at once. Raises UnknownRecipe for a name that is
+    not registered, ServiceMissing when ``connections`` has no server for the recipe's
+    service, InvalidSemaphoreSize / NotASemaphore for ``holders`` the recipe cannot take."""
+    check_holders(recipe, holders)
+    extra = {"holders": holders} if RECIPES[recipe].kind == "semaphore" else {}
+    return RECIPES[recipe].factory(connections, name, identifier, on_event, session_timeout, ttl, **extra)
 
 
 # lock_factory(...)(identifier, on_event) -> a RecipeHandle: one contender with its own connections
@@ -250,13 +301,15 @@ LockFactory = Callable[[str, EventSink], RecipeHandle]
 
 
 def lock_factory(recipe: str, connections: dict[str, str], name: str, session_timeout: float = 4.0,
-                 ttl: float = 5.0) -> LockFactory:
+                 ttl: float = 5.0, holders: int = 1) -> LockFactory:
     """Contenders for one lock: each call ``make(identifier, on_event)`` opens new
     connections (and, for etcd, a new session and lease) and returns its RecipeHandle.
     Raises UnknownRecipe at once for a name that is not registered."""
     if recipe not in RECIPES:
         raise UnknownRecipe(f"no recipe named {recipe!r}", hint=f"choose one of {', '.join(RECIPES)}")
 
+    check_holders(recipe, holders)
+
     def make(identifier: str, on_event: EventSink) -> RecipeHandle:
-        return make_lock(recipe, connections, name, identifier, on_event, session_timeout, ttl)
+        return make_lock(recipe, connections, name, identifier, on_event, session_timeout, ttl, holders)
     return make

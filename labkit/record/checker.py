@@ -72,6 +72,7 @@ class Verdict:
     overlaps: list[Overlap] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     origin: float = 0.0
+    most: int | None = None  # check_at_most_holders: the most holds seen acting at once
 
     def explain(self) -> str:
         lines = [f"{'OK' if self.ok else 'VIOLATED'}: {self.claim}. {self.summary}"]
@@ -273,3 +274,59 @@ def check_wakeups(history: History, expected_per_release: int | Sequence[int] = 
     mean = sum(counts) / len(counts) if counts else 0.0
     summary = f"{len(counts)} hand-offs, {sum(counts)} wakeups, {mean:.2f} per release."
     return Verdict(not problems, "each release woke the expected number of waiters", summary, problems=problems)
+
+
+def most_holders_at_once(writes: list[Write]) -> tuple[int, int, dict[tuple[str, Any], list[int]]]:
+    """(the most holds acting at once, the index in ``writes`` where that was first seen,
+    each hold's span: (client, hold) -> [index of its first write, of its last]) for the
+    accepted writes of a record, in the order the resource ran them."""
+    spans: dict[tuple[str, Any], list[int]] = {}
+    for index, write in enumerate(writes):
+        spans.setdefault((write.client, write.hold), [index, index])[1] = index
+    starts = sorted(first for first, _ in spans.values())
+    ends = sorted(last for _, last in spans.values())
+    most, most_at = 0, 0
+    for index in range(len(writes)):
+        # holds begun at or before this write, minus those whose last write came before it
+        acting = bisect.bisect_right(starts, index) - bisect.bisect_left(ends, index)
+        if acting > most:
+            most, most_at = acting, index
+    return most, most_at, spans
+
+
+def check_at_most_holders(history_or_writes: History | Iterable[Any], limit: int,
+                          history: History | None = None) -> Verdict:
+    """Judge a counting semaphore from the resource's write record: never more than
+    ``limit`` holds acting on the resource at once.
+
+    The same evidence as ``check_mutual_exclusion`` (the store's log, in the order the
+    resource ran the writes; writes assigned to holds by client and token) and the same
+    reasoning: a hold was acting on the resource from its first accepted write to its last.
+    At every write of the log the checker counts the holds whose span covers it; more than
+    ``limit`` is a violation, shown with the holds involved. A holder killed before its last
+    write stops counting at the last write it made: the resource saw nothing of it after.
+    With ``limit=1`` this is mutual exclusion without the token order (a semaphore's N
+    holders carry N different tokens, so a lower token after a higher one proves nothing).
+    ``Verdict.most`` is the most holds seen acting at once.
+    """
+    if isinstance(history_or_writes, History):
+        history = history_or_writes
+        raw = [{"time": e.time, "client": e.client, "token": e.detail.get("token"),
+                "accepted": e.detail.get("accepted", True)} for e in history.events(kind="write")]
+    else:
+        raw = [_as_dict(item) for item in history_or_writes]
+    claim = f"at most {limit} hold(s) wrote to the resource during the same period"
+    accepted = [write for write in _assign_holds(raw, history) if write.accepted]
+    if not accepted:
+        return Verdict(False, claim, "no accepted writes: nothing to judge; did the clients write to the store?")
+    most, most_at, spans = most_holders_at_once(accepted)
+    origin = accepted[0].time
+    summary = (f"{len(accepted)} accepted writes by {len(spans)} holds; at most {most} acting at once"
+               + (f" (limit {limit})." if most <= limit else f", above the limit of {limit}."))
+    problems = []
+    if most > limit:
+        names = [_hold_name(client, accepted[first].token, hold) for (client, hold), (first, last) in spans.items()
+                 if first <= most_at <= last]
+        problems.append(f"at t={accepted[most_at].time - origin:.3f} s these {most} holds were all between their "
+                        f"first and last write: {', '.join(names)}")
+    return Verdict(most <= limit, claim, summary, problems=problems, origin=origin, most=most)

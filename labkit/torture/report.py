@@ -48,10 +48,11 @@ class Trial:
 
     def summary(self) -> str:
         numbers = self.judgement.numbers()
-        exclusion = "mutual exclusion OK" if self.judgement.mutual_exclusion.ok else \
-            f"mutual exclusion VIOLATED ({numbers['overlaps']} overlapping pairs)"
+        safety = self.judgement.safety.lower()
+        exclusion = f"{safety} OK" if self.judgement.mutual_exclusion.ok else \
+            f"{safety} VIOLATED ({numbers['overlaps'] or self.judgement.mutual_exclusion.summary})"
         linear = {True: "linearizable", False: "NOT linearizable", None: "linearizability unknown"}[
-            self.judgement.linearizability.ok]
+            self.judgement.linearizability.ok] if self.judgement.linearizability_judged else "linearizability not judged"
         return (f"trial {self.number} (seed {self.seed}): {exclusion}, {linear}; {numbers['acquires']} acquires, "
                 f"{numbers['stale_writes_rejected']} stale writes rejected, held {100 * numbers['held_share']:.0f}%, "
                 f"longest gap {numbers['longest_gap_s']:.2f} s")
@@ -112,7 +113,8 @@ class TortureResult:
 
     def title(self) -> str:
         p = self.parameters
-        return (f"{p['recipe']}, {p['clients']} clients, {p['duration']:g} s, nemesis {','.join(p['nemeses']) or 'none'}, "
+        holders = f" ({p['holders']} holders)" if p.get("holders", 1) != 1 else ""
+        return (f"{p['recipe']}{holders}, {p['clients']} clients, {p['duration']:g} s, nemesis {','.join(p['nemeses']) or 'none'}, "
                 f"seed {p['seed']}, {'fenced' if p['fenced'] else 'unfenced'}")
 
     def __repr__(self) -> str:

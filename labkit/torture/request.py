@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from labkit.errors import LabError
-from labkit.locks.registry import RECIPES
+from labkit.locks.registry import RECIPES, check_holders
 from labkit.servers.zookeeper import SERVER_LAG
 from labkit.torture.schedule import NEMESES, SERVER_NEMESES
 
@@ -19,7 +19,7 @@ from labkit.torture.schedule import NEMESES, SERVER_NEMESES
 # expire, so it refuses sessions shorter than ~1.8 s (ZooKeeperLock._check_session_is_long_enough);
 # 2 s leaves a holder some time to hold.
 SHORTEST_ENSEMBLE_SESSION = 2.0
-DEADLINE_RECIPES = ("zookeeper", "zookeeper-parent")  # built on ZooKeeperLock
+DEADLINE_RECIPES = ("zookeeper", "zookeeper-parent", "zookeeper-semaphore")  # built on ZooKeeperLock
 
 
 class TortureError(LabError):
@@ -40,10 +40,15 @@ def _unable(recipe: str, nemesis: str, service: str) -> str | None:
 
 
 def check_request(recipe: str, clients: int, duration: float, nemesis: str | list[str], fenced: bool | None,
-                  trials: int, timeout: float = 2.0, hold: float = 0.1) -> tuple[list[str], bool]:
-    """The nemeses as a list and whether the store fences, or TortureError saying what is wrong."""
+                  trials: int, timeout: float = 2.0, hold: float = 0.1, holders: int = 1) -> tuple[list[str], bool]:
+    """The nemeses as a list and whether the store fences, or TortureError saying what is wrong.
+    ``holders``: how many may hold a semaphore recipe at once (the verdict checks at most that many)."""
     if recipe not in RECIPES:
         raise TortureError(f"no recipe named {recipe!r}; choose one of {', '.join(RECIPES)}")
+    try:
+        check_holders(recipe, holders)
+    except LabError as error:
+        raise TortureError(error.message) from None
     names = [name.strip() for name in nemesis.split(",")] if isinstance(nemesis, str) else list(nemesis)
     names = [name for name in names if name]
     for name in names:
@@ -69,6 +74,13 @@ def check_request(recipe: str, clients: int, duration: float, nemesis: str | lis
     if "partition" in names and "leader" in names and RECIPES[recipe].service == "redis":
         raise TortureError("partition and leader together on redis: each client reaches the primary through links "
                            "of its own, which a failover cannot re-point; run them in two tortures")
+    if RECIPES[recipe].kind == "semaphore":
+        # N holders write at once with N different tokens: a store that refuses any token
+        # below the highest it saw would refuse the older holders' legitimate writes
+        if fenced:
+            raise TortureError(f"a {recipe} admits {holders} holders at once, each with its own token, so a fenced "
+                               "store (newest token only) would refuse legitimate writes; run it unfenced (--unfenced)")
+        return names, False
     gives_tokens = not RECIPES[recipe].ttl_only
     if fenced and not gives_tokens:
         raise TortureError(f"a {recipe} lock gives no fencing token, so a fenced store would refuse every write; "

@@ -57,13 +57,14 @@ class Rig:
 def torture(recipe: str = "zookeeper", clients: int = 8, duration: float = 60.0,
             nemesis: str | list[str] = "pause,kill", seed: int = 42, fenced: bool | None = None, trials: int = 1,
             report: str | Path | None = None, timeout: float = 2.0, hold: float = 0.1,
-            replay: str | Path | None = None, quiet: bool = False) -> TortureResult:
+            replay: str | Path | None = None, quiet: bool = False, holders: int = 1) -> TortureResult:
     """Run ``recipe`` with ``clients`` lock client processes for ``duration`` seconds under
     the nemeses (names of ``NEMESES``, or "pause,kill"), on servers started for the run.
 
     Trial k (from 0) draws its schedule from ``seed + k``. ``fenced`` None: fence when the
     recipe gives tokens. ``timeout``: session timeout / lease TTL / Redis TTL (s). ``report``:
-    a folder for report.json, trial-N.png, report.html. ``replay``: a report.json (or its
+    a folder for report.json, trial-N.png, report.html. ``holders``: how many may hold a
+    semaphore recipe at once (its verdict: never more than that many). ``replay``: a report.json (or its
     folder) whose parameters and schedules are run again. Raises TortureError before
     starting anything for a request that cannot be run.
     """
@@ -74,16 +75,17 @@ def torture(recipe: str = "zookeeper", clients: int = 8, duration: float = 60.0,
         recipe, clients, duration = parameters["recipe"], parameters["clients"], parameters["duration"]
         nemesis, fenced, timeout, hold = parameters["nemeses"], parameters["fenced"], parameters["timeout"], parameters["hold"]
         trials, seed = len(schedules), schedules[0][0]
-    nemeses, fenced = check_request(recipe, clients, duration, nemesis, fenced, trials, timeout, hold)
+        holders = parameters.get("holders", 1)
+    nemeses, fenced = check_request(recipe, clients, duration, nemesis, fenced, trials, timeout, hold, holders)
     if schedules is None:
         schedules = [(seed + k, plan(seed + k, nemeses, clients, duration, timeout)) for k in range(trials)]
     parameters = {"recipe": recipe, "clients": clients, "duration": duration, "nemeses": nemeses, "seed": seed,
-                  "fenced": fenced, "trials": trials, "timeout": timeout, "hold": hold}
+                  "fenced": fenced, "trials": trials, "timeout": timeout, "hold": hold, "holders": holders}
     service = RECIPES[recipe].service
     result = TortureResult(parameters, [])
     lab = store_lab = relay = None
     try:
-        say(f"torture: {recipe}, {clients} clients, {duration:g} s, nemesis {','.join(nemeses) or 'none'}, "
+        say(f"torture: {recipe}{f' ({holders} holders)' if holders != 1 else ''}, {clients} clients, {duration:g} s, nemesis {','.join(nemeses) or 'none'}, "
             f"seed {seed}, {'fenced' if fenced else 'unfenced'} store")
         lab = _start_lab(service, nemeses)
         store_lab = up(zookeeper=0, etcd=0, redis=True, quiet=True, keep_previous=True)  # beside the lab under test
@@ -154,7 +156,8 @@ def _run_trial(lab: Any, store_lab: Any, relay: TcpLink | None, service: str, pa
     pinned = _pinned_connections(lab, service, members) if members else None
     with spawn_clients(lab, parameters["recipe"], n=parameters["clients"], name=name, history=history, store=store,
                        session_timeout=timeout, ttl=timeout, hold=hold, connections=_connections(lab, service, relay),
-                       proxied=lab.network is not None, connections_for=pinned) as clients:
+                       proxied=lab.network is not None, connections_for=pinned,
+                       holders=parameters.get("holders", 1)) as clients:
         rig = Rig(lab, service, clients, history, timeout, relay, members)
         workload = Workload(clients, hold)
         nemesis = Nemesis(rig, steps, say)
@@ -178,7 +181,8 @@ def _run_trial(lab: Any, store_lab: Any, relay: TcpLink | None, service: str, pa
     writes = store.writes()
     store.reset()
     store.client.close()
-    judgement = judge(history, writes, nemesis.executed, parameters["recipe"], timeout, timeout, start, end)
+    judgement = judge(history, writes, nemesis.executed, parameters["recipe"], timeout, timeout, start, end,
+                      holders=parameters.get("holders", 1))
     return Trial(number, seed, steps, nemesis.executed, history, writes, judgement, start, end,
                  {kind: {"count": count, "example": workload.examples.get(kind, "")}
                   for kind, count in workload.problems.items()}, workload.rejoined)

@@ -11,6 +11,9 @@
   session that expired because the machine was overloaded) is legal only if the client
   said "lost"; otherwise it shows as a violation, which is then the server's or the
   machine's, and the explanation names the hold.
+* At most N holders (``check_at_most_holders``), for a semaphore recipe (``Recipe.kind``
+  "semaphore"): the same record, judged for no more than N holds acting at once; the
+  linearizability search, whose model is one mutex, is not run for it.
 * Availability: the share of the run during which some client held the lock, the longest
   time nobody did, and the typical hand-off (a release to the next acquire).
 
@@ -35,13 +38,28 @@ from typing import Any
 
 from labkit.locks.registry import RECIPES
 from labkit.servers.zookeeper import TICK_MS
-from labkit.record.checker import Verdict, check_mutual_exclusion
+from labkit.record.checker import Verdict, check_at_most_holders, check_mutual_exclusion
 from labkit.record.history import FAULT_CLIENT, History
 from labkit.stats import percentile
 from labkit.torture.linearizable import Linearizability, Operation, check_mutex
 from labkit.torture.nemesis import Executed
 
 CLIENT_FAULTS = ("pause", "kill", "expire", "partition")
+
+
+def _exclusion(writes: list[Any], history: History, holders: int) -> Verdict:
+    return check_mutual_exclusion(writes, history=history)
+
+
+def _at_most_holders(writes: list[Any], history: History, holders: int) -> Verdict:
+    return check_at_most_holders(writes, holders, history=history)
+
+
+# What the resource's record must show, by the recipe's kind (``Recipe.kind``): another
+# kind (an election) adds its own judgment here. ``MUTEX_MODELS``: the kinds whose answers
+# the linearizability search can judge, against one mutex with leases.
+SAFETY = {"mutex": ("Mutual exclusion", _exclusion), "semaphore": ("At most N holders", _at_most_holders)}
+MUTEX_MODELS = ("mutex",)
 LAPSE_GRACE = 1.0  # seconds after a client fault ends during which its session may still be ended
 # The earliest lapse (see earliest_lapse): a server's timeout may last DRIFT_MARGIN less
 # (the margin ZooKeeperLock and EtcdSession keep: a clock up to 25 % fast); a live client
@@ -235,20 +253,24 @@ class Judgement:
     writes_rejected: int
     latencies: list[tuple[float, float]]  # (seconds after start the acquire was invoked, seconds it took)
     start: float
+    safety: str = "Mutual exclusion"  # what ``mutual_exclusion`` judged (SAFETY's name for the recipe's kind)
+    linearizability_judged: bool = True  # False: the recipe is no mutex, the search does not apply
 
     @property
     def ok(self) -> bool:
-        return self.mutual_exclusion.ok and self.linearizability.ok is True
+        return self.mutual_exclusion.ok and (self.linearizability.ok is True or not self.linearizability_judged)
 
     def lines(self) -> list[str]:
         """The verdicts in words, the first violation explained."""
         exclusion = self.mutual_exclusion
         first = exclusion.overlaps[0].explain(self.start) if exclusion.overlaps else ""
-        lines = [f"Mutual exclusion (the store's record): {'OK' if exclusion.ok else 'VIOLATED'}. {exclusion.summary}"
+        first = first or (exclusion.problems[0] if exclusion.problems else "")
+        lines = [f"{self.safety} (the store's record): {'OK' if exclusion.ok else 'VIOLATED'}. {exclusion.summary}"
                  + (f" First: {first}" if first else ""),
-                 f"Linearizability (the lock service vs a mutex with leases): "
-                 f"{ {True: 'OK', False: 'VIOLATED', None: 'UNKNOWN'}[self.linearizability.ok]}. "
-                 f"{self.linearizability.explanation}",
+                 (f"Linearizability (the lock service vs a mutex with leases): "
+                  f"{ {True: 'OK', False: 'VIOLATED', None: 'UNKNOWN'}[self.linearizability.ok]}. "
+                  f"{self.linearizability.explanation}") if self.linearizability_judged else
+                 "Linearizability: not judged (its model is one mutex; this recipe admits several holders).",
                  f"Availability: {self.availability.describe()}"]
         return lines
 
@@ -265,13 +287,18 @@ class Judgement:
 
 
 def judge(history: History, writes: list[Any], executed: list[Executed], recipe: str, ttl: float,
-          timeout: float, start: float, end: float) -> Judgement:
+          timeout: float, start: float, end: float, holders: int = 1) -> Judgement:
     ops, holds = operations(history, executed, lease_kind(recipe), ttl, timeout, end,
                             lapse_after=earliest_lapse(recipe, timeout))
-    exclusion = check_mutual_exclusion(writes, history=history)
-    linearizability = check_mutex(ops, origin=start)
+    kind = RECIPES[recipe].kind
+    safety, check = SAFETY[kind]
+    exclusion = check(writes, history, holders)
+    judged = kind in MUTEX_MODELS
+    linearizability = (check_mutex(ops, origin=start) if judged
+                       else Linearizability(None, len(ops), 0, "not judged: the recipe admits several holders"))
     acquires = [op for op in ops if op.kind == "acquire" and op.complete is not None]
     latencies = [(op.invoke - start, op.complete - op.invoke) for op in acquires]
     rejected = sum(1 for write in writes if not write.accepted)
     return Judgement(exclusion, linearizability, availability(holds, start, end), len(acquires),
-                     len(writes) - rejected, rejected, latencies, start)
+                     len(writes) - rejected, rejected, latencies, start, safety=safety.replace("N", str(holders)),
+                     linearizability_judged=judged)
