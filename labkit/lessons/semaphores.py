@@ -56,6 +56,8 @@ class Occupancy:
     limit: int
     killed: int               # holders SIGKILLed while they held
     holds: int                # holds the record shows
+    writes: list[Any]         # the store's record (StoreWrite), to judge again
+    history: History
 
     @property
     def most(self) -> int:
@@ -93,7 +95,7 @@ def never_more_than(lab: Any, recipe: str, limit: int = 2, clients: int = 5, sec
     store.reset()
     store.client.close()
     verdict = check_at_most_holders(writes, limit, history=history)
-    return Occupancy(verdict, limit, killed, len({(w.client, w.token) for w in writes if w.accepted}))
+    return Occupancy(verdict, limit, killed, len({(w.client, w.token) for w in writes if w.accepted}), writes, history)
 
 
 @dataclass
