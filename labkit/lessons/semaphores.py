@@ -19,6 +19,7 @@ Every connection and process a function opens is closed before it returns.
 from __future__ import annotations
 
 import contextlib
+import shutil
 import threading
 import time
 import uuid
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from labkit.clients import spawn_clients
-from labkit.locks.curator import CuratorPeer
+from labkit.locks.curator import CuratorPeer, CuratorUnavailable, compiled_peer_directory
 from labkit.locks.errors import LockTimeout
 from labkit.locks.registry import RecipeHandle, connections_of, make_lock
 from labkit.record.checker import Verdict, check_at_most_holders
@@ -54,7 +55,7 @@ def semaphore_on(lab: Any, recipe: str, name: str, limit: int, identifier: str, 
 class Occupancy:
     verdict: Verdict          # "at most N", from the store's record
     limit: int
-    killed: int               # holders SIGKILLed while they held
+    killed: int               # holders SIGKILLed (or paused) while they held
     holds: int                # holds the record shows
     writes: list[Any]         # the store's record (StoreWrite), to judge again
     history: History
@@ -65,11 +66,14 @@ class Occupancy:
 
 
 def never_more_than(lab: Any, recipe: str, limit: int = 2, clients: int = 5, seconds: float = 4.0,
-                    kills: int = 2, hold: float = 0.05, timeout: float = 2.0) -> Occupancy:
+                    kills: int = 2, hold: float = 0.05, timeout: float = 2.0, fault: str = "kill") -> Occupancy:
     """``clients`` processes loop acquire / write / hold / write / release on one semaphore
     of ``limit`` for ``seconds``; ``kills`` times a holder is SIGKILLed (and rejoins, as a
-    restarted process would). The lab's Redis keeps the record (an unfenced store: N holders
-    carry N tokens, see the notebook's pitfalls). Returns the verdict of that record."""
+    restarted process would), or with ``fault="pause"`` frozen for twice the ``timeout`` (it
+    resumes believing it still holds). The lab's Redis keeps the record (an unfenced store:
+    N holders carry N tokens, see the notebook's pitfalls). Returns the verdict of that record."""
+    if fault not in ("kill", "pause"):
+        raise ValueError(f"fault={fault!r}: 'kill' (SIGKILL a holder) or 'pause' (SIGSTOP it past its timeout)")
     name = f"/semaphores/{uuid.uuid4().hex[:8]}"
     store = FencedStore(lab.redis.client(), f"semaphore-store:{name}", fenced=False)
     store.reset()
@@ -85,10 +89,12 @@ def never_more_than(lab: Any, recipe: str, limit: int = 2, clients: int = 5, sec
                 # kill evenly through the run, each time a client that holds right now
                 wait_until(lambda: time.monotonic() >= started + seconds * (number + 1) / (kills + 1),
                            "the moment of the next kill", timeout=seconds + 5)
-                holder = wait_for_value(group.holders, "a holder to kill", timeout=10)[0]
-                holder.kill()
+                holder = wait_for_value(group.holders, "a holder to stop", timeout=10)[0]
+                holder.kill() if fault == "kill" else holder.pause(2 * timeout)
                 killed += 1
-            wait_until(lambda: time.monotonic() >= started + seconds, "the end of the run", timeout=seconds + 5)
+            # a paused holder must wake while the others still work, to show what it does then
+            ends = max(started + seconds, time.monotonic() + (2 * timeout + 1.0 if fault == "pause" else 0.0))
+            wait_until(lambda: time.monotonic() >= ends, "the end of the run", timeout=ends - started + 5)
         finally:
             workload.stop(timeout=2 * timeout + clients * hold + 5)
     writes = store.writes()
@@ -198,6 +204,17 @@ def wakeups_per_freed_slot(lab: Any, recipe: str, limit: int = 2, waiters: int =
             for handle in handles:
                 closing.callback(handle.close)
     return freed
+
+
+def curator_missing() -> str | None:
+    """Why Curator's peer cannot run on this machine (no Java, no jars), or None if it can."""
+    if shutil.which("java") is None:
+        return "java is not on PATH (apt-get install -y default-jdk-headless libcurator-recipes-java)"
+    try:
+        compiled_peer_directory()
+    except CuratorUnavailable as error:
+        return str(error)
+    return None
 
 
 @dataclass
