@@ -13,7 +13,8 @@ from __future__ import annotations
 KINDS = {
     "requested": "the client asked for the lock",
     "created": "its queue entry exists on the server (detail: node/key, sequence or revision)",
-    "watch": "it waits on something (detail: target, what='predecessor'|'parent'|'key')",
+    "watch": "it waits on something (detail: target, what='predecessor'|'parent'|'key'; a semaphore: "
+             "'slot' for the head of the line, 'line' for the waiters behind it)",
     "woke": "a watch fired and it re-checks (detail: reason, target)",
     "acquired": "it now holds the lock (detail: token)",
     "released": "it let go on purpose (detail: token)",

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import redis
 
 from labkit.clients import RECIPES, spawn_clients
+from labkit.locks.registry import check_holders
 from labkit.faults import kill_leader
 from labkit.record.fencing import FencedStore
 from labkit.record.history import History
@@ -59,6 +60,8 @@ RECIPE_TITLES = {
     "etcd": "etcd Mutex (lease + create revision)",
     "etcd3-lock": "python-etcd3's Lock",
     "redis": "Redis lock (SET NX PX, no fencing token)",
+    "zookeeper-semaphore": "ZooKeeper semaphore (Curator's layout), {holders} slots",
+    "etcd-semaphore": "etcd semaphore (first create revisions), {holders} slots",
 }
 
 
@@ -68,15 +71,17 @@ class LockPanel:
 
     ``hold``: seconds each holder keeps the lock; ``pause_seconds``: length of a "pause"
     (default: the session timeout + 2 s); ``session_timeout`` / ``ttl``: the clients'
-    ZooKeeper session timeout / etcd lease and Redis key TTL. A new panel closes the
-    panels this kernel already has, unless ``close_others=False``."""
+    ZooKeeper session timeout / etcd lease and Redis key TTL; ``holders``: the slots of a
+    semaphore recipe (its store then runs unfenced: N holders carry N tokens). A new panel
+    closes the panels this kernel already has, unless ``close_others=False``."""
 
     def __init__(self, lab: Lab, recipe: str = "zookeeper", clients: int = 3, name: str | None = None,
                  hold: float = 8.0, pause_seconds: float | None = None, session_timeout: float = 4.0,
                  ttl: float = 5.0, refresh: float = 0.5, redraw_every: float = 2.0, window: float = 60.0,
-                 close_others: bool = True):
+                 close_others: bool = True, holders: int = 1):
         if recipe not in RECIPES:
             raise ValueError(f"no recipe named {recipe!r}; choose one of {', '.join(RECIPES)}")
+        check_holders(recipe, holders)
         if close_others:
             # re-running the cell that made a panel must not leave the old one's processes running
             close_all_panels()
@@ -96,7 +101,7 @@ class LockPanel:
             # a Redis lock (or Redlock) gives no token, so a fenced store would refuse all its
             # writes: its store accepts everything, and the panel shows what that lets through
             self.store = FencedStore(lab.redis.client(socket_timeout=2.0), f"panel-store:{self.name}",
-                                     fenced=not RECIPES[recipe].ttl_only)
+                                     fenced=not RECIPES[recipe].ttl_only and RECIPES[recipe].kind == "mutex")
             try:
                 self.store.reset()
             except redis.RedisError as error:  # the lock still works; only the store is missing
@@ -108,14 +113,15 @@ class LockPanel:
         # that "cut the holder" cuts that one process and no other
         self.clients = spawn_clients(lab, recipe, n=clients, name=self.name, history=self.history,
                                      store=self.store, session_timeout=session_timeout, ttl=ttl,
-                                     proxied=self.has_network, keep_previous=True)  # close_others decides
+                                     proxied=self.has_network, keep_previous=True,  # close_others decides
+                                     holders=holders)
         self.clients.held_by = "a LockPanel"
         self._said_lab_stopped = False
         self.drivers: list[ClientDriver] = []
         self._threads: list[threading.Thread] = []
         try:
             self.nodes = [node for service in self._services() for node in service.nodes]
-            self.view = PanelView(self, title=RECIPE_TITLES.get(recipe, recipe), hold=hold,
+            self.view = PanelView(self, title=RECIPE_TITLES.get(recipe, recipe).format(holders=holders), hold=hold,
                                   pause_seconds=pause_seconds or round(session_timeout + 2.0, 1))
             for message in self.errors:
                 self.view.show_error(message)

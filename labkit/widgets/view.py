@@ -128,8 +128,8 @@ class PanelView:
         keepalive = _button("stop keep-alive", "stop refreshing the lease: it expires after its TTL")
         if RECIPES[self.panel.recipe].ttl_only:
             session.disabled, session.tooltip = True, "a Redis lock has no session: it ends when its TTL runs out"
-        if self.panel.recipe != "etcd":
-            keepalive.disabled, keepalive.tooltip = True, "only an etcd Mutex keeps a lease alive"
+        if self.panel.recipe not in ("etcd", "etcd-semaphore"):
+            keepalive.disabled, keepalive.tooltip = True, "only an etcd Mutex or semaphore keeps a lease alive"
         for button, action in ((pause, "pause"), (kill, "kill"), (session, session_action),
                                (keepalive, "stop keep-alive")):
             button.on_click(lambda _, action=action: self.panel.fault_client(name, action))
