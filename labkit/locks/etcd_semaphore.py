@@ -17,8 +17,8 @@ watch the same thing:
 - the waiter of rank exactly N (the head of the line) watches the N holders' keys for a
   delete: a freed slot wakes it, and only it;
 - a waiter of rank > N watches the key just ahead of it (another waiter) for any change:
-  that waiter is admitted (it then re-puts its key, marking it "holding": the one extra
-  write of this recipe) or leaves; either way I may now be the head, and look again.
+  that waiter is admitted (it then re-puts its key, marking it "admitted": the one extra
+  write of this recipe, made only by a client that had to wait) or leaves; either way I may now be the head, and look again.
 
 Watching "the key N places ahead" would wake one client per freed slot too, but the wrong
 one whenever the holders leave out of order: the head would sleep beside a free slot.
@@ -44,6 +44,9 @@ MARKER = "semaphore"   # the first field of every key's value: tells a semaphore
 
 
 def semaphore_value(limit: int, identifier: str, state: str) -> bytes:
+    """A key's value. ``state`` is "joined", or "admitted" once a client that waited got in:
+    it only tells the waiter behind that the line moved. Who holds is decided by create
+    revision alone (a "joined" key among the first N holds)."""
     return json.dumps({MARKER: limit, "state": state, "identifier": identifier}).encode()
 
 
@@ -102,7 +105,7 @@ class EtcdSemaphore:
             compare=[etcdrpc.Compare(key=key, target=etcdrpc.Compare.CREATE,
                                      result=etcdrpc.Compare.EQUAL, create_revision=0)],
             success=[etcdrpc.RequestOp(request_put=etcdrpc.PutRequest(
-                key=key, value=semaphore_value(self.limit, self.identifier, "waiting"),
+                key=key, value=semaphore_value(self.limit, self.identifier, "joined"),
                 lease=self.session.lease_id)), first],
             failure=[first])
         try:
@@ -168,7 +171,7 @@ class EtcdSemaphore:
                 raise SessionExpired(f"semaphore {self.prefix!r}: my key {self.key} is gone (its lease expired "
                                      "or was revoked); start a new EtcdSession")
             if self.key in first[:self.limit]:
-                if self._mark_holding():
+                if self._mark_admitted():
                     return
                 continue
             # The head watches every holder (a delete frees a slot); the others watch the
@@ -178,7 +181,7 @@ class EtcdSemaphore:
             else:
                 self._wait([before], "line", revision + 1, deadline, started)
 
-    def _mark_holding(self) -> bool:
+    def _mark_admitted(self) -> bool:
         # Tells the waiter behind me that the line moved (it watches my key). Guarded by my
         # create revision, so a key my lease lost is never put back.
         key = self.key.encode()
@@ -186,7 +189,7 @@ class EtcdSemaphore:
             compare=[etcdrpc.Compare(key=key, target=etcdrpc.Compare.CREATE,
                                      result=etcdrpc.Compare.EQUAL, create_revision=self._revision)],
             success=[etcdrpc.RequestOp(request_put=etcdrpc.PutRequest(
-                key=key, value=semaphore_value(self.limit, self.identifier, "holding"), lease=self.session.lease_id))])
+                key=key, value=semaphore_value(self.limit, self.identifier, "admitted"), lease=self.session.lease_id))])
         return rpc(self.client, self.client.kvstub.Txn, request).succeeded
 
     def _wait(self, targets: list[str], what: str, start_revision: int, deadline: float | None,
