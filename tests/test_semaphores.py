@@ -25,6 +25,7 @@ from labkit.locks.registry import NotASemaphore, check_holders
 from labkit.locks.zookeeper import ZooKeeperLock
 from labkit.locks.zookeeper_semaphore import ZooKeeperSemaphore
 from labkit.record.checker import check_at_most_holders
+from labkit.torture import torture
 from labkit.torture.request import TortureError, check_request
 
 from helpers import curator_installed
@@ -119,7 +120,7 @@ def test_the_checker_counts_holds_acting_at_once_from_the_record():
 
 # ---- the claims -------------------------------------------------------------------------------
 
-@pytest.mark.slow   # 4 client processes, 2 of them killed and replaced: ~9 s each
+@pytest.mark.slow   # 4 client processes, 2 of them killed and replaced: 4-7 s each
 @pytest.mark.parametrize("service", sorted(SEMAPHORES))
 def test_never_more_than_n_holders_with_killed_holders(lab, service):
     run = never_more_than(lab, SEMAPHORES[service], limit=2, clients=4, seconds=3.0, kills=2, timeout=TIMEOUT)
@@ -130,7 +131,6 @@ def test_never_more_than_n_holders_with_killed_holders(lab, service):
     assert not check_at_most_holders(run.writes, 1, history=run.history).ok
 
 
-@pytest.mark.slow   # two sessions time out: ~4 s each
 @pytest.mark.parametrize("service", sorted(SEMAPHORES))
 def test_a_dead_holder_frees_its_slot_at_its_timeout_a_release_at_once(lab, service):
     run = slot_after_death(lab, SEMAPHORES[service], limit=2, timeout=TIMEOUT)
@@ -166,3 +166,13 @@ def test_the_bench_compares_each_semaphore_with_its_mutex(lab):
     for row in results.values():
         assert row["semaphore"]["samples"] == row["mutex"]["samples"] == 10
         assert row["ratio"] == round(row["semaphore"]["p50_ms"] / row["mutex"]["p50_ms"], 2)
+
+
+@pytest.mark.slow   # its own servers, 4 client processes, 5 s: 6-15 s
+def test_labkit_torture_judges_a_semaphore_at_most_n_holders():
+    result = torture("etcd-semaphore", clients=4, duration=5.0, nemesis="kill", seed=3, holders=2, quiet=True)
+    judgement = result.trials[0].judgement
+    assert judgement.safety == "At most 2 holders" and not judgement.linearizability_judged
+    assert result.ok, "\n".join(judgement.lines())
+    assert judgement.mutual_exclusion.most == 2, judgement.mutual_exclusion.explain()   # it was full at times
+    assert result.parameters["holders"] == 2 and result.parameters["fenced"] is False
