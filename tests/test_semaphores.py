@@ -151,6 +151,7 @@ def test_a_freed_slot_wakes_one_waiter(lab, service):
         assert slot.line == following, freed                       # the next in line becomes the head
 
 
+@pytest.mark.slow   # a JVM starts: 4-8 s
 @pytest.mark.skipif(not curator_installed(), reason="needs Java and Curator's jars (libcurator-recipes-java)")
 def test_labkit_and_curator_hold_leases_of_one_semaphore(lab):
     run = curator_interop(lab, limit=2, seconds=2.0)
