@@ -1,4 +1,4 @@
 """Lock recipes on real servers: ZooKeeper, etcd and Redis, under one event vocabulary."""
-from labkit.locks.errors import LockError, LockTimeout, Locked, SessionExpired
+from labkit.locks.errors import InvalidSemaphoreSize, LockError, LockTimeout, Locked, PathInUse, SessionExpired
 
-__all__ = ["LockError", "LockTimeout", "Locked", "SessionExpired"]
+__all__ = ["InvalidSemaphoreSize", "LockError", "LockTimeout", "Locked", "PathInUse", "SessionExpired"]
