@@ -57,6 +57,7 @@ ALLOWED = {
         "a ZooKeeper sequence restarts if the lock's parent",                      # card on fencing's edges
         "the node's sequence number is a queue position, not a token",             # INSTRUCTOR.md, 00
         "the sequence restarts at 0 under the re-created parent while czxid",      # INSTRUCTOR.md, 04
+        "Fences with a timestamp or the ZooKeeper sequence number",                # scenarios.json, a red flag
     ],
     "deadline from the last reply": [
     ],

@@ -1,9 +1,13 @@
 """Scenario interviews: one open design question for about 45 minutes, with follow-ups
-on a clock and a rubric the learner sees only at the end, then scores against.
+on a clock and a rubric the learner sees only at the end, then scores against: each key
+point at the level the answer reached (mid, senior, staff), minus the red flags it raised
+(``labkit.practice.rubric``). The debrief shows the score per axis, names the red flags,
+and lists the model answer's key points the answer missed.
 
     show_scenario("daily-job-once")          # ipywidgets panel; plain text without one
     interview = ScenarioInterview(scenario("redis-checkout-post-mortem"))
-    interview.start(); interview.next_follow_up(); interview.finish(); interview.score([0, 2, 5])
+    interview.start(); interview.next_follow_up(); interview.finish()
+    interview.score({0: "senior", 1: "staff", 4: "mid"}, red_flags=[1]); print(interview.debrief())
 
 The texts live in ``scenarios.json`` next to this module (an instructor can add one
 without touching code). Scores go to the practice journal (``labkit.practice.journal``:
@@ -11,7 +15,8 @@ a JSON file next to the notebook, not the notebook's metadata, which the kernel 
 write safely), so a learner sees progress across attempts.
 
 What can fail: ``UnknownScenario`` for an id not in the file; ``LabError`` when the
-rubric is asked for before the interview is finished, or a rubric point is out of range.
+rubric is asked for before the interview is finished, or an item, level or red flag is
+not in the rubric.
 Nothing blocks: the clock is a daemon thread that runs only between Start and End.
 """
 from __future__ import annotations
@@ -27,6 +32,7 @@ from typing import Callable, Iterable
 from labkit.errors import LabError
 from labkit.practice.deck import widgets_available
 from labkit.practice.journal import Journal
+from labkit.practice.rubric import LEVELS, RedFlag, RubricItem, debrief, grade, item_from, rubric_text
 
 DATA = Path(__file__).with_name("scenarios.json")
 
@@ -42,35 +48,29 @@ class FollowUp:
 
 
 @dataclass(frozen=True)
-class RubricPoint:
-    point: str
-    points: int
-
-
-@dataclass(frozen=True)
 class Scenario:
     id: str
     title: str
     minutes: int
     prompt: str
     follow_ups: tuple[FollowUp, ...]
-    rubric: tuple[RubricPoint, ...]
+    rubric: tuple[RubricItem, ...]
+    red_flags: tuple[RedFlag, ...] = ()
 
     @property
     def max_points(self) -> int:
         return sum(item.points for item in self.rubric)
 
     def rubric_text(self) -> str:
-        lines = [f"Rubric ({self.max_points} points):"]
-        lines += [f"  [{number}] {item.points} pt  {item.point}" for number, item in enumerate(self.rubric)]
-        return "\n".join(lines)
+        return rubric_text(self.rubric, self.red_flags)
 
 
 def load(path: Path = DATA) -> tuple[Scenario, ...]:
     raw = json.loads(path.read_text(encoding="utf-8"))
     return tuple(Scenario(item["id"], item["title"], int(item["minutes"]), item["prompt"],
                           tuple(FollowUp(int(f["minute"]), f["prompt"]) for f in item["follow_ups"]),
-                          tuple(RubricPoint(r["point"], int(r["points"])) for r in item["rubric"]))
+                          tuple(item_from(r, path.name) for r in item["rubric"]),
+                          tuple(RedFlag(f["flag"], f["why"], int(f["points"])) for f in item.get("red_flags", ())))
                  for item in raw)
 
 
@@ -142,23 +142,26 @@ class ScenarioInterview:
             self.finished_at = self.clock()
         return self.scenario.rubric_text()
 
-    def rubric(self) -> tuple[RubricPoint, ...]:
+    def rubric(self) -> tuple[RubricItem, ...]:
         if not self.finished:
             raise LabError("the rubric is shown at the end", hint="answer first, then interview.finish()")
         return self.scenario.rubric
 
-    def score(self, points_met: Iterable[int]) -> dict:
-        """Score against the rubric (the numbers of the points you covered) and journal it."""
-        rubric = self.rubric()
-        met = sorted(set(points_met))
-        if any(not 0 <= number < len(rubric) for number in met):
-            raise LabError(f"rubric points are numbered 0 to {len(rubric) - 1}; got {met}")
-        scored = sum(rubric[number].points for number in met)
-        self.result = self.journal.add("scenario", scenario=self.scenario.id, points=scored,
-                                       max_points=self.scenario.max_points, met=met,
+    def score(self, levels, red_flags: Iterable[int] = ()) -> dict:
+        """Score against the rubric and journal it: ``levels`` is {item number: "mid" | "senior" |
+        "staff"} (or a list with one level or None per item), ``red_flags`` the numbers of the
+        red flags the answer raised."""
+        graded = grade(self.rubric(), self.scenario.red_flags, levels, red_flags)
+        self.result = self.journal.add("scenario", scenario=self.scenario.id, **graded,
                                        minutes=round(self.elapsed_minutes(), 1),
                                        follow_ups_asked=len(self.asked))
         return self.result
+
+    def debrief(self) -> str:
+        """After ``score``: the score per axis, the red flags named, the key points missed."""
+        if self.result is None:
+            raise LabError("nothing scored yet", hint="interview.score({item number: level, ...}) first")
+        return debrief(self.scenario.rubric, self.scenario.red_flags, self.result)
 
     def history(self) -> list[dict]:
         """Earlier scores for this scenario, oldest first."""
@@ -184,12 +187,14 @@ def show_scenario(scenario_id: str, minutes: float | None = None, widgets: bool 
     print(f"{item.title} ({interview.minutes:g} minutes)\n\n{item.prompt}\n")
     print(f"Follow-ups come at minutes {', '.join(str(f.minute) for f in item.follow_ups)} of {item.minutes}.")
     print("In code: interview.start(); interview.next_follow_up(); print(interview.finish()); "
-          "interview.score([numbers of the rubric points you covered])")
+          "interview.score({item number: 'mid' | 'senior' | 'staff'}, red_flags=[numbers]); "
+          "print(interview.debrief())")
     return interview
 
 
 class ScenarioPanel:
-    """Start (the clock runs), Next follow-up, End: show the rubric, then tick and save."""
+    """Start (the clock runs), Next follow-up, End: show the rubric; pick a level per item,
+    tick the red flags said, Save: the debrief."""
 
     def __init__(self, interview: ScenarioInterview):
         import ipywidgets as widgets
@@ -204,7 +209,8 @@ class ScenarioPanel:
         self.next_button = widgets.Button(description="Next follow-up", disabled=True)
         self.end_button = widgets.Button(description="End: show the rubric", button_style="warning", disabled=True)
         self.rubric_box = widgets.VBox()
-        self.checks: list = []
+        self.levels: list = []
+        self.flags: list = []
         self.save_button = widgets.Button(description="Save my score", button_style="success", disabled=True)
         self.result = widgets.HTML()
         self.start_button.on_click(lambda _: self.start())
@@ -246,17 +252,28 @@ class ScenarioPanel:
         self.interview.finish()
         self._stop.set()
         self.next_button.disabled = self.end_button.disabled = True
-        self.checks = [self._widgets.Checkbox(description=f"{item.points} pt: {item.point}", indent=False,
-                                              layout=self._widgets.Layout(width="100%"))
-                       for item in self.interview.rubric()]
-        self.rubric_box.children = [self._widgets.HTML("<b>Rubric</b>: tick what your answer covered.")] + self.checks
+        w = self._widgets
+        self.levels = [w.ToggleButtons(options=["not covered", *LEVELS], value="not covered",
+                                       style={"button_width": "100px"}) for _ in self.interview.rubric()]
+        self.flags = [w.Checkbox(description=f"-{flag.points} pt: {flag.flag}", indent=False,
+                                 layout=w.Layout(width="100%")) for flag in self.interview.scenario.red_flags]
+        rows = []
+        for number, (item, choice) in enumerate(zip(self.interview.rubric(), self.levels)):
+            said = "".join(f"<li><b>{level}</b>: {html.escape(item.levels[level])}</li>" for level in LEVELS)
+            rows += [w.HTML(f"<p><b>[{number}] {html.escape(item.point)}</b> <i>({html.escape(item.axis)})</i></p>"
+                            f"<ul>{said}</ul>"), choice]
+        self.rubric_box.children = ([w.HTML("<b>Rubric</b>: for each key point, the level your answer reached.")]
+                                    + rows + [w.HTML("<b>Red flags</b>: tick each one you said.")] + self.flags)
         self.save_button.disabled = False
         self.refresh()
 
     def save(self) -> None:
-        self.interview.score([number for number, check in enumerate(self.checks) if check.value])
+        self.interview.score({number: choice.value for number, choice in enumerate(self.levels)
+                              if choice.value in LEVELS},
+                             [number for number, check in enumerate(self.flags) if check.value])
         self.save_button.disabled = True
-        self.result.value = html.escape(self.interview.summary())
+        self.result.value = (f"<p>{html.escape(self.interview.summary())}</p>"
+                             f"<pre>{html.escape(self.interview.debrief())}</pre>")
 
     def close(self) -> None:
         self._stop.set()
