@@ -11,7 +11,8 @@ SENIOR = [card for card in CARDS if card.source == "senior"]
 # One card per topic of issue #14, found by a phrase of its question or answer.
 TOPICS = ["leader election", "antirez", "jeopardy", "efficiency lock", "dies halfway", "for update",
           "stonith", "delete the lock key", "session or lease has expired", "read/write", "reentrant",
-          "lock a then lock b", "interprocesssemaphorev2"]
+          "lock a then lock b", "interprocesssemaphorev2",
+          "one hot lock", "producer epoch"]    # issue #27: capacity, epoch fencing without locks
 
 
 def test_about_fifteen_senior_cards_each_complete():

@@ -704,6 +704,44 @@ CARDS += (
             "Not as the only guard for writes outside Kubernetes that must not happen twice; pass "
             "leaseTransitions or the resourceVersion as a token to a resource that checks it.",
             see_also=((ETCD, "Leases and keep-alive"), (PAUSES, "A pause longer than the session timeout"))),
+    _senior("senior-capacity", "C2 C5 C11",
+            "Capacity: how much can one etcd or ZooKeeper cluster carry for locks, and what gives out "
+            "first with 100,000 sessions or one hot lock?",
+            "Count writes and renewals, not locks. Every acquire and release is a write through the "
+            "leader's log: a quorum round trip plus an fsync, so a cluster takes thousands to a few tens "
+            "of thousands of lock operations a second in total, and more voters make each write slower, "
+            "not faster. Each session or lease is renewed about three times per TTL: 100,000 sessions "
+            "with a 10 s TTL is about 30,000 renewals a second, so etcd clients share one lease per "
+            "process for all their locks. Watches cost nothing while idle and one event per watcher per "
+            "change: a parent watch on a hot lock sends N events per release, a predecessor watch one. "
+            "One hot lock serialises everyone: at most 1 / (hold time + hand-off) holders a second, and "
+            "no cluster size changes that.",
+            "Longer leases and shared sessions cut the renewal load but make a crashed holder block "
+            "others for longer; splitting one lock into one per key multiplies throughput but gives up "
+            "a single order.",
+            "Do not size a cluster by the number of locks held (idle locks are nearly free) but by "
+            "acquires, releases and renewals per second; do not put a per-request lock on a hot path "
+            "through consensus at all.",
+            see_also=((ZK, "Herd or predecessor: counting wakeups"),
+                      (ETCD, "Revisions go through the leader's log"))),
+    _senior("senior-epochs-without-locks", "C10 C25",
+            "Kafka fences a zombie producer and a consumer paused through a rebalance without any lock. "
+            "How, and what is the general pattern?",
+            "Each is an epoch handed out by the one component that orders them, and checked on every "
+            "request. A transactional producer that starts with a transactional.id makes the "
+            "transaction coordinator raise that id's producer epoch; a zombie with the old epoch is "
+            "refused (ProducerFenced) and its open transaction is aborted. A consumer group's "
+            "coordinator raises the generation on every rebalance; an offset commit carries the "
+            "generation and member id, and one from an old generation is refused (IllegalGeneration), "
+            "so a consumer paused through a rebalance cannot overwrite its successor's offsets. It is a "
+            "fencing token without a lock: a number that only grows, issued by one authority, compared "
+            "by whoever receives the write.",
+            "No lock service to run or wait on, but the fence covers only what goes through the "
+            "component that checks the epoch.",
+            "Not for side effects outside that component (a database row, an e-mail sent by the "
+            "consumer): write the epoch or generation with the data and have that store compare it.",
+            see_also=((PAUSES, "Fencing tokens: the store rejects the stale write"),
+                      (PAUSES, "Where fencing has edges"))),
 )
 
 
