@@ -7,17 +7,29 @@ kernel would have written, so metadata written from Python is lost on the next a
 working directory) survives restarts, can be read back with ``Journal().entries()``, and
 stays out of git (``.gitignore`` lists it). ``LABKIT_PRACTICE_JOURNAL`` names another file.
 
+Several kernels may write one journal at once (notebooks run side by side under
+pytest-xdist, or two open in JupyterLab): ``add`` holds an exclusive lock on a
+``.lock`` file next to it while it reads, appends and renames, where the platform has
+``fcntl`` (Linux, macOS); elsewhere two kernels adding in the same instant could lose one
+entry.
+
 What can fail: an unreadable or corrupt journal file is renamed aside with a warning
 and a fresh one started; a folder that cannot be written raises ``OSError``.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
+
+try:
+    import fcntl
+except ImportError:        # Windows: no advisory locks; see the module docstring
+    fcntl = None
 
 DEFAULT_NAME = "practice_scores.json"
 
@@ -47,12 +59,26 @@ class Journal:
             return []
         return [entry for entry in entries if kind is None or entry.get("kind") == kind]
 
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        if fcntl is None:
+            yield
+            return
+        with open(self.path.with_name(self.path.name + ".lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
     def add(self, kind: str, **fields: Any) -> dict[str, Any]:
         entry = {"kind": kind, "at": round(time.time(), 3), **fields}
-        entries = self.entries()
-        entries.append(entry)
-        # write aside, then rename: a crash mid-write never leaves half a file
-        partial = self.path.with_name(self.path.name + ".partial")
-        partial.write_text(json.dumps(entries, indent=1, default=str), encoding="utf-8")
-        partial.replace(self.path)
+        with self._locked():
+            entries = self.entries()
+            entries.append(entry)
+            # write aside (a name of this process's own), then rename: a crash mid-write never
+            # leaves half a file
+            partial = self.path.with_name(f"{self.path.name}.{os.getpid()}.partial")
+            partial.write_text(json.dumps(entries, indent=1, default=str), encoding="utf-8")
+            partial.replace(self.path)
         return entry

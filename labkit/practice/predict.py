@@ -6,9 +6,13 @@
 
 With a widget front-end the learner picks an answer (or types a number) and presses
 "Lock in"; without one (plain Python, a script) pass ``guess=``. In every case nothing
-waits for input: under nbval the default guess is taken and the cell runs through, so
-a notebook never blocks on a prediction. Only guesses the learner locked in are written
-to the practice journal (``labkit.practice.journal``); defaults are not.
+waits for input: under "Run All" or nbval the cell runs through, so a notebook never
+blocks on a prediction. A prediction revealed without a locked-in guess is **skipped**:
+it is journalled as such and counts neither right nor wrong (``default`` only preselects
+the widget's answer). Every reveal goes to the practice journal
+(``labkit.practice.journal``) with the question's lesson and the misconception its wrong
+answers stand for (``labkit.practice.prediction_notes``); ``labkit.practice.calibration``
+reads them back.
 
 What can fail: ``ValueError`` for a default or guess that is not among the choices, or a
 numeric prediction without a number; ``reveal`` twice raises ``LabError``.
@@ -24,6 +28,7 @@ from IPython.display import display
 from labkit.errors import LabError
 from labkit.practice.deck import widgets_available
 from labkit.practice.journal import Journal
+from labkit.practice.prediction_notes import note
 
 
 def _same(guess: Any, actual: Any) -> bool:
@@ -41,31 +46,40 @@ class Prediction:
     within: float = 0.25
     locked: bool = False            # the learner chose it (widget "Lock in" or guess=), not the default
     actual: Any = None
-    correct: bool | None = None
+    correct: bool | None = None     # None until revealed, and for ever when skipped
+    revealed: bool = False
+    lesson: str | None = None
+    misconception: str | None = None
     journal: Journal | None = field(default=None, repr=False)
     panel: PredictionPanel | None = field(default=None, repr=False)  # the widget, defined below
 
+    @property
+    def skipped(self) -> bool:
+        """Revealed with no guess locked in: neither right nor wrong."""
+        return self.revealed and not self.locked
+
     def lock(self, guess: Any) -> None:
         """Record the learner's guess (what the "Lock in" button does)."""
-        if self.correct is not None:
+        if self.revealed:
             raise LabError("the result is out already", hint="a guess counts only before reveal()")
         self.guess = _checked(guess, self.choices)
         self.locked = True
 
     def reveal(self, actual: Any) -> "Prediction":
-        """Compare the guess with what the experiment gave; show it; journal a locked guess."""
-        if self.correct is not None:
+        """Compare the locked-in guess with what the experiment gave; show it; journal it
+        (a prediction with no guess locked in is journalled as skipped)."""
+        if self.revealed:
             raise LabError(f"this prediction was revealed already (the result was {self.actual!r})")
-        if self.panel is not None and not self.locked:
-            self.guess = self.panel.current_guess()    # what the widget shows, even if not locked in
-        self.actual = actual
-        if self.choices is None:
+        self.actual, self.revealed = actual, True
+        if self.locked and self.choices is None:
             self.correct = abs(float(self.guess) - float(actual)) <= self.within * max(abs(float(actual)), 1e-9)
-        else:
+        elif self.locked:
             self.correct = _same(self.guess, actual)
-        if self.locked and self.journal is not None:
-            self.journal.add("prediction", question=self.question, guess=self.guess, actual=actual,
-                             correct=self.correct)
+        REVEALED.append(self)
+        if self.journal is not None:
+            self.journal.add("prediction", question=self.question, lesson=self.lesson,
+                             misconception=self.misconception, skipped=self.skipped,
+                             guess=self.guess if self.locked else None, actual=actual, correct=self.correct)
         if self.panel is not None:
             self.panel.show_result(self)
         else:
@@ -73,14 +87,20 @@ class Prediction:
         return self
 
     def verdict(self) -> str:
-        if self.correct is None:
+        if not self.revealed:
             return f"Predict: {self.question} (your guess so far: {self.guess!r})"
-        whose = "You predicted" if self.locked else "Default guess"
+        if self.skipped:
+            return (f"Skipped (no guess locked in, so it counts neither right nor wrong); "
+                    f"the run gave {self.actual!r}.")
         outcome = "right" if self.correct else "not this time: look at why below"
-        return f"{whose} {self.guess!r}; the run gave {self.actual!r}: {outcome}."
+        return f"You predicted {self.guess!r}; the run gave {self.actual!r}: {outcome}."
 
     def __repr__(self) -> str:
         return self.verdict()
+
+
+# every prediction revealed in this kernel, oldest first (a lesson's summary cell checks them)
+REVEALED: list[Prediction] = []
 
 
 def _checked(guess: Any, choices: tuple | None) -> Any:
@@ -96,12 +116,17 @@ def _checked(guess: Any, choices: tuple | None) -> Any:
 
 
 def predict(question: str, choices: Sequence[Any] | None = None, default: Any = None, guess: Any = None,
-            within: float = 0.25, widgets: bool | None = None, journal: Journal | None = None) -> Prediction:
-    """Ask ``question`` before the experiment; never waits. ``default`` is the first choice
-    (or 0) unless given; ``guess=`` locks a guess in without a widget."""
+            within: float = 0.25, widgets: bool | None = None, journal: Journal | None = None,
+            lesson: str | None = None, misconception: str | None = None) -> Prediction:
+    """Ask ``question`` before the experiment; never waits. ``default`` preselects the
+    widget's answer (the first choice, or 0, unless given); ``guess=`` locks a guess in
+    without a widget. ``lesson`` and ``misconception`` default to the question's entry in
+    ``predictions.json``."""
     options = None if choices is None else tuple(choices)
     start = default if default is not None else (options[0] if options else 0.0)
+    about = note(question)
     prediction = Prediction(question, options, _checked(start, options), within,
+                            lesson=lesson or about.lesson, misconception=misconception or about.misconception,
                             journal=journal if journal is not None else Journal())
     if guess is not None:
         prediction.lock(guess)
@@ -112,8 +137,9 @@ def predict(question: str, choices: Sequence[Any] | None = None, default: Any = 
         display(prediction.panel)
     else:
         shown = " / ".join(map(str, options)) if options else "a number"
-        print(f"Predict: {question} [{shown}] — guess: {prediction.guess!r}"
-              + ("" if prediction.locked else " (the default; pass guess=... to record your own)"))
+        print(f"Predict: {question} [{shown}]"
+              + (f" — your guess: {prediction.guess!r}" if prediction.locked
+                 else " — pass guess=... to record yours; without one it counts as skipped"))
     return prediction
 
 
@@ -131,16 +157,14 @@ class PredictionPanel:
             labels = [str(choice) for choice in prediction.choices]
             self.input = widgets.RadioButtons(options=labels, value=str(prediction.guess))
         self.lock_button = widgets.Button(description="Lock in", button_style="primary", icon="lock")
-        self.result = widgets.HTML("Lock in your guess, then run the next cell." if not prediction.locked
+        self.result = widgets.HTML("Lock in your guess, then run the next cell (without one, it counts as "
+                                   "skipped)." if not prediction.locked
                                    else f"Locked in: {html.escape(str(prediction.guess))}")
         self.lock_button.on_click(lambda _: self.lock())
         self.box = widgets.VBox([self.question, self.input, self.lock_button, self.result])
 
-    def current_guess(self) -> Any:
-        return _checked(self.input.value, self.prediction.choices)
-
     def lock(self) -> None:
-        if self.prediction.correct is not None:
+        if self.prediction.revealed:
             return
         self.prediction.lock(self.input.value)
         self.input.disabled = self.lock_button.disabled = True
@@ -148,7 +172,7 @@ class PredictionPanel:
 
     def show_result(self, prediction: Prediction) -> None:
         self.input.disabled = self.lock_button.disabled = True
-        colour = "green" if prediction.correct else "#b35900"
+        colour = "green" if prediction.correct else ("gray" if prediction.skipped else "#b35900")
         self.result.value = f'<span style="color:{colour}">{html.escape(prediction.verdict())}</span>'
 
     def _repr_mimebundle_(self, **kwargs):
