@@ -1,5 +1,6 @@
 """One auto-checked exercise per lesson 01–08, on real servers: each checker passes the
-reference solution and fails a typical wrong one, naming the mistake."""
+reference solution and fails a typical wrong one, naming the mistake; the skeleton each
+notebook's exercise cell holds fails with the checker's words."""
 import pytest
 
 import labkit
@@ -7,6 +8,8 @@ from labkit.practice.exercises import (LESSON_EXERCISES, ExerciseError, check_cl
                                        check_fenced_write, check_guarded_put, check_queue_depth,
                                        check_redis_unlock, check_redlock_validity, check_zookeeper_lock,
                                        examples, lesson_examples as ex)
+from labkit.practice.exercises.ladder import FLAG, check_exercise
+from test_exercise_ladder import skeleton_functions
 
 
 def passes(report):
@@ -127,3 +130,27 @@ def test_08_ttl_minus_elapsed_outlives_the_keys(clock_lab):
     report = check_redlock_validity(ex.validity_without_drift, clock_lab)
     fails_with(report, "no drift", "without the drift allowance")
     fails_with(report, "outlives the keys", "AFTER a majority")
+
+
+# ---- the notebooks' skeletons (issue #27): each fails with the checker's words, the reference passes ----
+SKELETON_OPTIONS = {"02": {"clients": 6}}
+
+
+def _skeleton_then_reference(lesson, lab, monkeypatch):
+    functions = skeleton_functions(lesson)
+    monkeypatch.delenv(FLAG, raising=False)
+    report = check_exercise(lesson, *functions, lab=lab, **SKELETON_OPTIONS.get(lesson, {}))
+    assert not report.passed and report.untouched and report.causes, report.explain()
+    assert "FAIL" in report.explain()
+    monkeypatch.setenv(FLAG, "reference")     # as under nbval: the reference solution is checked next
+    reference = check_exercise(lesson, *functions, lab=lab, **SKELETON_OPTIONS.get(lesson, {}))
+    passes(reference)
+
+
+@pytest.mark.parametrize("lesson", ["01", "02", "03", "04", "05", "06", "07"])
+def test_the_notebook_skeleton_fails_with_the_checkers_words_and_the_reference_passes(lesson, lab, monkeypatch):
+    _skeleton_then_reference(lesson, lab, monkeypatch)
+
+
+def test_08_the_notebook_skeleton_fails_and_the_reference_passes(clock_lab, monkeypatch):
+    _skeleton_then_reference("08", clock_lab, monkeypatch)

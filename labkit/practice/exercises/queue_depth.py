@@ -80,6 +80,10 @@ def _ask(report: Report, waiters: Callable, client: Any, path: str, expected: in
         report.judge(prop, False, f"waiters raised {type(error).__name__}: {error}", "raised")
         return False
     holders = len(client.get_children(path))
+    if not isinstance(answer, int) or isinstance(answer, bool):
+        report.judge(prop, False, f"returned {answer!r}, not a count: return how many clients wait, an int",
+                     "not a number")
+        return False
     if answer == expected:
         report.judge(prop, True, f"{expected} waiting, {holders} lock node(s) in the queue: right")
         return True

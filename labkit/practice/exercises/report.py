@@ -46,6 +46,7 @@ class Report:
     seconds: float = 0.0
     properties: tuple[str, ...] = PROPERTIES     # what this exercise judges, in the order explained
     started: float = field(default_factory=time.monotonic, repr=False)
+    untouched: bool = False     # the learner's untouched skeleton (labkit.practice.exercises.ladder)
 
     def stop_clock(self) -> None:
         """``seconds``: how long the checking took, from the report's creation until now."""
