@@ -6,6 +6,7 @@ the rendered text. A screenshot is kept in artifacts/lab_panel.png.
 Needs Debian's Chromium (``apt-get install -y chromium``; ``lab.sh test`` installs it):
 Playwright's own browser download cannot work here. Skips with the reason otherwise.
 """
+import contextlib
 import os
 import re
 import secrets
@@ -81,21 +82,34 @@ def assert_widgets_front_end(environment: dict) -> None:
 
 @pytest.fixture
 def jupyter_lab(tmp_path):
-    """Jupyter Lab serving a copy of the notebook (so autosave never touches the repo),
-    with its own config, runtime, settings and LABKIT_HOME under tmp_path."""
+    with serve_jupyter(tmp_path, [NOTEBOOK]) as urls:
+        yield urls[0]
+
+
+@contextlib.contextmanager
+def serve_jupyter(tmp_path, notebooks):
+    """Jupyter Lab serving copies of ``notebooks`` (so autosave never touches the repo),
+    with its own config, runtime, settings and LABKIT_HOME under tmp_path: yields the URL
+    of each notebook."""
     work = tmp_path / "work"
     work.mkdir()
-    shutil.copy(NOTEBOOK, work / NOTEBOOK.name)
+    for notebook in notebooks:
+        shutil.copy(notebook, work / notebook.name)
     settings = tmp_path / "settings" / "@jupyterlab" / "apputils-extension"
     settings.mkdir(parents=True)
     # no news or update toast over the panel
     (settings / "notification.jupyterlab-settings").write_text('{"fetchNews": "false", "checkForUpdates": false}')
+    # every cell in the page, not only those scrolled into view (a long lesson is read cell by cell)
+    tracker = tmp_path / "settings" / "@jupyterlab" / "notebook-extension"
+    tracker.mkdir(parents=True)
+    (tracker / "tracker.jupyterlab-settings").write_text('{"windowingMode": "none"}')
     port, token = free_port(), secrets.token_hex(16)
     labkit_home = tmp_path / "labkit"
     environment = dict(os.environ, JUPYTER_CONFIG_DIR=str(tmp_path / "config"),
                        JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"), JUPYTER_DATA_DIR=str(tmp_path / "data"),
                        IPYTHONDIR=str(tmp_path / "ipython"), LABKIT_HOME=str(labkit_home),
                        LABKIT_BACKEND="local", PYTHONPATH=str(REPO))
+    environment.pop("LABKIT_PRACTICE_JOURNAL", None)     # the journal is the one next to the copies
     log = tmp_path / "jupyter.log"
     with open(log, "wb") as log_file:
         process = subprocess.Popen(
@@ -110,7 +124,7 @@ def jupyter_lab(tmp_path):
         assert_widgets_front_end(environment)
         base = f"http://127.0.0.1:{port}"
         wait_for_server(f"{base}/api/status?token={token}", process, log)
-        yield f"{base}/lab/tree/{NOTEBOOK.name}?token={token}"
+        yield [f"{base}/lab/tree/{notebook.name}?token={token}" for notebook in notebooks]
     finally:
         stop(process)
         # anything the kernel could not stop (it was killed) is reaped by the lab's own state files
@@ -136,35 +150,40 @@ PROMPT_OF = "cell => cell.querySelector('.jp-InputPrompt')?.innerText || ''"
 
 
 def run_cells(page, count: int) -> None:
-    """Run the first ``count`` cells one at a time, as a learner would: select the cell,
-    press the toolbar's run button, and for a code cell wait until its prompt shows an
-    execution number. A run that JupyterLab drops (it happens while the kernel connection
-    is still settling) leaves the prompt at "[ ]": then the button is pressed again, never
-    while the cell runs ("[*]")."""
+    """Run the first ``count`` cells one at a time, as a learner would (``run_cell``)."""
+    for index in range(count):
+        run_cell(page, index, count)
+
+
+def run_cell(page, index: int, count: int | None = None) -> None:
+    """Run cell ``index`` as a learner would: select the cell, press the toolbar's run
+    button, and for a code cell wait until its prompt shows an execution number. A run that
+    JupyterLab drops (it happens while the kernel connection is still settling) leaves the
+    prompt at "[ ]": then the button is pressed again, never while the cell runs ("[*]")."""
     cells = page.locator(".jp-Notebook .jp-Cell")
     # the toolbar's "Run this cell and advance" (a click reaches it even when keyboard focus is elsewhere)
     run_button = page.locator(".jp-NotebookPanel-toolbar [data-command='notebook:run-cell-and-select-next']")
-    for index in range(count):
-        cell = cells.nth(index)
-        is_code = "jp-CodeCell" in (cell.get_attribute("class") or "")
-        for attempt in range(6):
-            cell.locator(".jp-InputPrompt").click()
-            run_button.click()
-            if not is_code:
-                break
-            try:
-                page.wait_for_function(f"cell => /\\[(\\*|\\d+)\\]/.test(({PROMPT_OF})(cell))",
-                                       arg=cell.element_handle(), timeout=10_000)
-                break
-            except sync_api.TimeoutError:
-                if attempt == 5:
-                    prompts = [cells.nth(number).locator(".jp-InputPrompt").inner_text() for number in range(count)]
-                    status = page.locator(".jp-StatusBar-Widget").inner_text()
-                    raise AssertionError(f"cell {index} never started after {attempt + 1} runs; prompts {prompts}, "
-                                         f"status bar {status!r}") from None
-        if is_code:
-            page.wait_for_function(f"cell => /\\[\\d+\\]/.test(({PROMPT_OF})(cell))",
-                                   arg=cell.element_handle(), timeout=120_000)
+    cell = cells.nth(index)
+    is_code = "jp-CodeCell" in (cell.get_attribute("class") or "")
+    for attempt in range(6):
+        cell.locator(".jp-InputPrompt").click()
+        run_button.click()
+        if not is_code:
+            break
+        try:
+            page.wait_for_function(f"cell => /\\[(\\*|\\d+)\\]/.test(({PROMPT_OF})(cell))",
+                                   arg=cell.element_handle(), timeout=10_000)
+            break
+        except sync_api.TimeoutError:
+            if attempt == 5:
+                prompts = [cells.nth(number).locator(".jp-InputPrompt").inner_text()
+                           for number in range(count if count is not None else index + 1)]
+                status = page.locator(".jp-StatusBar-Widget").inner_text()
+                raise AssertionError(f"cell {index} never started after {attempt + 1} runs; prompts {prompts}, "
+                                     f"status bar {status!r}") from None
+    if is_code:
+        page.wait_for_function(f"cell => /\\[\\d+\\]/.test(({PROMPT_OF})(cell))",
+                               arg=cell.element_handle(), timeout=120_000)
 
 
 def test_expire_session_in_the_browser_hands_the_lock_on(jupyter_lab):

@@ -1,0 +1,115 @@
+"""Practice in a real browser (issue #27): Jupyter Lab on 127.0.0.1, Debian's Chromium driven by
+Playwright, as tests/test_browser.py does.
+
+- Lesson 00 run cell by cell: two of its four predictions answered in their widgets (a choice
+  clicked, then "Lock in"), the other two left alone; the "your predictions" cell at the end
+  reads 4 asked, 2 made, 2 skipped, and its right count matches the widgets' verdicts.
+- An exercise's reveal: the hint cell of lesson 01 alone, its button clicked three times:
+  hint 1, hint 2, then the reference solution.
+
+Screenshots go to artifacts/. Skips like tests/test_browser.py without Chromium or Playwright.
+"""
+import json
+import re
+
+import nbformat
+import pytest
+
+from test_browser import (ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, REPO, run_cell, serve_jupyter, sync_api,
+                          wait_for_kernel)
+from test_browser import pytestmark  # noqa: F401  (browser, slow, skip without Chromium)
+
+from labkit.practice.exercises.ladder import EXERCISES
+
+LESSON = REPO / "notebooks" / "00_start_here.ipynb"
+# the two predictions of lesson 00 answered, and the choice clicked in each
+ANSWERS = {"Which system gives no fencing token for its first lock?": "Redis",
+           "After the close and the revoke, when does the observer see the node and the key go?":
+               "never: nobody called release()"}
+
+
+def predict_cells(path) -> dict[str, int]:
+    """{question: index of the cell that asks it} in the notebook at ``path``."""
+    found = {}
+    for index, cell in enumerate(json.loads(path.read_text(encoding="utf-8"))["cells"]):
+        match = re.search(r'predict\(\s*"([^"]+)"', "".join(cell["source"]))
+        if cell["cell_type"] == "code" and match:
+            found[match.group(1)] = index
+    return found
+
+
+def open_notebook(playwright, url):
+    browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    page = browser.new_page(viewport={"width": 1400, "height": 1800})
+    page.goto(url, timeout=90_000)
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
+    wait_for_kernel(page)
+    return browser, page
+
+
+def test_two_predictions_answered_in_a_lesson_show_in_its_summary(tmp_path):
+    asked_in = predict_cells(LESSON)
+    assert set(ANSWERS) <= set(asked_in) and len(asked_in) == 4, asked_in
+    count = len(json.loads(LESSON.read_text(encoding="utf-8"))["cells"])
+    ARTIFACTS.mkdir(exist_ok=True)
+    with serve_jupyter(tmp_path, [LESSON]) as [url], sync_api.sync_playwright() as playwright:
+        browser, page = open_notebook(playwright, url)
+        cells = page.locator(".jp-Notebook .jp-Cell")
+        try:
+            for index in range(count):
+                run_cell(page, index, count)
+                question = next((q for q, at in asked_in.items() if at == index), None)
+                if question in ANSWERS:
+                    cell = cells.nth(index)
+                    cell.locator(".widget-radio-box label", has_text=ANSWERS[question]).click()
+                    cell.locator("button", has_text="Lock in").click()
+                    cell.get_by_text(f"Locked in: {ANSWERS[question]}").wait_for(timeout=30_000)
+            summary = cells.nth(count - 1).locator(".jp-OutputArea").inner_text()
+            verdicts = [cells.nth(at).locator(".jp-OutputArea").inner_text() for at in asked_in.values()]
+            page.screenshot(path=str(ARTIFACTS / "lesson_predictions.png"), full_page=True)
+        except Exception:
+            page.screenshot(path=str(ARTIFACTS / "lesson_predictions_failure.png"), full_page=True)
+            raise
+        finally:
+            browser.close()
+    right = sum(1 for text in verdicts if "You predicted" in text and ": right." in text)
+    assert sum("You predicted" in text for text in verdicts) == 2, verdicts
+    assert sum("Skipped" in text for text in verdicts) == 2, verdicts
+    assert f"lesson 00: 4 asked, 2 made, {right} right" in summary, summary
+    assert f"{2 - right} wrong, 2 skipped" in summary, summary
+
+
+def test_an_exercise_reveal_shows_two_hints_then_the_solution(tmp_path):
+    lesson = json.loads((REPO / "notebooks" / "01_redis_vs_consensus.ipynb").read_text(encoding="utf-8"))
+    [hints_cell] = [cell for cell in lesson["cells"] if cell["id"] == "exercise-01-hints"]
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell("".join(hints_cell["source"]))]
+    path = tmp_path / "exercise_reveal.ipynb"
+    nbformat.write(notebook, path)
+    ARTIFACTS.mkdir(exist_ok=True)
+    first, second = EXERCISES["01"].hints
+    with serve_jupyter(tmp_path, [path]) as [url], sync_api.sync_playwright() as playwright:
+        browser, page = open_notebook(playwright, url)
+        try:
+            run_cell(page, 0, 1)
+            output = page.locator(".jp-Notebook .jp-Cell").nth(0).locator(".jp-OutputArea")
+            button = output.locator("button")
+            button.wait_for(timeout=30_000)
+            assert "def unlock" not in output.inner_text()
+            shown = []
+            for label in ("Show hint 1 of 2", "Show hint 2 of 2", "Show the reference solution"):
+                page.wait_for_function("([el, label]) => el.innerText.includes(label)",
+                                       arg=[button.element_handle(), label], timeout=30_000)
+                button.click()
+                page.wait_for_function("([el, n]) => el.querySelectorAll('b').length >= n",
+                                       arg=[output.element_handle(), len(shown) + 1], timeout=30_000)
+                shown.append(output.inner_text())
+            page.screenshot(path=str(ARTIFACTS / "exercise_reveal.png"), full_page=True)
+        except Exception:
+            page.screenshot(path=str(ARTIFACTS / "exercise_reveal_failure.png"), full_page=True)
+            raise
+        finally:
+            browser.close()
+    assert first[:60] in shown[0] and second[:40] not in shown[0] and "def unlock" not in shown[0]
+    assert second[:40] in shown[1] and "def unlock" not in shown[1]
+    assert "def unlock(client, name, my_value):" in shown[2] and "COMPARE_AND_DELETE" in shown[2]
