@@ -4,6 +4,7 @@ unattended flag makes a notebook run check the skeleton fails and the reference 
 The skeletons and references on real servers: tests/test_practice_exercises.py."""
 import ast
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -18,18 +19,19 @@ pytestmark = pytest.mark.no_servers
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 
 
-def exercise_cell(lesson: str) -> tuple[str, str]:
-    """(the id of the cell before it, the exercise cell's source) in lesson ``lesson``'s notebook."""
-    [notebook] = NOTEBOOKS.glob(f"{lesson}_*.ipynb")
+def exercise_cell(lesson: str) -> tuple[str, str, str]:
+    """(the id of the cell before it, the exercise cell's source, the next cell's) in the
+    notebook of ``lesson`` ("01" ... "08", "09-zookeeper", "09-etcd")."""
+    [notebook] = NOTEBOOKS.glob(f"{lesson[:2]}_*.ipynb")
     cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
     [index] = [number for number, cell in enumerate(cells)
                if cell["cell_type"] == "code" and f'check_exercise("{lesson}"' in "".join(cell["source"])]
-    return cells[index - 1]["id"], "".join(cells[index]["source"])
+    return cells[index - 1]["id"], "".join(cells[index]["source"]), "".join(cells[index + 1]["source"])
 
 
 def skeleton_functions(lesson: str) -> list:
     """The functions the notebook's exercise cell defines, compiled as the notebook has them."""
-    _, source = exercise_cell(lesson)
+    _, source, _ = exercise_cell(lesson)
     definitions = [node for node in ast.parse(source).body if isinstance(node, ast.FunctionDef)]
     namespace: dict = {}
     exec(compile(ast.Module(body=definitions, type_ignores=[]), f"<lesson {lesson}>", "exec"), namespace)
@@ -44,11 +46,11 @@ def fresh_ladder(monkeypatch):
 
 @pytest.mark.parametrize("lesson", sorted(EXERCISES))
 def test_the_notebook_cell_holds_a_skeleton_and_the_hints_come_first(lesson):
-    before, source = exercise_cell(lesson)
+    before, source, after = exercise_cell(lesson)
     functions = skeleton_functions(lesson)
     assert [function.__name__ for function in functions] == list(EXERCISES[lesson].names)
     assert all(is_skeleton(function) for function in functions), f"lesson {lesson}'s cell gives the answer away"
-    assert "report.passed or report.untouched" in source
+    assert re.search(r"assert (\w+)\.passed or \1\.untouched", source + "\n" + after), "the cell must fail a learner's code that fails"
     assert before == f"exercise-{lesson}-hints", "the hint ladder's cell comes right before the exercise"
 
 

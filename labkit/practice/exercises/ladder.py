@@ -19,6 +19,8 @@ must fail (else ``ExerciseError``: the checker could not tell), then on the refe
 solution, whose report the cell asserts. So every unattended run checks both halves of
 the exercise; a learner's own code is never swapped for the reference, flag or not.
 
+Notebook 09 has two: ``"09-zookeeper"`` (the recipe) and ``"09-etcd"`` (the wait step).
+
 What can fail: ``ExerciseError`` for a lesson with no exercise, or a skeleton that passes.
 """
 from __future__ import annotations
@@ -35,6 +37,7 @@ from labkit.practice.exercises import examples
 from labkit.practice.exercises import lesson_examples as ex
 from labkit.practice.exercises.client_deadline import check_client_deadline
 from labkit.practice.exercises.etcd_cas import check_etcd_cas
+from labkit.practice.exercises.etcd_exercise import check_etcd_wait
 from labkit.practice.exercises.fenced_write import check_fenced_write
 from labkit.practice.exercises.guarded_put import check_guarded_put
 from labkit.practice.exercises.queue_depth import check_queue_depth
@@ -112,6 +115,19 @@ EXERCISES = {exercise.lesson: exercise for exercise in (
         "time the acquire took (elapsed_ms) off the TTL.",
         "Then take off the drift allowance for instances whose clocks run a little fast: 1 % of the TTL "
         "plus 2 ms.")),
+    Exercise("09-zookeeper", check_zookeeper_lock, ("acquire", "release"),
+             (examples.zookeeper_acquire, examples.zookeeper_release), (
+        "Four steps: join the queue with an ephemeral sequential node; the lowest node holds; otherwise "
+        "wait on one node; when it goes, look again. Which node, and why look again?",
+        "Watch the node just before yours (client.exists(path, watch=...)), not the parent: a parent watch "
+        "wakes every waiter on every release. After it fires, list the children again: the node that went "
+        "may be a waiter whose session ended while the holder still holds.")),
+    Exercise("09-etcd", check_etcd_wait, ("wait_for_turn",), (examples.etcd_wait_for_turn,), (
+        "Wait on one key only: not the holder's (each release would wake every waiter), but the youngest "
+        "key older than yours, the one just ahead of you in etcd.queue(prefix).",
+        "When etcd.wait_for_delete(that key) returns, do not return yet: list the queue again, because the "
+        "key that went may belong to a waiter whose lease ended; return only when no key older than yours "
+        "is left.")),
 )}
 
 STEPS = ("hint 1 of 2", "hint 2 of 2", "the reference solution")
