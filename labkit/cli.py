@@ -1,4 +1,4 @@
-"""The `labkit` command: up, status, down, net, doctor, bench, torture."""
+"""The `labkit` command: up, status, down, net, doctor, bench, torture, races, predictions."""
 from __future__ import annotations
 
 import argparse
@@ -197,6 +197,23 @@ def cmd_races(args) -> int:
     return 1 if unsafe else 0
 
 
+def cmd_predictions(args) -> int:
+    # here, not at the top: the practice package pulls IPython and the widgets in
+    from labkit.practice.calibration import course_calibration, your_predictions
+    from labkit.practice.journal import Journal
+
+    journal = Journal(args.journal) if args.journal else Journal()
+    if not journal.path.exists():
+        print(f"labkit predictions: no journal at {journal.path}; run a lesson first, or pass --journal "
+              "notebooks/practice_scores.json", file=sys.stderr)
+        return 2
+    if args.lesson:
+        your_predictions(args.lesson, journal)
+    else:
+        course_calibration(journal)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="labkit", description="Real lock servers for the Distributed Locks Lab.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -279,6 +296,13 @@ def main(argv: list[str] | None = None) -> int:
                        help="ZooKeeper races with server_lag=0 in follower-cut, the negative control (default 10)")
     races.add_argument("--timeout", type=float, default=2.0, help="session timeout / lease TTL (default 2)")
     races.set_defaults(handler=cmd_races)
+
+    predictions = commands.add_parser("predictions", help="your predictions read back: made, right, skipped, "
+                                                          "recurring misconceptions, per lesson and for the course")
+    predictions.add_argument("--journal", default=None,
+                             help="the practice journal (default: $LABKIT_PRACTICE_JOURNAL or ./practice_scores.json)")
+    predictions.add_argument("--lesson", default=None, metavar="NN", help="one lesson only, e.g. 02")
+    predictions.set_defaults(handler=cmd_predictions)
 
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["bench"]:

@@ -5,6 +5,7 @@ import multiprocessing
 
 import pytest
 
+from labkit.cli import main as labkit
 from labkit.practice.calibration import calibration, course_calibration, your_predictions
 from labkit.practice.journal import Journal
 from labkit.practice.predict import predict
@@ -109,3 +110,13 @@ def test_kernels_writing_one_journal_at_once_lose_no_entry(tmp_path):
         worker.join(timeout=60)
     assert [worker.exitcode for worker in workers] == [0, 0, 0, 0]
     assert len(Journal(path).entries()) == 60
+
+
+def test_the_labkit_command_reads_the_journal_back(journal, capsys):
+    play(journal, [FIRST_RUN])
+    assert labkit(["predictions", "--journal", str(journal.path)]) == 0
+    assert "3 x watch-fan-out (lessons 02, 06)" in capsys.readouterr().out
+    assert labkit(["predictions", "--journal", str(journal.path), "--lesson", "04"]) == 0
+    assert "lesson 04: 2 asked, 2 made, 1 right" in capsys.readouterr().out
+    assert labkit(["predictions", "--journal", str(journal.path.with_name("none.json"))]) == 2
+    assert "no journal" in capsys.readouterr().err
