@@ -30,7 +30,7 @@ image() {
     local context began=$SECONDS
     context=$(mktemp -d /tmp/labkit-hub-context.XXXXXX)
     # only what the image copies (no checkpoints, no learner's scores), and the host's local CAs
-    tar -c --exclude=__pycache__ --exclude=.ipynb_checkpoints --exclude=practice_scores.json --exclude=practice_scores.json.lock \
+    tar -c --exclude=__pycache__ --exclude=.ipynb_checkpoints --exclude=practice_scores.json --exclude=.practice_scores.json.lock \
         requirements/hub.txt notebooks docker/hub/Dockerfile | tar -x -C "$context"
     cp /usr/local/share/ca-certificates/*.crt "$context/" 2>/dev/null || true
     if ! docker build --force-rm --network host --build-arg "LAB_IMAGE=$lab_image" -f "$context/docker/hub/Dockerfile" -t "$IMAGE" "$context" \

@@ -8,8 +8,8 @@ working directory) survives restarts, can be read back with ``Journal().entries(
 stays out of git (``.gitignore`` lists it). ``LABKIT_PRACTICE_JOURNAL`` names another file.
 
 Several kernels may write one journal at once (notebooks run side by side under
-pytest-xdist, or two open in JupyterLab): ``add`` holds an exclusive lock on a
-``.lock`` file next to it while it reads, appends and renames, where the platform has
+pytest-xdist, or two open in JupyterLab): ``add`` holds an exclusive lock on a hidden
+``.NAME.lock`` file next to it while it reads, appends and renames, where the platform has
 ``fcntl`` (Linux, macOS); elsewhere two kernels adding in the same instant could lose one
 entry.
 
@@ -64,7 +64,8 @@ class Journal:
         if fcntl is None:
             yield
             return
-        with open(self.path.with_name(self.path.name + ".lock"), "a") as lock:
+        # a hidden name: the file browser next to the notebooks does not list it
+        with open(self.path.with_name(f".{self.path.name}.lock"), "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
                 yield
