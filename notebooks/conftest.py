@@ -1,12 +1,22 @@
 """The notebooks' own test run (pytest --nbval-lax notebooks): besides each cell's asserts, a
 cell whose output has a stderr stream fails unless the cell says it shows one on purpose
 (labkit.book.shows_stderr_on_purpose). Red text in a lesson reads as an error: client
-libraries' chatter belongs in the lab's client log (labkit/servers/client_logs.py)."""
+libraries' chatter belongs in the lab's client log (labkit/servers/client_logs.py).
+
+Each lesson's exercise cell holds a skeleton for the learner to fill in. Unattended, with
+LABKIT_EXERCISES=reference (set here, before nbval starts any kernel, which inherits it), a
+cell whose functions are still the skeleton checks that the skeleton fails, then asserts
+the reference solution passes (labkit/practice/exercises/ladder.py)."""
 from __future__ import annotations
+
+import os
 
 import pytest
 
 from labkit.book import shows_stderr_on_purpose
+from labkit.practice.exercises.ladder import FLAG
+
+os.environ.setdefault(FLAG, "reference")
 
 
 @pytest.hookimpl(hookwrapper=True)
