@@ -8,7 +8,8 @@ under contention and faults and says, in plain words, what held and what broke.
 See ``zookeeper_exercise`` and ``etcd_exercise`` for the interfaces, ``examples`` for a
 right and several wrong solutions, ``pitfalls`` for the predict-then-run experiments.
 ``LESSON_EXERCISES`` names the one exercise of each lesson notebook (01–08), and
-``lesson_examples`` holds their right and wrong solutions.
+``lesson_examples`` holds their right and wrong solutions. The notebooks hold skeletons, not
+solutions: ``ladder`` checks them, gives two hints, then the reference solution.
 """
 from labkit.practice.exercises.client_deadline import check_client_deadline
 from labkit.practice.exercises.etcd_cas import check_etcd_cas
