@@ -43,3 +43,19 @@ def check_semaphore_size(limit: object, where: str) -> int:
             f"a semaphore on {where!r} needs a whole number of holders of at least 1, not {limit!r}",
             hint="1 makes it a mutex; pass how many clients may hold it at once, e.g. limit=3")
     return limit
+
+
+class InvalidElectionName(LabError, ValueError):
+    """An election name that cannot be a key (etcd) or a node path (ZooKeeper)."""
+
+
+class InvalidLeaseDurations(LabError, ValueError):
+    """Lease-election durations that break leaseDuration > renewDeadline > retryPeriod > 0."""
+
+
+class NotLeader(LockError):
+    """proclaim() by a candidate that is not (or no longer) the leader (Go's ErrElectionNotLeader)."""
+
+
+class NoElectedLeader(LockError):
+    """leader() on an election nobody campaigns in (Go's ErrElectionNoLeader)."""

@@ -52,6 +52,8 @@ class EtcdMutex:
         self.prefix = prefix if prefix.endswith("/") else prefix + "/"  # Go: pfx + "/"
         self.identifier = identifier
         self.on_event = on_event
+        # what my key holds: empty for a lock, the proposal of an election (etcd_election.py)
+        self.value: bytes = b""
         self.header_revision: int | None = None  # etcd's revision when the lock was taken
         self._key: str | None = None
         self._revision = -1  # my key's create revision: the queue position and the token
@@ -128,7 +130,7 @@ class EtcdMutex:
         request = etcdrpc.TxnRequest(
             compare=[etcdrpc.Compare(key=key, target=etcdrpc.Compare.CREATE,
                                      result=etcdrpc.Compare.EQUAL, create_revision=0)],
-            success=[etcdrpc.RequestOp(request_put=etcdrpc.PutRequest(key=key, value=b"",
+            success=[etcdrpc.RequestOp(request_put=etcdrpc.PutRequest(key=key, value=self.value,
                                                                       lease=self.session.lease_id)), get_owner],
             failure=[etcdrpc.RequestOp(request_range=etcdrpc.RangeRequest(key=key)), get_owner])
         try:

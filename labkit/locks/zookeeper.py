@@ -126,9 +126,15 @@ class ZooKeeperLock:
     A session too short for that (the deadline would come before the next heartbeat) is
     refused by ``acquire`` with a ``ValueError`` that says how long it must be.
 
+    ``node_marker`` (a class attribute) is what my node's name carries before its sequence:
+    ``-lock-`` so that Curator counts it; a variant may spell it as another recipe's queue
+    expects (the election speaks kazoo's ``__lock__``, zookeeper_election.py).
+
     Not re-entrant, and one hold at a time per object. Each thread or process needs its own
     lock object; give each its own client if they must queue against each other.
     """
+
+    node_marker = NODE_MARKER
 
     def __init__(self, client: KazooClient, path: str, identifier: str = "",
                  watch: str = "predecessor", on_event: EventSink = ignore_events,
@@ -245,7 +251,7 @@ class ZooKeeperLock:
         # The uuid makes my node findable: if the connection drops after the server created
         # it but before the reply arrived, a blind retry would leave an orphan node ahead of
         # me in the queue until my session dies, and I would wait on myself. (Curator's trick.)
-        name_prefix = uuid.uuid4().hex + NODE_MARKER
+        name_prefix = uuid.uuid4().hex + self.node_marker
         tried = False
         while True:
             try:
