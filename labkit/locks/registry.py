@@ -19,15 +19,18 @@ from kazoo.client import KazooClient
 from labkit.errors import LabError
 from labkit.locks.etcd3_reference import Etcd3ReferenceLock
 from labkit.locks.errors import check_semaphore_size
+from labkit.locks.etcd_election import EtcdElection, check_election_name
 from labkit.locks.etcd_mutex import EtcdMutex
 from labkit.locks.etcd_semaphore import EtcdSemaphore
 from labkit.locks.etcd_session import EtcdSession
 from labkit.locks.kazoo_reference import KazooReferenceLock
+from labkit.locks.lease_election import LeaseDurations, LeaseElection
 from labkit.locks.redis_lock import RedisLock
 from labkit.locks.redis_peers import PotteryRedlock, PythonRedisLock, RedisPyLock
 from labkit.locks.redlock import Redlock
 from labkit.locks.zookeeper import ZooKeeperLock
 from labkit.locks.zookeeper_semaphore import ZooKeeperSemaphore
+from labkit.locks.zookeeper_election import ZooKeeperElection, check_election_path
 from labkit.record.events import EventSink, ignore_events
 from labkit.servers.etcd import etcd_client  # python3-etcd3, with the lab's fixes
 from labkit.servers.secret import SECRET_FILE, load_secret, login_for
@@ -120,13 +123,18 @@ def _need(connections: dict[str, str], service: str, recipe: str) -> str:
 RECONNECT = {"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 1.0}
 
 
-def _zookeeper(watch: str | None, reference: bool = False, semaphore: bool = False) -> Callable[..., RecipeHandle]:
+def _zookeeper(watch: str | None, reference: bool = False, semaphore: bool = False,
+               election: bool = False) -> Callable[..., RecipeHandle]:
     def factory(connections, name, identifier, on_event, session_timeout, ttl, holders: int = 1) -> RecipeHandle:
+        if election:
+            check_election_path(name)    # before any connection: a bad name leaves nothing open
         zookeeper = KazooClient(hosts=_need(connections, "zookeeper", "zookeeper"), timeout=session_timeout,
                                 connection_retry=dict(RECONNECT), **login(connections, "zookeeper"))
         zookeeper.start(timeout=max(10.0, session_timeout))
         if semaphore:
             lock = ZooKeeperSemaphore(zookeeper, name, holders, identifier=identifier, on_event=on_event)
+        elif election:
+            lock = ZooKeeperElection(zookeeper, name, identifier=identifier, on_event=on_event)
         elif reference:
             lock = KazooReferenceLock(zookeeper, name, identifier=identifier, on_event=on_event)
         else:
@@ -191,6 +199,39 @@ def _etcd_mutex(connections, name, identifier, on_event, session_timeout, ttl, h
             client.close()
     handle.close = close
     return handle
+
+
+def _etcd_election(connections, name, identifier, on_event, session_timeout, ttl) -> RecipeHandle:
+    check_election_name(name)            # before any connection: a bad name leaves nothing open
+    client = etcd_client_for(connections, "etcd-election")
+    session = EtcdSession(client, ttl=max(1, math.ceil(ttl)))
+    election = EtcdElection(session, name, identifier=identifier, on_event=on_event)
+
+    def close() -> None:
+        try:
+            session.close()
+        finally:
+            client.close()
+    return RecipeHandle(election, close, lambda: {"lease_id": session.lease_id}, session.stop_keepalive,
+                        expired=session.done.is_set, extra={"etcd": client})
+
+
+def lease_durations_for(ttl: float) -> LeaseDurations:
+    """client-go's proportions (15 s, 10 s, 2 s) scaled to a lease of ``ttl`` seconds."""
+    return LeaseDurations(ttl, ttl * 10 / 15, ttl * 2 / 15)
+
+
+def _lease_election(connections, name, identifier, on_event, session_timeout, ttl) -> RecipeHandle:
+    durations = lease_durations_for(ttl)  # checked before any connection
+    client = etcd_client_for(connections, "lease-election")
+    election = LeaseElection(client, name, identifier, durations, on_event=on_event)
+
+    def close() -> None:
+        try:
+            election.crash()              # a caller that held has released already
+        finally:
+            client.close()
+    return RecipeHandle(election, close, extra={"etcd": client})
 
 
 def etcd3_lock_on(client: Any, name: str, identifier: str, on_event: EventSink = ignore_events,
@@ -260,6 +301,12 @@ RECIPES: dict[str, Recipe] = {recipe.name: recipe for recipe in (
            _zookeeper(None, semaphore=True), kind="semaphore"),
     Recipe("etcd-semaphore", "etcd", "etcd counting semaphore: the first N create revisions hold",
            functools.partial(_etcd_mutex, semaphore=True), kind="semaphore"),
+    Recipe("etcd-election", "etcd", "etcd election (Go's concurrency.Election, etcdctl elect)", _etcd_election,
+           kind="election"),
+    Recipe("zookeeper-election", "zookeeper", "ZooKeeper election in kazoo's Election queue",
+           _zookeeper("predecessor", election=True), kind="election"),
+    Recipe("lease-election", "etcd", "Kubernetes-style lease election on an etcd key (clocks)", _lease_election,
+           kind="election"),
     Recipe("etcd3-lock", "etcd", "python-etcd3's Lock (reference, herd-prone)", _etcd3_reference),
     Recipe("redis", "redis", "Redis SET NX PX", _redis(), ttl_only=True),
     Recipe("redlock", "redlock", "Redlock: a majority of N independent Redis primaries", _redlock, ttl_only=True),
