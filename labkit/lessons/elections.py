@@ -6,7 +6,7 @@ Kubernetes-style lease election fails over in a computable time but trusts clock
   etcdctl resigns.
 * ``etcdctl_interop`` / ``kazoo_interop``: a labkit candidate and a peer (etcdctl; kazoo's
   Election) in one election, each seeing the other lead in turn.
-* ``paused_leader``: an elected client process is frozen past its lease / session, a new
+* ``paused_leader`` (``paused_leaders``: etcd and ZooKeeper at once): an elected client process is frozen past its lease / session, a new
   leader is elected and writes, the old one wakes and writes with its old epoch: the fenced
   store refuses it.
 * ``lease_failover``: kill a lease-election leader (SIGKILL), measure how long until the
@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from kazoo.recipe.election import Election
 
 from labkit.clients import spawn_clients
-from labkit.lessons.pauses_and_fencing import PauseOutcome, pause_past_timeout
+from labkit.lessons.pauses_and_fencing import PauseOutcome, pause_past_timeout, pause_past_timeout_at_once
 from labkit.locks.errors import LockTimeout
 from labkit.locks.etcd_election import EtcdElection, Leader
 from labkit.locks.etcd_session import EtcdSession
@@ -194,6 +194,14 @@ def paused_leader(lab: Lab, recipe: str = "etcd-election", timeout: float = 1.0,
     its own. The store is fenced: it refuses the lower epoch."""
     return pause_past_timeout(lab, recipe, fenced=True, timeout=timeout, pause=pause,
                               name=f"/elections/pause-{recipe}-{time.time_ns()}")
+
+
+def paused_leaders(lab: Lab, timeout: float = 1.0, pause: float = 3.0) -> dict[str, PauseOutcome]:
+    """``paused_leader`` for the etcd and the ZooKeeper election at the same time (each its
+    own election, store and processes), labelled "etcd election" and "ZooKeeper election"."""
+    return pause_past_timeout_at_once(lab, {"etcd election": ("etcd-election", True),
+                                            "ZooKeeper election": ("zookeeper-election", True)},
+                                      timeout=timeout, pause=pause)
 
 
 # ---- Kubernetes-style lease election ----------------------------------------------------------
