@@ -80,6 +80,7 @@ def test_proclaim_changes_the_value_only_while_leading_and_observe_sees_it(sessi
         election.proclaim("after resigning")
 
 
+@pytest.mark.slow
 def test_a_paused_old_leaders_write_is_refused_by_its_epoch(lab):
     # C28: the new leader's epoch is higher; the store, having seen it, refuses the old one
     for label, outcome in elections.paused_leaders(lab, timeout=1.0, pause=3.0).items():

@@ -52,8 +52,9 @@ class EtcdctlCandidate:
     """``etcdctl elect NAME PROPOSAL`` (``proposal=None``: ``etcdctl elect -l NAME``, an
     observer) running against the lab. ``lines`` collects what it prints: for each leader
     it sees, the leader's key, then its proposal. Always ``resign()`` or use ``with``:
-    SIGINT makes etcdctl resign and revoke nothing else; its session lease (60 s) is closed
-    when the process exits cleanly."""
+    on SIGINT etcdctl resigns (deletes its key) and exits; its session's lease, holding no
+    key any more, runs out by its TTL (60 s). A SIGKILLed etcdctl would lead on for those
+    60 s: its key lives as long as that lease."""
 
     def __init__(self, lab: Lab, name: str, proposal: str | None = None):
         command = [lab.etcd.etcdctl_path or find_etcdctl(), "--endpoints", ",".join(lab.etcd.endpoints), "elect"]

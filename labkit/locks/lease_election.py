@@ -19,7 +19,8 @@ The three durations (client-go's names, in seconds):
 - ``renew_deadline``: how long a leader keeps trying to renew before it steps down. It
   must be shorter than ``lease_duration``, so an old leader that cannot reach etcd stops
   believing before the followers may take over (if the clocks agree).
-- ``retry_period``: how often every candidate tries (and each try's time limit).
+- ``retry_period``: how often every candidate tries, on a fixed schedule, and each try's
+  time limit (its read and its write share it).
 
 A try is one read and one compare-and-swap on the key's mod revision: if someone wrote the
 record since I read it, my write fails and I read again. So the record never has two
@@ -137,6 +138,7 @@ class LeaseElection(HeldInside):
         self._last_renewed = 0.0        # time.monotonic() when my last successful try was sent
         self._epoch: int | None = None
         self._observed: tuple[bytes, float] | None = None   # (raw record, monotonic time first seen)
+        self._try_ends = 0.0            # time.monotonic() by which the current try must end
         self._became_leader = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -203,12 +205,18 @@ class LeaseElection(HeldInside):
             self._thread.join(timeout=self.durations.retry_period * 3 + 5)
 
     def _run(self) -> None:
+        # A try starts every retry_period on a fixed schedule (not retry_period after the
+        # last one ended), and each try ends within retry_period: that is what the
+        # worst case counts on.
+        next_try = time.monotonic()
         while not self._stop.is_set():
             self._try_once()
-            self._stop.wait(self.durations.retry_period)
+            next_try = max(next_try + self.durations.retry_period, time.monotonic())
+            self._stop.wait(next_try - time.monotonic())
 
     def _try_once(self) -> None:
         sent = time.monotonic()
+        self._try_ends = sent + self.durations.retry_period
         try:
             record, revision = self._read()
             wrote, holder = self._decide(record, revision)
@@ -260,13 +268,18 @@ class LeaseElection(HeldInside):
     # -- etcd --------------------------------------------------------------------------
     def _read(self) -> tuple[LeaseRecord | None, int]:
         response = rpc(self.client, self.client.kvstub.Range, etcdrpc.RangeRequest(key=self.key.encode()),
-                       timeout=self.durations.retry_period)
+                       timeout=self._time_left())
         if not response.kvs:
             return None, 0
         kv = response.kvs[0]
         if self._observed is None or self._observed[0] != kv.value:
             self._observed = (kv.value, time.monotonic())   # client-go's observedTime
         return LeaseRecord.from_json(kv.value), kv.mod_revision
+
+    def _time_left(self) -> float:
+        if threading.current_thread() is not self._thread:
+            return self.durations.retry_period   # record(), release(): calls of their own
+        return max(self._try_ends - time.monotonic(), 0.001)   # a try's calls share its retry_period
 
     def _swap(self, record: LeaseRecord, revision: int) -> int | None:
         """Write ``record`` only if the key's mod revision is still ``revision`` (0: the key
@@ -276,7 +289,7 @@ class LeaseElection(HeldInside):
             compare=[etcdrpc.Compare(key=key, target=etcdrpc.Compare.MOD, result=etcdrpc.Compare.EQUAL,
                                      mod_revision=revision)],
             success=[etcdrpc.RequestOp(request_put=etcdrpc.PutRequest(key=key, value=record.to_json()))])
-        response = rpc(self.client, self.client.kvstub.Txn, request, timeout=self.durations.retry_period)
+        response = rpc(self.client, self.client.kvstub.Txn, request, timeout=self._time_left())
         return response.header.revision if response.succeeded else None
 
     def __repr__(self) -> str:
