@@ -16,6 +16,7 @@ from labkit.locks.etcd_election import EtcdElection
 from labkit.locks.etcd_session import EtcdSession
 from labkit.locks.lease_election import LeaseDurations, LeaseElection
 from labkit.locks.zookeeper_election import ZooKeeperElection
+from labkit.record.epochs import check_one_leader_per_epoch
 from labkit.timing import wait_until
 
 
@@ -90,6 +91,8 @@ def test_a_paused_old_leaders_write_is_refused_by_its_epoch(lab):
             ("client-1", True), ("client-2", True), ("client-1", False)], label
         assert outcome.writes[-1].token == outcome.old_token and not outcome.late_write_accepted, label
         assert outcome.verdict.ok, outcome.verdict.explain()
+        one_leader = check_one_leader_per_epoch(outcome.writes, outcome.history)
+        assert one_leader.ok and "2 epoch(s)" in one_leader.summary, one_leader.explain()
 
 
 def test_lease_election_fails_over_within_the_worst_case_of_its_durations(lab):
@@ -137,3 +140,16 @@ def test_bad_input_is_refused_with_one_clear_error_and_nothing_left_running(lab,
     with pytest.raises(ClientError, match="positive number of seconds"):
         spawn_clients(lab, "lease-election", n=1, name="elections/x", ttl=0)
     assert client_processes() == before
+
+
+@pytest.mark.no_servers
+def test_one_leader_per_epoch_fails_when_two_clients_act_under_one_epoch():
+    honest = [{"time": 1.0, "client": "a", "token": 5, "accepted": True},
+              {"time": 2.0, "client": "b", "token": 7, "accepted": True},
+              {"time": 3.0, "client": "a", "token": 5, "accepted": False}]
+    assert check_one_leader_per_epoch(honest).ok
+    shared = honest + [{"time": 4.0, "client": "c", "token": 7, "accepted": True}]
+    verdict = check_one_leader_per_epoch(shared)
+    assert not verdict.ok and verdict.problems == ["epoch 7: b wrote at 2.000; c wrote at 4.000"]
+    assert not check_one_leader_per_epoch([]).ok          # nothing shown, nothing proved
+    assert not check_one_leader_per_epoch([{"time": 1.0, "client": "a", "token": None, "accepted": True}]).ok
