@@ -79,6 +79,13 @@ class LeaseDurations:
         """Seconds from a leader's death until a follower leads, at most (clocks agreeing)."""
         return self.lease_duration + 2 * self.retry_period
 
+    def clock_margin(self) -> float:
+        """Seconds a follower's clock may run ahead of the leader's before a leader cut off
+        from etcd can still believe it leads when a follower takes over: the leader gives
+        up at most renew_deadline + one try after its last renewal, the follower takes
+        over lease_duration after it by its own clock."""
+        return self.lease_duration - self.renew_deadline - self.retry_period
+
 
 @dataclass(frozen=True)
 class LeaseRecord:
