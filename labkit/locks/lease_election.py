@@ -245,8 +245,8 @@ class LeaseElection(HeldInside):
         now = self.clock()
         durations = self.durations
         if record is None:
-            mine = LeaseRecord(self.identity, now, now, durations.lease_duration)
-            return self._swap(mine, 0), self.identity
+            written = self._swap(LeaseRecord(self.identity, now, now, durations.lease_duration), 0)
+            return written, self.identity if written else self._holder_now()
         if record.holder_identity == self.identity:
             renewed = replace(record, renew_time=now, lease_duration_seconds=durations.lease_duration)
             written = self._swap(renewed, revision)
