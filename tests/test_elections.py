@@ -18,6 +18,7 @@ from labkit.locks.lease_election import LeaseDurations, LeaseElection
 from labkit.locks.zookeeper_election import ZooKeeperElection
 from labkit.record.epochs import check_one_leader_per_epoch
 from labkit.timing import wait_until
+from labkit.torture import torture
 
 
 def client_processes() -> list[int]:
@@ -153,3 +154,13 @@ def test_one_leader_per_epoch_fails_when_two_clients_act_under_one_epoch():
     assert not verdict.ok and verdict.problems == ["epoch 7: b wrote at 2.000; c wrote at 4.000"]
     assert not check_one_leader_per_epoch([]).ok          # nothing shown, nothing proved
     assert not check_one_leader_per_epoch([{"time": 1.0, "client": "a", "token": None, "accepted": True}]).ok
+
+
+@pytest.mark.slow   # its own servers, 3 client processes, 6 s
+@pytest.mark.parametrize("recipe", ["etcd-election", "lease-election"])
+def test_labkit_torture_judges_an_election_one_leader_per_epoch(recipe):
+    result = torture(recipe, clients=3, duration=6.0, nemesis="pause,kill", seed=1, timeout=1.0, quiet=True)
+    judgement = result.trials[0].judgement
+    assert judgement.safety == "One leader per epoch" and judgement.linearizability_judged
+    assert result.ok, "\n".join(judgement.lines())
+    assert "each epoch belonged to one client" in judgement.mutual_exclusion.summary

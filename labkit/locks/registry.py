@@ -287,8 +287,9 @@ class Recipe:
     title: str
     factory: Callable[..., RecipeHandle]
     ttl_only: bool = False  # no session and no fencing token: the lock ends when its TTL runs out
-    # "mutex" (one holder), "semaphore" (up to ``holders``): what a torture's verdict checks.
-    # A new kind (an election) adds its judgment in labkit/torture/verdict.py under this name.
+    # "mutex" (one holder), "semaphore" (up to ``holders``), "election" (one holder, and one
+    # leader per epoch): what a torture's verdict checks. A new kind adds its judgment in
+    # labkit/torture/verdict.py under this name.
     kind: str = "mutex"
 
 

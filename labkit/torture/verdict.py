@@ -14,6 +14,10 @@
 * At most N holders (``check_at_most_holders``), for a semaphore recipe (``Recipe.kind``
   "semaphore"): the same record, judged for no more than N holds acting at once; the
   linearizability search, whose model is one mutex, is not run for it.
+* One leader per epoch, for an election (``Recipe.kind`` "election"): the same record, judged
+  for mutual exclusion and for no epoch (the leader's token) under two clients, in the
+  store's record or in the clients' "acquired" events (``labkit.record.epochs``). A leader
+  is a mutex's holder, so the linearizability search runs as for a mutex.
 * Availability: the share of the run during which some client held the lock, the longest
   time nobody did, and the typical hand-off (a release to the next acquire).
 
@@ -39,6 +43,7 @@ from typing import Any
 from labkit.locks.registry import RECIPES
 from labkit.servers.zookeeper import TICK_MS
 from labkit.record.checker import Verdict, check_at_most_holders, check_mutual_exclusion
+from labkit.record.epochs import check_one_leader_per_epoch
 from labkit.record.history import FAULT_CLIENT, History
 from labkit.stats import percentile
 from labkit.torture.linearizable import Linearizability, Operation, check_mutex
@@ -55,11 +60,20 @@ def _at_most_holders(writes: list[Any], history: History, holders: int) -> Verdi
     return check_at_most_holders(writes, holders, history=history)
 
 
+def _one_leader_per_epoch(writes: list[Any], history: History, holders: int) -> Verdict:
+    exclusion = check_mutual_exclusion(writes, history=history)
+    epochs = check_one_leader_per_epoch(writes, history)
+    return Verdict(exclusion.ok and epochs.ok, f"{epochs.claim}, and no two leaders wrote during the same period",
+                   f"{epochs.summary} {exclusion.summary}", overlaps=exclusion.overlaps,
+                   problems=epochs.problems + exclusion.problems, origin=exclusion.origin)
+
+
 # What the resource's record must show, by the recipe's kind (``Recipe.kind``): another
-# kind (an election) adds its own judgment here. ``MUTEX_MODELS``: the kinds whose answers
-# the linearizability search can judge, against one mutex with leases.
-SAFETY = {"mutex": ("Mutual exclusion", _exclusion), "semaphore": ("At most N holders", _at_most_holders)}
-MUTEX_MODELS = ("mutex",)
+# kind adds its own judgment here. ``MUTEX_MODELS``: the kinds whose answers the
+# linearizability search can judge, against one mutex with leases.
+SAFETY = {"mutex": ("Mutual exclusion", _exclusion), "semaphore": ("At most N holders", _at_most_holders),
+          "election": ("One leader per epoch", _one_leader_per_epoch)}
+MUTEX_MODELS = ("mutex", "election")
 LAPSE_GRACE = 1.0  # seconds after a client fault ends during which its session may still be ended
 # The earliest lapse (see earliest_lapse): a server's timeout may last DRIFT_MARGIN less
 # (the margin ZooKeeperLock and EtcdSession keep: a clock up to 25 % fast); a live client
