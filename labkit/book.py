@@ -30,11 +30,16 @@ import nbformat
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError
 from nbconvert import HTMLExporter
+from traitlets.config import Config
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 OUT = ROOT / "book" / "_build"
 EMBEDDED_PNG = re.compile(r'<img[^>]+src="data:image/png;base64,')
+# An output that carries its own static HTML beside a widget (read aloud) shows the HTML: a
+# book page has no widget manager to run the widget's JavaScript.
+PRIORITY = ["text/html", "application/vnd.jupyter.widget-view+json", "application/javascript", "text/markdown",
+            "image/svg+xml", "text/vnd.mermaid", "text/latex", "image/png", "image/jpeg", "text/plain"]
 
 
 @dataclass
@@ -109,10 +114,14 @@ def execute(source: Path, timeout: int = 600) -> tuple[nbformat.NotebookNode, fl
     return notebook, time.monotonic() - started, error
 
 
+def exporter() -> HTMLExporter:
+    return HTMLExporter(template_name="lab", config=Config({"NbConvertBase": {"display_data_priority": PRIORITY}}))
+
+
 def build_page(source: Path, out: Path, timeout: int = 600) -> Page:
     """Execute ``source`` in a fresh kernel and write ``out/<name>.html``."""
     notebook, seconds, error = execute(source, timeout)
-    body, _ = HTMLExporter(template_name="lab").from_notebook_node(notebook)
+    body, _ = exporter().from_notebook_node(notebook)
     target = out / source.with_suffix(".html").name
     target.write_text(body, encoding="utf-8")
     return Page(source, target, _title(notebook, source.stem), seconds, _figures(notebook),

@@ -56,3 +56,8 @@ class ClockUnavailable(LabError):
 
 class InvalidClockChange(LabError):
     """A clock step or rate that makes no sense (not a finite number, a rate <= 0)."""
+
+
+class LessonNotFound(LabError):
+    """A notebook named for read aloud is neither beside the running notebook nor in the
+    course's notebooks folder."""
