@@ -27,7 +27,7 @@ ARTIFACTS = REPO / "artifacts"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
-CELLS_UP_TO_THE_PANEL = 4  # title, imports, labkit.up, the panel (the rest click and clean up)
+CELLS_UP_TO_THE_PANEL = 5  # title, read aloud, imports, labkit.up, the panel (the rest click and clean up)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow,
               pytest.mark.skipif(not os.path.exists(CHROMIUM),
