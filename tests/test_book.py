@@ -22,5 +22,6 @@ def test_a_fast_subset_builds_with_every_figure(tmp_path):
         assert page.figures >= 1, f"{page.notebook.name} made no figure when executed"
         assert page.embedded == page.figures, f"{page.notebook.name}: {page.figures} figures, {page.embedded} in HTML"
         assert not (tmp_path / page.notebook.name).exists()     # the executed notebook is not written anywhere
+        assert 'id="labkit-read-aloud-' in page.html.read_text()  # read aloud's static copy (no widget manager)
     index = (tmp_path / "index.html").read_text()
     assert re.findall(r'href="([^"]+\.html)"', index) == ["sandbox.html", "00_start_here.html"]

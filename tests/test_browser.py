@@ -196,6 +196,9 @@ def test_expire_session_in_the_browser_hands_the_lock_on(jupyter_lab):
             page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
             wait_for_kernel(page)
             run_cells(page, CELLS_UP_TO_THE_PANEL)
+            # the read-aloud control (an anywidget: its module runs in JupyterLab's page)
+            page.wait_for_function("() => /Section 1 of \\d+/.test(document.querySelector('.labkit-read-aloud')?.innerText || '')",
+                                   timeout=60_000)
             holder_line = page.locator(".labkit-holder")
             holder_line.wait_for(timeout=120_000)
             page.wait_for_function(

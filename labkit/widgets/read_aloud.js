@@ -55,9 +55,9 @@ function render({ model, el }) {
   const box = document.createElement("div");
   box.className = "labkit-read-aloud";
   const controls = document.createElement("div");
-  const previous = button("⏮ previous", "previous section");
+  const previous = button("« previous", "previous section");
   const play = button("▶ play", "read this section aloud, then the next ones");
-  const next = button("next ⏭", "next section");
+  const next = button("next »", "next section");
   const speed = document.createElement("select");
   speed.title = "speed";
   for (const rate of [0.75, 1, 1.25, 1.5, 2]) {
@@ -91,7 +91,7 @@ function render({ model, el }) {
       text.appendChild(part);
     });
     text.querySelector("mark")?.scrollIntoView?.({ block: "nearest" });
-    play.textContent = state.playing ? "⏸ pause" : "▶ play";
+    play.textContent = state.playing ? "pause" : "▶ play";
     previous.disabled = state.section === 0;
     next.disabled = state.section >= sections.length - 1;
     box.dataset.section = String(state.section);
