@@ -197,8 +197,14 @@ def test_expire_session_in_the_browser_hands_the_lock_on(jupyter_lab):
             wait_for_kernel(page)
             run_cells(page, CELLS_UP_TO_THE_PANEL)
             # the read-aloud control (an anywidget: its module runs in JupyterLab's page)
-            page.wait_for_function("() => /Section 1 of \\d+/.test(document.querySelector('.labkit-read-aloud')?.innerText || '')",
-                                   timeout=60_000)
+            control = page.locator(".labkit-read-aloud")
+            page.wait_for_function("() => /Section 1 of \\d+/.test("
+                                   "document.querySelector('.labkit-read-aloud')?.innerText || '')", timeout=60_000)
+            # play outlines the lesson's own title cell; pause lets go of it
+            control.get_by_role("button", name="▶ play").click()
+            page.locator(".jp-MarkdownCell.labkit-reading h1").wait_for(timeout=10_000)
+            control.get_by_role("button", name="pause", exact=True).click()
+            page.wait_for_function("() => !document.querySelector('.labkit-reading')", timeout=10_000)
             holder_line = page.locator(".labkit-holder")
             holder_line.wait_for(timeout=120_000)
             page.wait_for_function(

@@ -32,7 +32,8 @@ def test_headings_lists_and_paragraphs_become_sentences():
 
 def test_code_blocks_math_and_hidden_answers_are_skipped():
     markdown = ("Before.\n\n```python\nimport labkit\nlabkit.up()\n```\n\n$$\\frac{a}{b}$$\n\n"
-                "Waiters: $n \\le 3$.\n\n<details><summary>Why does it wait?</summary>\n\nBecause of the watch.\n</details>")
+                "Waiters: $n \\le 3$.\n\n"
+                "<details><summary>Why does it wait?</summary>\n\nBecause of the watch.\n</details>")
     text = speakable(markdown)
     assert text == "Before. Waiters: n at most 3. Why does it wait?"
 
@@ -43,7 +44,8 @@ def test_a_table_is_read_row_by_row_without_its_rule():
 
 
 def test_sections_split_at_headings_across_cells():
-    sections = split_sections(["# Title\nIntro text.", "More intro.\n## Part one\nOne. Two!", "### Part two\n```\n# not a heading\n```\nEnd"])
+    sections = split_sections(["# Title\nIntro text.", "More intro.\n## Part one\nOne. Two!",
+                               "### Part two\n```\n# not a heading\n```\nEnd"])
     assert [section.title for section in sections] == ["Title", "Part one", "Part two"]
     assert sections[0].sentences == ("Title.", "Intro text.", "More intro.")
     assert sections[1].sentences == ("Part one.", "One.", "Two!")

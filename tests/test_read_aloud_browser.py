@@ -3,14 +3,14 @@ copy, the very HTML the course book embeds, loads the same module the JupyterLab
 ``window.speechSynthesis`` is replaced by a recorder, so the test hears what would be said:
 play queues the first section's sentences and no code, next moves on, pause stops, the speed
 reaches the utterances, a finished section hands on to the next; without speech synthesis
-the control says so."""
+the control says so. A picture of the control playing is kept in artifacts/read_aloud.png."""
 import json
 import os
 import shutil
 
 import pytest
 
-from labkit.book import NOTEBOOKS
+from labkit.book import NOTEBOOKS, ROOT
 from labkit.widgets.read_aloud import as_state, static_html
 from labkit.widgets.speech import lesson_sections
 
@@ -87,6 +87,8 @@ def test_play_next_pause_and_speed_with_a_recorded_synthesizer(browser, page_fil
     page.evaluate("window.utterances[2].onstart()")              # the engine reaches the third sentence
     assert page.locator(".labkit-read-text mark").inner_text().strip() == sections[0]["sentences"][2]
     assert page.locator("h1.labkit-reading").count() == 1        # the page's own heading is outlined
+    (ROOT / "artifacts").mkdir(exist_ok=True)
+    page.locator(".labkit-read-aloud").screenshot(path=str(ROOT / "artifacts" / "read_aloud.png"))
 
     before = len(page.evaluate("window.calls"))
     page.get_by_role("button", name="next »").click()

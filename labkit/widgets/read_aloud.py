@@ -3,6 +3,11 @@ with the browser's speech synthesis (play/pause, previous/next section, speed, t
 being read highlighted). The words come from the notebook file (labkit/widgets/speech.py);
 the JavaScript (read_aloud.js) runs in the browser, so playing needs no kernel.
 
+What can go wrong: a browser with no speech synthesis (the control says so and shows the
+text to read by eye); Chrome cutting off a long utterance after about 15 seconds (each
+sentence is its own utterance); a notebook name that is not found (``LessonNotFound``). The
+control reads the file as saved: an edit shows up when the cell runs again.
+
     from labkit.widgets.read_aloud import read_aloud; read_aloud("07_partitions_and_client_side_expiry.ipynb")
 
 The widget also carries a static copy of itself as HTML (the same module, run by a small
