@@ -2,7 +2,9 @@
 holds the widget's own ES module (labkit.practice.sandbox_widget.bundle(), what anywidget
 sends to JupyterLab) and a stand-in for anywidget's model; headless Chromium opens it from
 disk, the test clicks the widget's buttons and reads the wakeups from the rendered page.
-A screenshot is kept in artifacts/sandbox_widget.png.
+A second test opens the lesson's own widget cell in JupyterLab, keeps the kernel busy with a
+long sleep, and clicks: the widget still answers, since no click waits for the kernel.
+Screenshots are kept in artifacts/sandbox_widget.png and artifacts/sandbox_widget_lab.png.
 
 Needs Debian's Chromium (``apt-get install -y chromium``), as tests/test_browser.py does.
 """
@@ -15,17 +17,22 @@ import pytest
 
 from labkit.practice.sandbox_widget import bundle
 
+LESSON = Path(__file__).resolve().parent.parent / "notebooks" / "sandbox.ipynb"
+WIDGET_CELL = "ts-sandbox-widget"   # the lesson's cell that shows the widget, by id
+
 REPO = Path(__file__).resolve().parent.parent
 ARTIFACTS = REPO / "artifacts"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 
-pytestmark = [pytest.mark.browser, pytest.mark.no_servers,
+pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not os.path.exists(CHROMIUM),
                                  reason="Debian's chromium is not installed: apt-get install -y chromium "
                                         "(Playwright's own browser download cannot work here)")]
 sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the test extra)")
+
+from test_browser import run_cell, serve_jupyter, wait_for_kernel  # noqa: E402  (after the skip)
 
 # anywidget's model, as much of it as the widget uses: get, set, save_changes
 PAGE = """<!doctype html>
@@ -71,6 +78,7 @@ def text(page, selector: str) -> str:
     return page.locator(selector).inner_text()
 
 
+@pytest.mark.no_servers
 def test_the_widget_runs_the_recipe_in_chromium_with_no_kernel(page, tmp_path):
     page.goto(sandbox_page(tmp_path, "parent", 6))
     assert page.locator(".sandbox-child").count() == 6
@@ -110,3 +118,44 @@ def test_the_widget_runs_the_recipe_in_chromium_with_no_kernel(page, tmp_path):
     assert newest.startswith("lock-0000000006") and "c7: waiting" in newest
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "sandbox_widget.png"), full_page=True)
+
+
+@pytest.mark.slow
+def test_the_lessons_widget_answers_in_jupyterlab_while_the_kernel_is_busy(tmp_path):
+    lesson = json.loads(LESSON.read_text(encoding="utf-8"))
+    [widget_cell] = [cell for cell in lesson["cells"] if cell["id"] == WIDGET_CELL]
+    (tmp_path / "source").mkdir()
+    notebook = tmp_path / "source" / "sandbox_widget.ipynb"
+    busy = {"cell_type": "code", "execution_count": None, "id": "busy", "metadata": {}, "outputs": [],
+            "source": ["import time\n", "time.sleep(300)   # the kernel is busy: no click may wait for it"]}
+    notebook.write_text(json.dumps(dict(lesson, cells=[widget_cell, busy])), encoding="utf-8")
+    with serve_jupyter(tmp_path, [notebook]) as [url], sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            tab = browser.new_page(viewport={"width": 1200, "height": 1000})
+            tab.goto(url, timeout=90_000)
+            tab.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
+            wait_for_kernel(tab)
+            run_cell(tab, 0)
+            tab.wait_for_selector(".sandbox-release", timeout=60_000)
+            assert tab.locator(".sandbox-child").count() == 6
+            # start the sleep, and wait until JupyterLab shows the cell running
+            cells = tab.locator(".jp-Notebook .jp-Cell")
+            cells.nth(1).locator(".jp-InputPrompt").click()
+            tab.locator(".jp-NotebookPanel-toolbar [data-command='notebook:run-cell-and-select-next']").click()
+            tab.wait_for_function("cell => /\\[\\*\\]/.test(cell.querySelector('.jp-InputPrompt')?.innerText || '')",
+                                  arg=cells.nth(1).element_handle(), timeout=30_000)
+            tab.click(".sandbox-release")
+            assert text(tab, ".sandbox-wakeups") == "wakeups per release: 5"
+            tab.click(".sandbox-toggle")
+            tab.click(".sandbox-release")
+            assert text(tab, ".sandbox-wakeups") == "wakeups per release: 1"
+            assert "[*]" in cells.nth(1).locator(".jp-InputPrompt").inner_text(), "the kernel was busy all along"
+            ARTIFACTS.mkdir(exist_ok=True)
+            tab.screenshot(path=str(ARTIFACTS / "sandbox_widget_lab.png"))
+            # end the sleep, so that Jupyter shuts an idle kernel down quickly
+            tab.locator(".jp-NotebookPanel-toolbar [data-command='notebook:interrupt-kernel']").click()
+            tab.wait_for_function("cell => /\\[\\d+\\]/.test(cell.querySelector('.jp-InputPrompt')?.innerText || '')",
+                                  arg=cells.nth(1).element_handle(), timeout=30_000)
+        finally:
+            browser.close()
