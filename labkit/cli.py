@@ -10,7 +10,7 @@ from labkit import bench, bench_peers
 from labkit.errors import LabError
 from labkit.servers import lab as lab_module
 from labkit.servers import state
-from labkit.servers.discovery import doctor
+from labkit.servers.runners.discovery import doctor
 from labkit.servers.lab import down_all
 from labkit.servers.run_folder import labkit_home
 

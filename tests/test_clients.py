@@ -15,7 +15,7 @@ from labkit.record.fencing import FencedStore
 from labkit.record.history import History
 from labkit.locks import LockTimeout
 from labkit.locks.registry import connections_of
-from labkit.servers.process import process_start_time
+from labkit.servers.runners.process import process_start_time
 
 from helpers import process_exists
 

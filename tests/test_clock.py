@@ -1,4 +1,4 @@
-"""Stepping a running server's wall clock (labkit/servers/clock.py), on real servers.
+"""Stepping a running server's wall clock (labkit/servers/runners/clock.py), on real servers.
 
 Redis keeps absolute wall-clock expiry times, so a step forward expires keys early and a
 step back makes them live longer. ZooKeeper (Java) sees the step in its wall clock (the
@@ -18,10 +18,12 @@ from helpers import wait_until
 import labkit
 from labkit.errors import ClockUnavailable, InvalidClockChange, ServerNotFound
 from labkit.record.history import History
-from labkit.servers import discovery, lab as lab_module, state as lab_state
-from labkit.servers.clock import FILE_SIZE, LAYOUT, MAGIC, prepare_clock
-from labkit.servers.etcd import etcd_argv
-from labkit.servers.process import LocalProcess
+from labkit.servers import lab as lab_module, state as lab_state
+from labkit.servers.ports import free_ports
+from labkit.servers.runners import discovery
+from labkit.servers.runners.clock import FILE_SIZE, LAYOUT, MAGIC, prepare_clock
+from labkit.servers.services.etcd import etcd_argv
+from labkit.servers.runners.process import LocalProcess
 from labkit.widgets.narration import describe_event
 
 pytestmark = pytest.mark.backend  # the clock shim: LD_PRELOAD in a process, or through a container's mount
@@ -122,7 +124,7 @@ def test_go_reads_the_clock_past_the_shim(clocked, tmp_path):
         etcd = discovery.find_etcd()
     except ServerNotFound:
         pytest.skip("no local etcd binary (the Docker leg runs the servers in containers)")
-    client_port, peer_port = lab_state.free_ports(2)
+    client_port, peer_port = free_ports(2)
     env = prepare_clock(tmp_path, "etcd-probe")
     an_hour_ahead = LAYOUT.pack(MAGIC, 0, 0, 3600 * 10**9, 1.0).ljust(FILE_SIZE, b"\0")
     Path(env["LABKIT_CLOCK_FILE"]).write_bytes(an_hour_ahead)
@@ -192,7 +194,7 @@ def test_a_node_started_without_clocks_names_the_option():
 def test_a_container_gets_the_shim_through_the_mounted_run_folder(tmp_path, monkeypatch):
     """The Docker backend passes the clock environment; its files are in the run folder,
     which the container mounts at the same path. (The engine itself runs in the Docker leg.)"""
-    from labkit.servers import docker_backend
+    from labkit.servers.runners import docker_container
 
     created = {}
 
@@ -201,18 +203,18 @@ def test_a_container_gets_the_shim_through_the_mounted_run_folder(tmp_path, monk
             created.update(options)
             return type("Container", (), {"id": "c0"})()
 
-    monkeypatch.setattr(docker_backend, "docker_client", lambda: type("Client", (), {"containers": Containers()})())
+    monkeypatch.setattr(docker_container, "docker_client", lambda: type("Client", (), {"containers": Containers()})())
     env = prepare_clock(tmp_path, "redis1")
-    container = docker_backend.DockerContainer(["redis-server"], str(tmp_path / "redis1.log"), str(tmp_path),
+    container = docker_container.DockerContainer(["redis-server"], str(tmp_path / "redis1.log"), str(tmp_path),
                                                lab_id="x", name="redis1", image="labkit-servers:test", env=env)
     container._create()
     assert created["environment"]["LD_PRELOAD"] == str(tmp_path / "clock_shim.so")
     assert os.path.dirname(created["environment"]["LABKIT_CLOCK_FILE"]) in created["volumes"]
-    assert docker_backend.DockerContainer.from_state(container.to_state()).env == env
+    assert docker_container.DockerContainer.from_state(container.to_state()).env == env
 
 
 def test_without_a_c_compiler_up_says_how_to_install_one(tmp_path, monkeypatch):
-    from labkit.servers import clock
+    from labkit.servers.runners import clock
 
     monkeypatch.setenv("LABKIT_HOME", str(tmp_path))  # no shim built here yet
     monkeypatch.setattr(clock, "find_compiler", lambda: None)

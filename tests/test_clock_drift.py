@@ -23,8 +23,8 @@ import labkit
 from labkit.errors import ClockUnavailable, InvalidClockChange
 from labkit.lessons.clock_drift import drift_race, fastest_covered_rate, surely_flips
 from labkit.record.history import History
-from labkit.servers.clock import CLOCK_FILE_ENV, MONOTONIC_LAYOUT, MONOTONIC_OFFSET, prepare_clock
-from labkit.servers.zookeeper import TICK_MS
+from labkit.servers.runners.clock import CLOCK_FILE_ENV, MONOTONIC_LAYOUT, MONOTONIC_OFFSET, prepare_clock
+from labkit.servers.services.zookeeper import TICK_MS
 from labkit.widgets.narration import describe_event
 
 RUNS = 3

@@ -20,7 +20,7 @@ import pytest
 
 import labkit
 from labkit.lessons.curator_topologies import race_many, summary
-from labkit.servers.zookeeper import SYNC_LIMIT, TICK_MS
+from labkit.servers.services.zookeeper import SYNC_LIMIT, TICK_MS
 
 from helpers import curator_installed
 

@@ -16,7 +16,8 @@ import pytest
 
 import labkit
 from labkit.errors import NodeStartError
-from labkit.servers import docker_image, state as lab_state
+from labkit.servers import state as lab_state
+from labkit.servers.runners import docker_image
 
 pytestmark = pytest.mark.backend
 
@@ -62,7 +63,7 @@ def test_the_image_tag_follows_the_dockerfile(tmp_path, monkeypatch):
 
 @pytest.mark.docker
 def test_every_node_is_a_labelled_container_on_the_host_network(lab):
-    from labkit.servers.docker_backend import lab_containers
+    from labkit.servers.runners.docker_container import lab_containers
 
     containers = {c.labels["labkit.node"]: c for c in lab_containers(lab.id)}
     assert sorted(containers) == sorted(node.name for node in lab.nodes)
@@ -79,7 +80,7 @@ def test_every_node_is_a_labelled_container_on_the_host_network(lab):
 @pytest.mark.docker
 @pytest.mark.slow
 def test_kill_and_pause_are_the_engines_own():
-    from labkit.servers.docker_backend import lab_containers
+    from labkit.servers.runners.docker_container import lab_containers
 
     with labkit.up(zookeeper=0, etcd=0, redis=True, quiet=True) as lab:
         node = lab.node("redis1")
@@ -98,23 +99,23 @@ def test_kill_and_pause_are_the_engines_own():
 
 @pytest.mark.docker
 def test_node_that_dies_at_start_reports_its_log_and_leaves_no_container(monkeypatch):
-    from labkit.servers import docker_backend
+    from labkit.servers.runners import docker_container
 
-    monkeypatch.setitem(docker_backend.IMAGE_BINARIES, "redis", "/usr/bin/no-such-redis-server")
+    monkeypatch.setitem(docker_container.IMAGE_BINARIES, "redis", "/usr/bin/no-such-redis-server")
     before = set(os.listdir(lab_state.labs_dir()))
-    containers_before = {c.id for c in docker_backend.lab_containers()}
+    containers_before = {c.id for c in docker_container.lab_containers()}
     with pytest.raises(NodeStartError) as info:
         labkit.up(zookeeper=0, etcd=0, redis=True, quiet=True)
     message = str(info.value)
     assert "redis1 exited while starting" in message
     assert "no-such-redis-server" in message and "not found" in message  # the container's own words
     assert set(os.listdir(lab_state.labs_dir())) == before
-    assert {c.id for c in docker_backend.lab_containers()} == containers_before  # none left by the failed start
+    assert {c.id for c in docker_container.lab_containers()} == containers_before  # none left by the failed start
 
 
 @pytest.mark.docker
 def test_a_missing_image_is_reported_before_anything_starts(monkeypatch):
-    from labkit.servers.docker_image import ImageBuildError
+    from labkit.servers.runners.docker_image import ImageBuildError
 
     monkeypatch.setenv("LABKIT_SERVER_IMAGE", "labkit-servers:no-such-tag")
     before = set(os.listdir(lab_state.labs_dir()))
@@ -126,7 +127,7 @@ def test_a_missing_image_is_reported_before_anything_starts(monkeypatch):
 @pytest.mark.docker
 @pytest.mark.slow
 def test_containers_of_a_dead_owner_are_reaped_even_without_their_folder():
-    from labkit.servers.docker_backend import lab_containers
+    from labkit.servers.runners.docker_container import lab_containers
 
     script = textwrap.dedent("""
         import os, shutil, signal, labkit

@@ -18,7 +18,7 @@ from labkit.locks.errors import Locked, LockTimeout, SessionExpired
 from labkit.locks.etcd3_reference import Etcd3ReferenceLock
 from labkit.locks.etcd_mutex import EtcdMutex
 from labkit.locks.etcd_session import UNREACHABLE, EtcdSession
-from labkit.servers.discovery import find_etcdctl
+from labkit.servers.runners.discovery import find_etcdctl
 
 from helpers import DEADLINE, Recorder, wait_until
 
@@ -518,7 +518,7 @@ def test_a_client_is_back_within_a_second_of_its_member_restart(stack):
     lab's clients reconnect within 0.1 s and never wait more than 1 s; a client with gRPC's
     defaults, asked the same, is the negative control."""
     import labkit
-    from labkit.servers.etcd import etcd_client
+    from labkit.servers.services.etcd import etcd_client
     own_lab = stack.enter_context(labkit.up(zookeeper=0, etcd=1, redis=False, quiet=True))
     node = own_lab.etcd.nodes[0]
     host, port = node.endpoint.rsplit(":", 1)

@@ -10,7 +10,7 @@ import pytest
 import labkit
 from labkit.lessons.holder_safety import TOPOLOGIES, holder_race, race_many
 from labkit.locks.zookeeper import ZooKeeperLock
-from labkit.servers.zookeeper import SERVER_LAG
+from labkit.servers.services.zookeeper import SERVER_LAG
 
 RUNS = 3
 

@@ -22,7 +22,7 @@ import requests
 import yaml
 from helpers import bytes_of
 
-from labkit.servers.state import free_ports
+from labkit.servers.ports import free_ports
 
 ROOT = Path(__file__).resolve().parent.parent
 HUB = ROOT / "docker" / "hub"
@@ -196,7 +196,7 @@ def test_three_students_run_notebook_00_at_once_in_their_own_containers(hub_imag
             ranges.append(range(first, last + 1))
         assert all(set(a).isdisjoint(b) for a in ranges for b in ranges if a is not b), ranges
         chosen = docker("exec", container_of(students[0]), "python", "-c",
-                        "from labkit.servers.state import free_ports; print(*free_ports(20))").stdout.split()
+                        "from labkit.servers.ports import free_ports; print(*free_ports(20))").stdout.split()
         assert all(int(port) in ranges[0] for port in chosen), f"labkit chose {chosen}, outside {ranges[0]}"
 
         # notebook 00 in the three containers at the same time, each with a lab of its own

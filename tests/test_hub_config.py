@@ -15,7 +15,7 @@ import yaml
 from helpers import bytes_of
 from traitlets.config import Config
 
-from labkit.servers.state import ephemeral_port_range, free_ports
+from labkit.servers.ports import ephemeral_port_range, free_ports
 
 pytestmark = pytest.mark.no_servers  # the Python-versions leg runs these
 

@@ -25,8 +25,8 @@ from labkit.locks.errors import LockError
 from labkit.locks.etcd_session import EtcdSession
 from labkit.locks.zookeeper import ZooKeeperLock
 from labkit.servers import state as lab_state
-from labkit.servers.network import NetworkFaultError, NetworkNotEnabled
-from labkit.servers.process import process_state
+from labkit.servers.network.links import NetworkFaultError, NetworkNotEnabled
+from labkit.servers.runners.process import process_state
 
 pytestmark = pytest.mark.backend  # the partition proxies sit between local processes or containers
 

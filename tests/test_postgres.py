@@ -19,11 +19,11 @@ import labkit
 from labkit.errors import NodeStartError, ServerNotFound
 from labkit.lessons import databases
 from labkit.record.fenced_table import FencedTable, InvalidToken, NoPostgres, check_token
-from labkit.servers import discovery, versions
+from labkit.servers.runners import discovery, versions
 from labkit.servers import state as lab_state
-from labkit.servers.postgres import child_processes, template
-from labkit.servers.postgres_leftovers import release_shared_memory, shared_memory_id
-from labkit.servers.process import process_state
+from labkit.servers.services.postgres import child_processes, template
+from labkit.servers.services.postgres_leftovers import release_shared_memory, shared_memory_id
+from labkit.servers.runners.process import process_state
 from labkit.timing import became_true
 
 # PostgreSQL runs on the local backend only (the lab's image has none yet)

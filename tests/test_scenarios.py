@@ -15,7 +15,7 @@ from labkit.lessons.common import queue_behind, release_in_turn, seconds_until, 
 from labkit.lessons.coordinator_crash import (ETCD_ELECTION_TIMEOUT, acquisitions_through_members,
                                               crash_then_fail_over, lose_majority, zookeeper_write)
 from labkit.lessons.pauses_and_fencing import pause_past_timeout
-from labkit.servers.zookeeper import TICK_MS
+from labkit.servers.services.zookeeper import TICK_MS
 from labkit.timing import wait_until
 
 

@@ -15,8 +15,8 @@ import pytest
 import labkit
 from labkit.servers import run_folder, state as lab_state
 from labkit.servers.lab import attach
-from labkit.servers.process import process_state
-from labkit.servers.sentinel import PRIMARY_NAME, FailoverTimeout
+from labkit.servers.runners.process import process_state
+from labkit.servers.services.sentinel import PRIMARY_NAME, FailoverTimeout
 
 pytestmark = pytest.mark.backend  # sentinels fail over and are reaped as processes or as containers
 

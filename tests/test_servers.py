@@ -14,7 +14,8 @@ import pytest
 import labkit
 from labkit.errors import InvalidClusterSize, NodeStartError, PortBusy, ServerNotFound, UnknownNode
 from labkit.servers import state as lab_state
-from labkit.servers.process import process_state
+from labkit.servers.ports import check_port_free
+from labkit.servers.runners.process import process_state
 
 from helpers import run_in_kernel, wait_until
 
@@ -142,7 +143,7 @@ def test_down_stops_every_process_and_frees_every_port():
     assert len(pids) == 4 or os.environ["LABKIT_BACKEND"] == "docker"
     lab.down()
     for port in ports:
-        lab_state.check_port_free(port, "the test")  # raises PortBusy if still bound
+        check_port_free(port, "the test")  # raises PortBusy if still bound
     assert all(gone(pid) for pid in pids)
     assert not lab.run_dir.exists()
 

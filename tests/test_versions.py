@@ -7,7 +7,7 @@ import zipfile
 import pytest
 
 from labkit import cli
-from labkit.servers import discovery, versions
+from labkit.servers.runners import discovery, versions
 
 pytestmark = pytest.mark.no_servers  # the Python-versions leg runs these
 

@@ -27,7 +27,7 @@ from labkit.errors import LabError
 from labkit.lessons.handoff import Settled, hand_off, server_watches
 from labkit.locks.registry import connections_of, make_lock
 from labkit.record.history import History
-from labkit.servers.zookeeper import parse_mntr
+from labkit.servers.services.zookeeper import parse_mntr
 from labkit.stats import summarize, take_turns
 
 if TYPE_CHECKING:

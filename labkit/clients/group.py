@@ -45,7 +45,7 @@ from labkit.clients.client import START_TIMEOUT, STOP_GRACE, ClientError, LockCl
 from labkit.locks.registry import RECIPES, check_holders, connections_of, etcd_client_for
 from labkit.record.history import History
 from labkit.servers.lab import this_process
-from labkit.servers.process import process_start_time
+from labkit.servers.runners.process import process_start_time
 
 if TYPE_CHECKING:
     from etcd3 import Etcd3Client

@@ -18,11 +18,11 @@ import signal
 import threading
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
-from labkit.servers.process import wait_for_process_state
+from labkit.servers.runners.process import wait_for_process_state
 
 if TYPE_CHECKING:
     from labkit.record.history import History
-    from labkit.servers.node import Node
+    from labkit.servers.services.node import Node
 
 
 @runtime_checkable

@@ -26,9 +26,9 @@ if TYPE_CHECKING:
     from etcd3 import Etcd3Client
 
     from labkit.record.history import History
-    from labkit.servers.etcd import EtcdService
-    from labkit.servers.node import Node
-    from labkit.servers.zookeeper import ZooKeeperService
+    from labkit.servers.services.etcd import EtcdService
+    from labkit.servers.services.node import Node
+    from labkit.servers.services.zookeeper import ZooKeeperService
 
 
 CLOSES = 3   # closeSession requests before expire_session gives up on a session its client keeps taking back

@@ -22,7 +22,7 @@ from labkit.health.server_numbers import (ETCD_SERIES, combine_members, etcd_num
                                           zookeeper_numbers)
 from labkit.health.signals import LEASE_LOST, SESSION_EXPIRED, Fault, HealthSignals, Loss, collect_signals
 from labkit.health.workload import Workload
-from labkit.servers.zookeeper import parse_mntr
+from labkit.servers.services.zookeeper import parse_mntr
 from labkit.stats import percentile
 
 __all__ = ["Alert", "Dashboard", "ETCD_SERIES", "EtcdProbe", "Fault", "HealthSampler", "HealthSignals", "LEASE_LOST",

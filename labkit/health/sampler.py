@@ -26,8 +26,8 @@ from kazoo.exceptions import NoNodeError
 from labkit.health.server_numbers import combine_members, etcd_numbers, zookeeper_numbers
 from labkit.locks.etcd_session import rpc
 from labkit.locks.zookeeper import sorted_contenders
-from labkit.servers.etcd import EtcdNode, etcd_client
-from labkit.servers.zookeeper import parse_mntr
+from labkit.servers.services.etcd import EtcdNode, etcd_client
+from labkit.servers.services.zookeeper import parse_mntr
 
 if TYPE_CHECKING:
     from labkit.servers.lab import Lab

@@ -7,7 +7,7 @@ parent's children list, the herd's kind, is counted by ``mntr`` but never listed
 etcd: whether each member has a leader, how often the leader changed and how many
 leases expired unrenewed (its Prometheus ``/metrics`` text). The parsers take the raw
 text, so they work on a saved reply too. (``mntr`` itself is parsed by
-``labkit.servers.zookeeper.parse_mntr``, beside the other ZooKeeper probes.)
+``labkit.servers.services.zookeeper.parse_mntr``, beside the other ZooKeeper probes.)
 
 What can fail: nothing raises on odd input. A ZooKeeper node that is not serving
 ("This ZooKeeper instance is not currently serving requests") parses to an empty dict,

@@ -22,7 +22,7 @@ from labkit.health.server_numbers import parse_wchc, parse_wchs, session_hex, wa
 from labkit.lessons.common import queue_behind, release_in_turn
 from labkit.locks.zookeeper import sorted_contenders
 from labkit.record.history import History
-from labkit.servers.zookeeper import parse_mntr
+from labkit.servers.services.zookeeper import parse_mntr
 from labkit.timing import wait_until
 
 if TYPE_CHECKING:

@@ -28,7 +28,7 @@ from labkit.faults.relay import TcpLink
 from labkit.locks.etcd_mutex import EtcdMutex
 from labkit.locks.etcd_session import EtcdSession
 from labkit.locks.zookeeper import ZooKeeperLock
-from labkit.servers.etcd import etcd_client
+from labkit.servers.services.etcd import etcd_client
 
 RECIPES = ("zookeeper", "etcd")
 

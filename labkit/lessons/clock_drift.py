@@ -36,7 +36,7 @@ from kazoo.client import KazooClient
 from labkit.faults.relay import TcpLink
 from labkit.lessons.client_deadlines import FirstEvents
 from labkit.locks.zookeeper import ZooKeeperLock, heartbeat_for
-from labkit.servers.zookeeper import TICK_MS
+from labkit.servers.services.zookeeper import TICK_MS
 
 TICK = TICK_MS / 1000.0
 

@@ -31,13 +31,13 @@ from labkit.lessons.common import queue_behind, seconds_until
 from labkit.locks.registry import RecipeHandle, make_lock
 from labkit.record.events import EventSink
 from labkit.record.history import History
-from labkit.servers.etcd import etcd_argv
+from labkit.servers.services.etcd import etcd_argv
 from labkit.timing import wait_until
 
 if TYPE_CHECKING:
-    from labkit.servers.etcd import EtcdNode
+    from labkit.servers.services.etcd import EtcdNode
     from labkit.servers.lab import Lab
-    from labkit.servers.zookeeper import ZooKeeperNode
+    from labkit.servers.services.zookeeper import ZooKeeperNode
 
 
 def zookeeper_write(client: KazooClient, path: str = "/lab/probe", value: str | None = None,

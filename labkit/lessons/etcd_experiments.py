@@ -32,7 +32,7 @@ from labkit.record.history import History
 from labkit.timing import wait_until
 
 if TYPE_CHECKING:
-    from labkit.servers.etcd import EtcdService
+    from labkit.servers.services.etcd import EtcdService
     from labkit.servers.lab import Lab
 
 

@@ -25,7 +25,7 @@ from labkit.record.history import History
 from labkit.timing import wait_until
 
 if TYPE_CHECKING:
-    from labkit.servers.etcd import EtcdService
+    from labkit.servers.services.etcd import EtcdService
 
 # wait_until is labkit.timing's: the lesson's notebooks import it from here
 __all__ = ["count_wakeups", "etcd3_lock_contenders", "lease_ids", "mutex_contenders", "wait_until"]

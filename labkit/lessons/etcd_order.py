@@ -25,7 +25,7 @@ from labkit.locks.etcd_mutex import EtcdMutex
 from labkit.timing import wait_until
 
 if TYPE_CHECKING:
-    from labkit.servers.etcd import EtcdNode
+    from labkit.servers.services.etcd import EtcdNode
     from labkit.servers.lab import Lab
 
 

@@ -34,7 +34,7 @@ from labkit.record.history import History, woken_per_release
 from labkit.timing import wait_until
 
 if TYPE_CHECKING:
-    from labkit.servers.zookeeper import ZooKeeperNode, ZooKeeperService
+    from labkit.servers.services.zookeeper import ZooKeeperNode, ZooKeeperService
 
 # settled(history, names of the waiters still waiting) -> every one of them waits on a watch again
 Settled = Callable[[History, list[str]], bool]

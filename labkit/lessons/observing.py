@@ -19,7 +19,7 @@ from labkit.record.history import History
 from labkit.timing import wait_until
 
 if TYPE_CHECKING:
-    from labkit.servers.zookeeper import ZooKeeperService
+    from labkit.servers.services.zookeeper import ZooKeeperService
 
 
 def node_gone_after_kill(holder: LockClient, zookeeper: ZooKeeperService, observer: KazooClient, node: str, timeout: float = 30.0) -> float:

@@ -31,7 +31,7 @@ from labkit.vocabulary import FAULT_COLOUR
 
 if TYPE_CHECKING:
     from labkit.servers.lab import Lab
-    from labkit.servers.redis import RedlockService
+    from labkit.servers.services.redis import RedlockService
 
 
 def holders_on(redlock: RedlockService, name: str, owners: dict[str, str] | None = None) -> list[str]:

@@ -45,7 +45,7 @@ _FORGETFUL_PROGRAM = """
 import json, sys, time
 import labkit                                   # its import fixes python-etcd3's missing six
 from kazoo.client import KazooClient
-from labkit.servers.etcd import etcd_client
+from labkit.servers.services.etcd import etcd_client
 from labkit.servers.secret import login_for     # the lab is private: log in as its owner
 
 hosts, timeout, path, etcd_host, etcd_port, ttl, key = sys.argv[1:]

@@ -47,12 +47,12 @@ from labkit.locks.zookeeper import ZooKeeperLock, sequence_of, sorted_contenders
 from labkit.plots import wakeups_per_release_plot
 from labkit.record.events import Event
 from labkit.record.history import History
-from labkit.servers.zookeeper import parse_mntr
+from labkit.servers.services.zookeeper import parse_mntr
 from labkit.timing import wait_until
 
 if TYPE_CHECKING:
     from labkit.servers.lab import Lab
-    from labkit.servers.zookeeper import ZooKeeperNode, ZooKeeperService
+    from labkit.servers.services.zookeeper import ZooKeeperNode, ZooKeeperService
 
 HERD_SESSION_TIMEOUT = 10.0   # seconds: a busy machine must not expire a waiter mid-measurement
 

@@ -37,7 +37,7 @@ from labkit.servers.secret import login_for
 
 if TYPE_CHECKING:
     from labkit.clients import LockClient
-    from labkit.servers.zookeeper import ZooKeeperService
+    from labkit.servers.services.zookeeper import ZooKeeperService
 
 # what a waiter watches -> the registered recipe (labkit.locks.registry)
 RECIPES = {"predecessor": "zookeeper", "parent": "zookeeper-parent", "kazoo": "kazoo"}

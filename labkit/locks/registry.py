@@ -32,14 +32,14 @@ from labkit.locks.zookeeper import ZooKeeperLock
 from labkit.locks.zookeeper_semaphore import ZooKeeperSemaphore
 from labkit.locks.zookeeper_election import ZooKeeperElection, check_election_path
 from labkit.record.events import EventSink, ignore_events
-from labkit.servers.etcd import etcd_client  # python3-etcd3, with the lab's fixes
+from labkit.servers.services.etcd import etcd_client  # python3-etcd3, with the lab's fixes
 from labkit.servers.secret import SECRET_FILE, load_secret, login_for
 
 if TYPE_CHECKING:
-    from labkit.servers.etcd import EtcdService
+    from labkit.servers.services.etcd import EtcdService
     from labkit.servers.lab import Lab
-    from labkit.servers.redis import RedisService
-    from labkit.servers.zookeeper import ZooKeeperService
+    from labkit.servers.services.redis import RedisService
+    from labkit.servers.services.zookeeper import ZooKeeperService
 
 
 class UnknownRecipe(LabError):

@@ -51,7 +51,7 @@ from kazoo.protocol.states import EventType, KazooState, KeeperState
 from labkit.record.events import EventSink, ignore_events
 from labkit.locks.errors import LockError, LockTimeout, PathInUse, SessionExpired
 from labkit.locks.zookeeper_contact import server_contact
-from labkit.servers.zookeeper import SERVER_LAG
+from labkit.servers.services.zookeeper import SERVER_LAG
 
 # Any child ending in "lock-" or kazoo's "__lock__" plus 10 digits is a contender, whoever
 # made it: Curator's "_c_<uuid>-lock-N", kazoo's "<uuid>__lock__N" and ours "<uuid>-lock-N".

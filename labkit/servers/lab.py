@@ -14,19 +14,20 @@ from typing import Callable
 from labkit.errors import DockerUnavailable, InvalidClusterSize, LabError, NoLabRunning, UnknownNode
 from labkit.servers import state as lab_state
 from labkit.servers.client_logs import route_client_logs
-from labkit.servers.clock import build_shim
-from labkit.servers.docker_backend import DockerContainer
-from labkit.servers.docker_engine import engine_problem
-from labkit.servers.etcd import EtcdService
-from labkit.servers.layout import (NODE_CLASSES, add_postgres, build_nodes, build_redlock_and_sentinels,
+from labkit.servers.runners.clock import build_shim
+from labkit.servers.runners.docker_container import DockerContainer
+from labkit.servers.runners.docker_engine import engine_problem
+from labkit.servers.services.etcd import EtcdService
+from labkit.servers.ports import check_port_free, free_ports
+from labkit.servers.plan import (NODE_CLASSES, add_postgres, build_nodes, build_redlock_and_sentinels,
                                    check_ensemble_size, check_redis_extras, find_binaries, sentinel_aliases)
-from labkit.servers.network import Network, not_enabled
-from labkit.servers.postgres import PostgresService
-from labkit.servers.process import LocalProcess, process_start_time
-from labkit.servers.redis import RedisService, RedlockService
+from labkit.servers.network.links import Network, not_enabled
+from labkit.servers.services.postgres import PostgresService
+from labkit.servers.runners.process import LocalProcess, process_start_time
+from labkit.servers.services.redis import RedisService, RedlockService
 from labkit.servers.secret import LabSecret, create_secret, read_secret
-from labkit.servers.sentinel import SentinelService
-from labkit.servers.zookeeper import ZooKeeperService
+from labkit.servers.services.sentinel import SentinelService
+from labkit.servers.services.zookeeper import ZooKeeperService
 
 class Lab:
     """Handle on a running lab. A context manager: leaving the block stops what it started.
@@ -185,7 +186,7 @@ class Lab:
             "network": self.network.to_state() if self.network else None,
         })
 
-    # -- network faults (labkit.up(network=True); see labkit.servers.network) -------
+    # -- network faults (labkit.up(network=True); see labkit.servers.network.links) -------
     @property
     def net(self) -> Network:
         if self.network is None:
@@ -285,9 +286,9 @@ def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = Fa
     from there instead of free ones chosen by the kernel. Prints a line per node as it
     becomes ready unless ``quiet``. clocks: start ZooKeeper and Redis (Redlock's instances
     too) with labkit's clock shim, so that ``node.clock.step(30)`` can step their wall
-    clock while they run (labkit/servers/clock.py; etcd cannot be stepped). network: every
+    clock while they run (labkit/servers/runners/clock.py; etcd cannot be stepped). network: every
     link between servers (and every client made with ``via=``) goes through the lab's fault
-    proxy, so that ``lab.partition``, ``lab.delay``... can break it (labkit/servers/network.py);
+    proxy, so that ``lab.partition``, ``lab.delay``... can break it (labkit/servers/network/links.py);
     without it servers talk directly. private (the default): every server asks for the
     lab's secret, which only this user can read, and labkit's clients log in with it
     (labkit/servers/secret.py); private=False for a lesson that shows raw access, on a
@@ -295,7 +296,7 @@ def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = Fa
     (off by default, as in etcd 3.4, which Debian 12 ships; etcd 3.5 turns it on): a member
     cut off from the others then stops bumping its term, so it rejoins without forcing an
     election (labkit/lessons/pre_vote.py measures it). postgres: a PostgreSQL server pg1 as
-    ``lab.postgres`` (local backend only; labkit/servers/postgres.py).
+    ``lab.postgres`` (local backend only; labkit/servers/services/postgres.py).
 
     keep_previous: keep running the labs this process started before outside a ``with``
     block. Without it they are stopped first, with the client groups and panels bound to
@@ -324,7 +325,7 @@ def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = Fa
     if base_port is not None:
         ports = list(range(base_port, base_port + port_count))
     else:
-        ports = lab_state.free_ports(port_count)
+        ports = free_ports(port_count)
     lab_id = time.strftime("%H%M%S-") + uuid.uuid4().hex[:6]
     run_dir = lab_state.labs_dir() / lab_id
     run_dir.mkdir(parents=True, mode=0o700)
@@ -347,7 +348,7 @@ def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = Fa
         _join_network(lab)
         lab.share_secret()
         for node, port_use in _port_uses(lab):
-            lab_state.check_port_free(port_use[0], f"{node.name} ({port_use[1]})")
+            check_port_free(port_use[0], f"{node.name} ({port_use[1]})")
         lab.save_state()
         _LIVE_LABS.add(lab)
         began = time.monotonic()

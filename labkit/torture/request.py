@@ -11,7 +11,7 @@ import math
 
 from labkit.errors import LabError
 from labkit.locks.registry import RECIPES, check_holders
-from labkit.servers.zookeeper import SERVER_LAG
+from labkit.servers.services.zookeeper import SERVER_LAG
 from labkit.torture.schedule import NEMESES, SERVER_NEMESES
 
 

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from labkit.locks.registry import RECIPES
-from labkit.servers.zookeeper import TICK_MS
+from labkit.servers.services.zookeeper import TICK_MS
 from labkit.record.checker import Verdict, check_at_most_holders, check_mutual_exclusion
 from labkit.record.epochs import check_one_leader_per_epoch
 from labkit.record.history import FAULT_CLIENT, History

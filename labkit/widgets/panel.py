@@ -49,7 +49,7 @@ from labkit.widgets.view import PanelView
 
 if TYPE_CHECKING:
     from labkit.servers.lab import Lab
-    from labkit.servers.node import Node
+    from labkit.servers.services.node import Node
 
 SLOW_LINK_MS = 50.0   # the "slow link" button's delay, each way: a cross-datacenter link
 

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from labkit.record.fencing import FencedStore
     from labkit.record.history import History
     from labkit.servers.lab import Lab
-    from labkit.servers.node import Node
+    from labkit.servers.services.node import Node
 
 
 class PanelState(Protocol):

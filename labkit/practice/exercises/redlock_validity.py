@@ -30,7 +30,7 @@ from labkit.practice.exercises.report import ExerciseError, Report, learner_func
 
 if TYPE_CHECKING:
     from labkit.servers.lab import Lab
-    from labkit.servers.redis import RedlockService
+    from labkit.servers.services.redis import RedlockService
 
 PROPERTIES = ("subtracts the elapsed time", "allows for clock drift", "ends before the keys expire")
 FAST_CLOCK = 1.009   # 0.9 % fast: within the algorithm's 1 % allowance

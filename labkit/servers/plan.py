@@ -14,21 +14,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Protocol
 
 from labkit.errors import InvalidClusterSize
-from labkit.servers import discovery
-from labkit.servers.clock import prepare_clock
-from labkit.servers.docker_backend import DockerContainer, image_binaries
-from labkit.servers.etcd import EtcdNode, EtcdService, etcd_argv
-from labkit.servers.network import etcd_member_id
-from labkit.servers.node import Node
-from labkit.servers.postgres import PostgresNode, PostgresService, build_postgres
-from labkit.servers.process import LocalProcess
-from labkit.servers.redis import RedisNode, RedisService, RedlockNode, RedlockService, redis_argv
+from labkit.servers.runners import discovery
+from labkit.servers.runners.clock import prepare_clock
+from labkit.servers.runners.docker_container import DockerContainer, image_binaries
+from labkit.servers.services.etcd import EtcdNode, EtcdService, etcd_argv
+from labkit.servers.network.links import etcd_member_id
+from labkit.servers.services.node import Node
+from labkit.servers.services.postgres import PostgresNode, PostgresService, build_postgres
+from labkit.servers.runners.process import LocalProcess
+from labkit.servers.services.redis import RedisNode, RedisService, RedlockNode, RedlockService, redis_argv
 from labkit.servers.secret import etcd_token_flag, redis_acl, write_private, zookeeper_jaas
-from labkit.servers.sentinel import SentinelNode, SentinelService, sentinel_argv, sentinel_config
-from labkit.servers.zookeeper import ZooKeeperNode, ZooKeeperService, zookeeper_argv, zookeeper_config
+from labkit.servers.services.sentinel import SentinelNode, SentinelService, sentinel_argv, sentinel_config
+from labkit.servers.services.zookeeper import ZooKeeperNode, ZooKeeperService, zookeeper_argv, zookeeper_config
 
 if TYPE_CHECKING:
-    from labkit.servers.network import Network
+    from labkit.servers.network.links import Network
     from labkit.servers.secret import LabSecret
 
 
@@ -252,5 +252,5 @@ def one_port_node(lab: LabBeingBuilt, node_class: type[Node], name: str, port: i
 
 
 def add_postgres(lab: LabBeingBuilt, binaries: dict, port: int) -> None:
-    """pg1, a PostgreSQL server (labkit/servers/postgres.py), its data copied from a template at start."""
+    """pg1, a PostgreSQL server (labkit/servers/services/postgres.py), its data copied from a template at start."""
     lab.postgres = build_postgres(lab, binaries.get("postgres", ""), port, make_runner)

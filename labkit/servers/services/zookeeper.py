@@ -13,9 +13,9 @@ import time
 from kazoo.client import KazooClient
 
 from labkit.errors import NoLeader
-from labkit.servers.discovery import ZooKeeperInstall
-from labkit.servers.network import not_enabled
-from labkit.servers.node import HOST, Node, Service
+from labkit.servers.runners.discovery import ZooKeeperInstall
+from labkit.servers.network.links import not_enabled
+from labkit.servers.services.node import HOST, Node, Service
 from labkit.servers.secret import ZOOKEEPER_AUTH_CONFIG
 
 TICK_MS = 200

@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 
 from labkit.errors import LabError
-from labkit.servers.docker_engine import docker_client
+from labkit.servers.runners.docker_engine import docker_client
 
-DOCKER_DIR = Path(__file__).resolve().parents[2] / "docker"
+DOCKER_DIR = Path(__file__).resolve().parents[3] / "docker"
 OFFICIAL_BASE = "debian:bookworm-slim"
 LOCAL_BASE = "labkit-base:bookworm"
 IMAGE_NAME = "labkit-servers"
@@ -128,7 +128,7 @@ def ensure_server_image(client, say=print) -> str:
 
 
 def main() -> int:
-    """``python -m labkit.servers.docker_image``: build the server image now, print its tag."""
+    """``python -m labkit.servers.runners.docker_image``: build the server image now, print its tag."""
 
     try:
         tag = ensure_server_image(docker_client(), say=lambda text: print(text, file=sys.stderr, flush=True))

@@ -25,7 +25,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from labkit.errors import LabError, NodeStartError
-from labkit.servers.node import HOST, Node, Service
+from labkit.servers.services.node import HOST, Node, Service
 from labkit.servers.secret import LabSecret
 
 PRIMARY_NAME = "labkit"        # the name the sentinels monitor the primary under

@@ -48,7 +48,11 @@ RETRANSMIT = 0.2
 CHUNK = 65536
 
 
-class Network:
+class ProxyRules:
+    """What the proxy process holds: each directed link's rule (cut, delay, jitter, loss),
+    the routes it listens on, and an event that wakes stalled connections when a rule
+    changes. (The lab's side of the control channel is ``links.Network``.)"""
+
     def __init__(self, run_dir: Path):
         self.run_dir = run_dir
         self.rules: dict[str, dict] = {}
@@ -270,7 +274,7 @@ def _reset(writer) -> None:
 
 
 async def serve(run_dir: Path) -> None:
-    network = Network(run_dir)
+    network = ProxyRules(run_dir)
     control = await asyncio.start_server(network.control, HOST, 0)
     port_file = run_dir / "proxy.port"
     port_file.with_suffix(".tmp").write_text(str(control.sockets[0].getsockname()[1]))

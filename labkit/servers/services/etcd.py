@@ -17,8 +17,8 @@ import etcd3
 import etcd3.watch
 
 from labkit.errors import NoLeader, ServerNotFound
-from labkit.servers.discovery import find_etcdctl
-from labkit.servers.node import HOST, Node, Service
+from labkit.servers.runners.discovery import find_etcdctl
+from labkit.servers.services.node import HOST, Node, Service
 from labkit.servers.secret import LabSecret
 
 
@@ -225,7 +225,7 @@ class EtcdService(Service):
         except ServerNotFound:
             if not self.nodes or self.nodes[0].runner.backend != "docker":
                 raise
-            command = [sys.executable, "-m", "labkit.servers.docker_backend", "etcdctl"]  # the image's etcdctl
+            command = [sys.executable, "-m", "labkit.servers.runners.docker_container", "etcdctl"]  # the image's etcdctl
         argv = [*command, "--endpoints", ",".join(self.endpoints), *args]
         return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=self.etcdctl_environment(),
                               check=check, **kwargs)

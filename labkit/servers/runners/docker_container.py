@@ -22,10 +22,10 @@ import time
 from pathlib import Path
 
 from labkit.errors import DockerUnavailable, NodeStartError
-from labkit.servers.discovery import ZooKeeperInstall
-from labkit.servers.docker_image import ensure_server_image, server_image_tag
-from labkit.servers.docker_engine import docker_client, engine_problem
-from labkit.servers.process import process_rss_bytes, process_start_time
+from labkit.servers.runners.discovery import ZooKeeperInstall
+from labkit.servers.runners.docker_image import ensure_server_image, server_image_tag
+from labkit.servers.runners.docker_engine import docker_client, engine_problem
+from labkit.servers.runners.process import process_rss_bytes, process_start_time
 from labkit.servers.run_folder import read_state
 from labkit.timing import became_true
 

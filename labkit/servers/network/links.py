@@ -4,7 +4,7 @@ stall (loss) and heal any link between servers and clients.
 What can go wrong, first: a name that is neither a node nor a client seen by the network
 (UnknownNode), a partition naming a node twice, a negative delay or a loss outside [0, 1]
 (NetworkFaultError), a lab started without ``network=True`` (NetworkNotEnabled). A cut
-does not close connections: it stalls them (see ``labkit.servers.proxy`` for exactly what
+does not close connections: it stalls them (see ``labkit.servers.network.proxy`` for exactly what
 each fault does to TCP), so a server or client notices only through its own timeouts —
 which is the point. ``heal()`` always restores every link, whoever cut it.
 
@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 
 from labkit.errors import LabError, UnknownNode
-from labkit.servers.process import LocalProcess
-from labkit.servers.state import free_ports
+from labkit.servers.runners.process import LocalProcess
+from labkit.servers.ports import free_ports
 
 HOST = "127.0.0.1"
 
@@ -105,7 +105,7 @@ class Network:
             self.requests([{"op": "route", **request} for request in planned.values()])
 
     def _free_port(self) -> int:
-        # below the ephemeral range, like the servers' ports (see state.free_ports)
+        # below the ephemeral range, like the servers' ports (see ports.free_ports)
         while True:
             [port] = free_ports(1)
             if port not in self._taken:

@@ -10,8 +10,8 @@ import os
 import time
 
 from labkit.errors import NodeStartError, UnknownNode
-from labkit.servers.clock import Clock
-from labkit.servers.network import Network, not_enabled
+from labkit.servers.runners.clock import Clock
+from labkit.servers.network.links import Network, not_enabled
 from labkit.servers.secret import LabSecret
 
 HOST = "127.0.0.1"

@@ -1,7 +1,7 @@
 """Where the server binaries are: Debian/Ubuntu packages, a ZooKeeper release tarball,
 Homebrew, conda. Every lookup that fails raises ServerNotFound with the install command
 for each platform, before any process is started. ``doctor()`` also checks each version
-against what the lessons need (labkit/servers/versions.py)."""
+against what the lessons need (labkit/servers/runners/versions.py)."""
 from __future__ import annotations
 
 import glob
@@ -11,8 +11,8 @@ import subprocess
 from dataclasses import dataclass
 
 from labkit.errors import ServerNotFound
-from labkit.servers import versions
-from labkit.servers.docker_engine import engine_problem
+from labkit.servers.runners import versions
+from labkit.servers.runners.docker_engine import engine_problem
 
 INSTALL = {
     "java": {

@@ -4,7 +4,7 @@ for Redlock.
 No persistence by default (`--save ''`, no AOF), so a crash loses everything since the
 last explicit SAVE — which is exactly what the lessons on vanishing and resurrected
 locks need. Failover is manual (`promote`), so a lesson decides when it happens, unless
-the lab runs Sentinel (labkit/servers/sentinel.py), which promotes the replica by itself.
+the lab runs Sentinel (labkit/servers/services/sentinel.py), which promotes the replica by itself.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import redis
 
 from labkit.errors import LabError, NodeStartError, UnknownNode
-from labkit.servers.node import HOST, Node, Service
+from labkit.servers.services.node import HOST, Node, Service
 from labkit.servers.secret import LabSecret
 
 

@@ -15,7 +15,7 @@ initdb and the server run as the unprivileged user ``postgres`` (Debian's packag
 it; ``LABKIT_POSTGRES_USER`` names another) through ``setpriv``, which execs, so the pid the
 lab records is the server's own. That user cannot enter the owner's run folder (0700), so
 the data folder then lives in a folder of its own under the system's temporary folder,
-removed with the lab (labkit/servers/postgres_leftovers.py). A learner is not root and never
+removed with the lab (labkit/servers/services/postgres_leftovers.py). A learner is not root and never
 meets this.
 
 What can fail: ServerNotFound (no initdb or postgres, with the install command),
@@ -39,10 +39,10 @@ from psycopg import sql
 
 from labkit.errors import LabError, NodeStartError
 from labkit.timing import became_true
-from labkit.servers import versions
-from labkit.servers.node import HOST, Node, Service
-from labkit.servers.process import process_state
-from labkit.servers.postgres_leftovers import OUTSIDE_MARK, release_shared_memory
+from labkit.servers.runners import versions
+from labkit.servers.services.node import HOST, Node, Service
+from labkit.servers.runners.process import process_state
+from labkit.servers.services.postgres_leftovers import OUTSIDE_MARK, release_shared_memory
 from labkit.servers.run_folder import labkit_home
 from labkit.servers.secret import USER, write_private
 
@@ -324,7 +324,7 @@ class PostgresService(Service):
 
 def build_postgres(lab, bin_dir: str, port: int, make_runner) -> PostgresService:
     """The lab's pg1 (nothing started yet): its data folder comes from the template at start.
-    ``make_runner(lab, node_class, name, argv, cwd)`` is labkit.servers.layout's."""
+    ``make_runner(lab, node_class, name, argv, cwd)`` is labkit.servers.plan's."""
     if lab.backend == "docker":
         raise LabError("postgres=True runs on the local backend only: the lab's Docker image has no PostgreSQL yet",
                        "use LABKIT_BACKEND=local (Debian's postgresql package on this machine)")

@@ -4,7 +4,7 @@ A postmaster stopped by SIGKILL (``labkit down``, the reaper of a lab whose owne
 cannot clean up after itself. Two things outlive it: the small System V shared memory
 segment it uses to tell whether another postmaster runs on its data folder (its id is on
 line 7 of ``postmaster.pid``), and, when the lab's owner is root, the data folder itself,
-which then lives outside the run folder (labkit/servers/postgres.py says why). Its main
+which then lives outside the run folder (labkit/servers/services/postgres.py says why). Its main
 shared memory is anonymous and its dynamic shared memory a file in the data folder: both
 go with the processes and the folder.
 

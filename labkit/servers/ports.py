@@ -1,0 +1,93 @@
+"""Ports on 127.0.0.1 for a lab's servers and its network's links: free ones chosen below
+the kernel's ephemeral range (or in ``LABKIT_PORTS``), and the check that one is still free
+just before a server binds it.
+
+What can fail: ``PortBusy`` when something else listens on a port a node needs;
+``ValueError`` for a malformed ``LABKIT_PORTS``.
+"""
+from __future__ import annotations
+
+import os
+import random
+import socket
+from pathlib import Path
+
+from labkit.errors import PortBusy
+
+
+def free_ports(count: int) -> list[int]:
+    """Ports free on 127.0.0.1 right now, all distinct, chosen below the kernel's ephemeral
+    range: a port from that range can be taken, between this choice and the server's bind,
+    as the source port of any outgoing connection on the machine (a test making many
+    client connections does exactly that). Falls back to the kernel's choice when the
+    ephemeral range leaves no room below it.
+
+    ``LABKIT_PORTS=FIRST-LAST`` narrows the choice to that range: labs in containers that
+    share the host's network (docker/hub/ gives each student a range of their own) then
+    cannot pick the same port in the moment between this check and a server's bind."""
+    first, last = lab_port_range()
+    roomy = last + 1 - first >= 10 * count or "LABKIT_PORTS" in os.environ  # a given range is kept, however narrow
+    candidates = list(range(first, last + 1)) if roomy else []
+    random.shuffle(candidates)
+    sockets, ports = [], []
+    try:
+        for port in candidates:
+            if len(ports) == count:
+                break
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                sock.close()
+                continue
+            sockets.append(sock)
+            ports.append(port)
+        while len(ports) < count:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind(("127.0.0.1", 0))
+            sockets.append(sock)
+            ports.append(sock.getsockname()[1])
+    finally:
+        for sock in sockets:
+            sock.close()
+    return ports
+
+
+def lab_port_range() -> tuple[int, int]:
+    """The ports labs choose from: ``LABKIT_PORTS`` (``FIRST-LAST``), else 10000 up to the
+    kernel's ephemeral range."""
+    wanted = os.environ.get("LABKIT_PORTS", "")
+    if wanted:
+        try:
+            first, last = (int(part) for part in wanted.split("-"))
+        except ValueError:
+            raise ValueError(f"LABKIT_PORTS={wanted!r}: expected FIRST-LAST, e.g. 20000-20499") from None
+        if not 1024 <= first <= last <= 65535:
+            raise ValueError(f"LABKIT_PORTS={wanted!r}: expected 1024 <= FIRST <= LAST <= 65535")
+        return first, last
+    low, _ = ephemeral_port_range()
+    return 10_000, low - 1
+
+
+def ephemeral_port_range() -> tuple[int, int]:
+    """The kernel's range for outgoing connections' source ports (Linux; elsewhere the IANA one)."""
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 49152, 65535
+
+
+def check_port_free(port: int, what: str) -> None:
+    """Raise PortBusy if something listens on the port. Like the servers themselves, bind
+    with SO_REUSEADDR: a port whose old connections linger in TIME_WAIT is free to reuse."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(("127.0.0.1", port))
+    except OSError as exc:
+        raise PortBusy(f"port {port} on 127.0.0.1, needed for {what}, is already in use ({exc.strerror})",
+                       f"stop whatever listens there (`ss -ltnp 'sport = :{port}'` shows it), "
+                       "or choose another base port, or leave the ports to labkit (the default)") from None
+    finally:
+        sock.close()
