@@ -11,7 +11,7 @@ from labkit.errors import LabError
 from labkit.servers import lab as lab_module
 from labkit.servers import state
 from labkit.servers.runners.discovery import doctor
-from labkit.servers.lab import down_all
+from labkit.servers.state import down_all
 from labkit.servers.run_folder import labkit_home
 
 

@@ -109,6 +109,31 @@ def test_lower_rooms_never_import_higher_ones():
     assert not wrong, "imports against the rule of docs/ARCHITECTURE.md:\n" + "\n".join(wrong)
 
 
+# Inside servers/, lowest first: what every part shares, the runners, the network, the
+# services, the assembly (docs/ARCHITECTURE.md, the servers row).
+SERVER_PARTS = [("run_folder", "secret", "ports", "client_logs"), ("runners",), ("network",), ("services",),
+                ("plan", "state", "live_labs", "start", "lab", "__init__")]
+
+
+def server_part(module: str) -> int:
+    name = (module.split(".") + ["__init__"])[2]
+    found = [index for index, names in enumerate(SERVER_PARTS) if name in names]
+    assert found, f"{module}: add it to a part of SERVER_PARTS and to docs/ARCHITECTURE.md's servers row"
+    return found[0]
+
+
+def test_servers_parts_import_only_lower_parts():
+    wrong, known = [], modules()
+    for name, path in known.items():
+        if room_of(name) != "servers":
+            continue
+        for target, names, line in imports_of(path):
+            other = resolve(target, names, known)[0]
+            if room_of(other) == "servers" and server_part(other) > server_part(name):
+                wrong.append(f"{path.relative_to(LABKIT.parent)}:{line} imports {other}")
+    assert not wrong, "servers/ parts importing a higher part:\n" + "\n".join(wrong)
+
+
 def test_every_room_is_known():
     rooms = {room_of(name) for name in modules()}
     assert rooms <= set(ROOMS), f"add {sorted(rooms - set(ROOMS))} to ROOMS and to docs/ARCHITECTURE.md"

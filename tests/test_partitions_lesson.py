@@ -28,12 +28,15 @@ def test_sentinels_and_replica_share_one_proxy_and_names_map_back(netlab):
     primary, replica = lab.redis.primary, lab.redis.replica
     proxy = {own: alias for alias, own in lab.sentinel.aliases.items()}[primary.endpoint]
     assert set(lab.sentinel.named_primaries().values()) == {primary.endpoint}
-    assert lab.redis.sentinel_primary() == primary.endpoint
+    assert lab.sentinel.primary_endpoint() == primary.endpoint
     time.sleep(3.5)
     info = replica.client().info("replication")
     assert f"127.0.0.1:{info['master_port']}" == proxy != primary.endpoint
     shared = {route["dst"] for route in lab.network.request(op="status")["routes"] if route["kind"] == "redis-shared"}
     assert shared == {"redis1", "redis2"}   # one proxy in front of each Redis server
+    attached = labkit.attach(lab.id)   # the network and the aliases come back from the plan in lab.json
+    assert attached.plan == lab.plan and attached.sentinel.aliases == lab.sentinel.aliases
+    assert attached.network.status()["ends"] == lab.network.status()["ends"]
 
 
 @pytest.mark.slow

@@ -47,7 +47,7 @@ def listening_addresses(port: int) -> set[str]:
 
 def test_three_sentinels_agree_on_the_primary_on_loopback_only(lab):
     primary = lab.redis.primary
-    assert lab.redis.sentinel_primary() == primary.endpoint
+    assert lab.sentinel.primary_endpoint() == primary.endpoint
     assert set(lab.sentinel.named_primaries().values()) == {primary.endpoint}
     for sentinel in lab.sentinel.nodes:
         assert sentinel.role == "sentinel" and sentinel.quorum_reachable() and sentinel.knows_replica()
@@ -60,13 +60,14 @@ def test_three_sentinels_agree_on_the_primary_on_loopback_only(lab):
     assert [n["name"] for n in recorded if n["kind"] == "sentinel"] == ["sentinel1", "sentinel2", "sentinel3"]
     assert all(n["runner"].get("pid") or n["runner"].get("container_id") for n in recorded)
     attached = attach(lab.id)
+    assert attached.plan == lab.plan   # read back from lab.json: the same nodes, runners, aliases
     assert [n.name for n in attached.sentinel.nodes] == [n.name for n in lab.sentinel.nodes]
-    assert attached.redis.sentinel_primary() == primary.endpoint
+    assert attached.sentinel.primary_endpoint() == primary.endpoint
 
 
 def test_waiting_for_a_failover_that_does_not_come_says_what_the_sentinels_saw(lab):
     with pytest.raises(FailoverTimeout) as raised:
-        lab.redis.wait_for_failover(timeout=0.5)
+        lab.sentinel.wait_for_failover(lab.redis, timeout=0.5)
     message = str(raised.value)
     assert "did not promote a replica within" in message and lab.redis.primary.endpoint in message
     assert set(raised.value.logs) == {"sentinel1", "sentinel2", "sentinel3"}
@@ -83,11 +84,11 @@ def test_killing_the_primary_makes_the_sentinels_promote_the_replica(lab):
 
     old.kill()
     began = time.monotonic()
-    new = lab.redis.wait_for_failover(timeout=30)
+    new = lab.sentinel.wait_for_failover(lab.redis, timeout=30)
     failover_seconds = time.monotonic() - began
     print(f"\nsentinel failover: {failover_seconds:.2f} s after SIGKILL of {old.name}")
     assert new is replica and lab.redis.primary is replica and new.role == "primary"
-    assert lab.redis.sentinel_primary() == replica.endpoint != old.endpoint
+    assert lab.sentinel.primary_endpoint() == replica.endpoint != old.endpoint
     promoted = new.client()
     assert promoted.get("before-the-crash") == b"1" and promoted.set("after", "1")
     promoted.close()

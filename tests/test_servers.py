@@ -1,6 +1,7 @@
 """The foundation: real clusters start, answer, fail on purpose and stop without a trace."""
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -14,7 +15,7 @@ import pytest
 import labkit
 from labkit.errors import InvalidClusterSize, NodeStartError, PortBusy, ServerNotFound, UnknownNode
 from labkit.servers import state as lab_state
-from labkit.servers.ports import check_port_free
+from labkit.servers.ports import PortPool, check_port_free
 from labkit.servers.runners.process import process_state
 
 from helpers import run_in_kernel, wait_until
@@ -77,6 +78,39 @@ def test_clients_work_on_every_service(lab, zk):
 def test_unknown_node_names_the_real_ones(lab):
     with pytest.raises(UnknownNode, match="zk1"):
         lab.node("zk9")
+
+
+def test_attach_builds_the_lab_from_the_plan_up_recorded(lab):
+    """One plan, one way from it to a lab: attach reads the plan back from the state file
+    and gets the same nodes, ports, folders, runners and services that up laid out."""
+    attached = labkit.attach(lab.id)
+    assert attached.plan == lab.plan
+    assert [(type(n), n.name, n.ports, n.runner.argv) for n in attached.nodes] == \
+        [(type(n), n.name, n.ports, n.runner.argv) for n in lab.nodes]
+    assert attached.sizes() == lab.sizes() == "zookeeper=1, etcd=1, redis=1, redlock=3"
+    assert attached.secret == lab.secret is not None and attached.network is lab.network is None
+    assert attached.etcd.etcdctl_path == lab.etcd.etcdctl_path
+
+
+@pytest.mark.no_servers
+def test_the_cluster_handles_are_built_in_one_place():
+    """Lab is built in one step from a plan: only plan.services_of makes the cluster handles,
+    so up() and attach() cannot map nodes to services two ways (they did until #24)."""
+    labkit_dir = Path(labkit.__file__).parent
+    makers = sorted(str(path.relative_to(labkit_dir)) for path in labkit_dir.rglob("*.py")
+                    if re.search(r"(?<!class )\b(ZooKeeper|Etcd|Redis|Redlock|Sentinel|Postgres)Service\(", path.read_text()))
+    assert makers == ["servers/plan.py"]
+
+
+@pytest.mark.no_servers
+def test_a_port_pool_hands_out_each_port_once_without_counting_ahead():
+    pool = PortPool(base=20_000)
+    nodes = [pool.take() for _ in range(5)]
+    links = [pool.take_free() for _ in range(20)]
+    assert nodes == list(range(20_000, 20_005))
+    assert len(set(nodes + links)) == 25 and not any(20_000 <= port < 20_100 for port in links)
+    free = PortPool()
+    assert len({free.take() for _ in range(30)}) == 30
 
 
 @pytest.mark.parametrize("size", [2, 4])

@@ -89,7 +89,7 @@ def sentinel_split_brain(lab, min_replicas: bool = False, ttl_ms: int = 30_000,
                 time.sleep(0.05)
         writer = threading.Thread(target=keep_writing, daemon=True)
         writer.start()
-        new = lab.redis.wait_for_failover(30)
+        new = lab.sentinel.wait_for_failover(lab.redis, 30)
         failover = time.monotonic() - cut
         on_new = client_2.get(key)
         granted = bool(client_2.set(key, "client-2", nx=True, px=ttl_ms))

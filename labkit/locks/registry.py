@@ -93,7 +93,7 @@ def connections_of(lab: Lab, via: str | None = None) -> dict[str, str]:
         connections["secret_file"] = str(lab.run_dir / SECRET_FILE)
     redlock = getattr(lab, "redlock", None)
     if redlock is not None:
-        endpoints = redlock.endpoints if via is None else [lab.net.endpoint(via, node) for node in redlock.nodes]
+        endpoints = [redlock.endpoint_for(node, via) for node in redlock.nodes]
         connections["redlock"] = ",".join(endpoints)
     return connections
 

@@ -1,33 +1,33 @@
 """The Lab: start real clusters, find them again, stop them without a trace."""
 from __future__ import annotations
 
-import atexit
+import dataclasses
 import os
 import sys
-import threading
 import time
 import uuid
 import weakref
 from pathlib import Path
 from typing import Callable
 
-from labkit.errors import DockerUnavailable, InvalidClusterSize, LabError, NoLabRunning, UnknownNode
+from labkit.errors import NoLabRunning, UnknownNode
 from labkit.servers import state as lab_state
 from labkit.servers.client_logs import route_client_logs
-from labkit.servers.runners.clock import build_shim
-from labkit.servers.runners.docker_container import DockerContainer
-from labkit.servers.runners.docker_engine import engine_problem
-from labkit.servers.services.etcd import EtcdService
-from labkit.servers.ports import check_port_free, free_ports
-from labkit.servers.plan import (NODE_CLASSES, add_postgres, build_nodes, build_redlock_and_sentinels,
-                                   check_ensemble_size, check_redis_extras, find_binaries, sentinel_aliases)
+from labkit.servers.live_labs import forget, stop_previous_labs, track
 from labkit.servers.network.links import Network, not_enabled
-from labkit.servers.services.postgres import PostgresService
-from labkit.servers.runners.process import LocalProcess, process_start_time
-from labkit.servers.services.redis import RedisService, RedlockService
+from labkit.servers.plan import LabPlan, NodePlan, Sizes, find_binaries, make_plan, services_of
+from labkit.servers.ports import PortPool, check_port_free
+from labkit.servers.runners.clock import build_shim
+from labkit.servers.runners.docker_engine import choose_backend
+from labkit.servers.runners.process import process_start_time
 from labkit.servers.secret import LabSecret, create_secret, read_secret
+from labkit.servers.services.etcd import EtcdService
+from labkit.servers.services.postgres import PostgresService
+from labkit.servers.services.redis import RedisService, RedlockService
 from labkit.servers.services.sentinel import SentinelService
 from labkit.servers.services.zookeeper import ZooKeeperService
+from labkit.servers.start import start_nodes
+
 
 class Lab:
     """Handle on a running lab. A context manager: leaving the block stops what it started.
@@ -41,29 +41,51 @@ class Lab:
     ``with`` block is never stopped that way (tests nest a lab of their own in a shared one).
     """
 
-    def __init__(self, lab_id: str, run_dir: Path, backend: str, owned: bool, detached: bool,
-                 clocks: bool = False):
-        self.id = lab_id
-        self.run_dir = run_dir
-        self.backend = backend
+    def __init__(self, plan: LabPlan, owned: bool, network: Network | None = None):
+        """The lab a plan describes (``up`` lays one out, ``attach`` reads one back), built
+        in one step: its services, its network (``network``: the proxy ``up`` launched; else
+        the one the plan records) and its secret (a private lab's, read from its folder)."""
+        self._plan = plan
         self.owned = owned          # this process started it and will stop it
-        self.detached = detached    # started by `labkit up`: outlives its command
-        self.clocks = clocks        # its ZooKeeper and Redis nodes run with the clock shim
-        self.zookeeper: ZooKeeperService | None = None
-        self.etcd: EtcdService | None = None
-        self.redis: RedisService | None = None
-        self.redlock: RedlockService | None = None    # independent primaries r1..rN
-        self.sentinel: SentinelService | None = None  # also reachable as lab.redis.sentinels
-        self.postgres: PostgresService | None = None  # labkit.up(postgres=True): pg1
+        services = services_of(plan)
+        self.zookeeper: ZooKeeperService | None = services.get("zookeeper")
+        self.etcd: EtcdService | None = services.get("etcd")
+        self.redis: RedisService | None = services.get("redis")
+        self.redlock: RedlockService | None = services.get("redlock")    # independent primaries r1..rN
+        self.sentinel: SentinelService | None = services.get("sentinel")  # watches lab.redis
+        self.postgres: PostgresService | None = services.get("postgres")  # labkit.up(postgres=True): pg1
+        if network is None and plan.network:
+            network = Network.from_state(plan.run_dir, plan.network)
+        self.network: Network | None = network  # labkit.up(network=True): every link through a proxy
+        for service in self.services:  # so that client(via=...) can reach it
+            service.network = network
+        if network is not None:
+            network.nodes = [node.name for node in self.nodes]
+        self.secret: LabSecret | None = read_secret(plan.run_dir)  # a private lab's login (servers/secret.py)
+        for holder in [*self.services, *self.nodes]:  # their clients and probes log in with it
+            holder.secret = self.secret
+        # a fault makes kazoo log every dropped connection as a WARNING, which a notebook shows in
+        # red on stderr: send that chatter to a file (real errors still show)
+        self.client_log: Path = route_client_logs()  # servers/client_logs.py
         self.started_in: float | None = None
-        self.network: Network | None = None  # labkit.up(network=True): every link through a proxy
-        self.secret: LabSecret | None = None  # a private lab's login (labkit/servers/secret.py)
         self.owner_pid = os.getpid()  # a forked child must never stop its parent's lab at exit
         self.started_at: float | None = None  # wall clock, set once up() hands the lab out
-        self.client_log: Path | None = None  # where kazoo's connection chatter goes (servers/client_logs.py)
         self._down = False
         self._in_with_block = False
         self._on_replace: list[weakref.WeakMethod] = []
+
+    @property
+    def plan(self) -> LabPlan:
+        """What this lab is made of, each runner as it is now (its pid or container once
+        started): what its state file records and ``attach`` reads back."""
+        return dataclasses.replace(self._plan, nodes=[NodePlan(**node.to_state()) for node in self.nodes],
+                                   network=self.network.to_state() if self.network else None)
+
+    id = property(lambda self: self._plan.id, doc="The lab's id, e.g. '142501-3fa2b1' (its folder's name).")
+    run_dir = property(lambda self: self._plan.run_dir, doc="Its folder: data, logs, lab.json.")
+    backend = property(lambda self: self._plan.backend, doc="'local' or 'docker'.")
+    clocks = property(lambda self: self._plan.clocks, doc="Its ZooKeeper and Redis nodes run with the clock shim.")
+    detached = property(lambda self: self._plan.detached, doc="Started by `labkit up`: outlives its command.")
 
     # -- nodes ------------------------------------------------------------------
     @property
@@ -128,11 +150,6 @@ class Lab:
         """True when every server asks for the lab's secret (``labkit.up(private=True)``)."""
         return self.secret is not None
 
-    def share_secret(self) -> None:
-        """Give the lab's secret to every service and node, so that their clients and probes log in."""
-        for holder in [*self.services, *self.nodes]:
-            holder.secret = self.secret
-
     def status(self, memory: bool = False) -> dict:
         """The shape printed by `labkit status --json`, read live from the servers; with
         ``memory``, each node's resident memory in MB ("memory_mb") too."""
@@ -161,7 +178,7 @@ class Lab:
         if state is not None:
             lab_state.stop_recorded_nodes(state, self.run_dir)
         lab_state.remove_lab(self.run_dir)
-        _LIVE_LABS.discard(self)
+        forget(self)
 
     def __enter__(self) -> "Lab":
         self._in_with_block = True
@@ -176,100 +193,40 @@ class Lab:
         return f"<Lab {self.id} {self.backend} {self.sizes()}{' down' if self._down else ''}>"
 
     def save_state(self) -> None:
+        """Record the plan, with each runner as it is now, and who owns the lab (``lab.json``)."""
         lab_state.write_state(self.run_dir, {
-            "id": self.id, "backend": self.backend, "detached": self.detached, "clocks": self.clocks,
-            "private": self.private,
+            **self.plan.to_state(), "private": self.private,
             "owner_pid": None if self.detached else os.getpid(),
             "owner_start_time": None if self.detached else process_start_time(os.getpid()),
             "created": time.time(),
-            "nodes": [node.to_state() for node in self.nodes],
-            "network": self.network.to_state() if self.network else None,
         })
 
     # -- network faults (labkit.up(network=True); see labkit.servers.network.links) -------
-    @property
-    def net(self) -> Network:
+    def _links(self) -> Network:
         if self.network is None:
             raise not_enabled()
         return self.network
 
     def partition(self, *sides, history=None) -> dict:
-        return self.net.partition(*sides, history=history)
+        return self._links().partition(*sides, history=history)
 
     def isolate(self, name: str, history=None, **detail) -> dict:
-        return self.net.isolate(name, history=history, **detail)
+        return self._links().isolate(name, history=history, **detail)
 
     def cut(self, a: str, b: str, both_ways: bool = True, history=None) -> dict:
-        return self.net.cut(a, b, both_ways=both_ways, history=history)
+        return self._links().cut(a, b, both_ways=both_ways, history=history)
 
     def delay(self, ms: float, jitter: float = 0, links=None, history=None) -> dict:
-        return self.net.delay(ms, jitter=jitter, links=links, history=history)
+        return self._links().delay(ms, jitter=jitter, links=links, history=history)
 
     def loss(self, fraction: float, links=None, history=None) -> dict:
-        return self.net.loss(fraction, links=links, history=history)
+        return self._links().loss(fraction, links=links, history=history)
 
     def heal(self, history=None) -> dict:
-        return self.net.heal(history=history)
+        return self._links().heal(history=history)
 
     def network_status(self) -> dict:
-        return self.net.status()
-
-
-_LIVE_LABS: set[Lab] = set()
-_REPLACING = threading.Lock()  # two threads calling up() at once stop a previous lab once
-
-
-def this_process() -> str:
-    """"this kernel" in a running Jupyter kernel, else "this process" (for messages)."""
-    kernel_app = sys.modules.get("ipykernel.kernelapp")  # imported is not enough: pytest may import it
-    in_kernel = kernel_app is not None and kernel_app.IPKernelApp.initialized()
-    return "this kernel" if in_kernel else "this process"
-
-
-def stop_previous_labs() -> list[Lab]:
-    """Stop every lab this process started outside a ``with`` block (``Lab.replaceable``),
-    and what is bound to it, and say so in one line. Returns the labs stopped."""
-    with _REPLACING:
-        previous = sorted((lab for lab in list(_LIVE_LABS) if lab.replaceable), key=lambda lab: lab.started_at)
-        closed = []
-        for lab in previous:
-            closed += lab.close_bound()
-            lab.down()
-    if previous:
-        who = this_process()
-        which = "the lab" if len(previous) == 1 else f"the {len(previous)} labs"
-        when = " and ".join(f"{time.strftime('%H:%M:%S', time.localtime(lab.started_at))} ({lab.sizes()})"
-                            for lab in previous)
-        also = f", with {', '.join(closed)}," if closed else ""
-        print(f"stopped {which} {who} started at {when}{also} before starting a new one "
-              f"(labkit.up(keep_previous=True) keeps {'it' if len(previous) == 1 else 'them'})", flush=True)
-    return previous
-
-
-@atexit.register
-def _stop_owned_labs() -> None:
-    for lab in list(_LIVE_LABS):
-        if lab.owned and not lab.detached and lab.owner_pid == os.getpid():
-            lab.down()
-
-
-def choose_backend(backend: str | None, say=print) -> str:
-    backend = (backend or os.environ.get("LABKIT_BACKEND") or "auto").lower()
-    if backend not in ("auto", "local", "docker"):
-        raise LabError(f"unknown backend {backend!r}", "use LABKIT_BACKEND=auto, local or docker")
-    if backend == "auto":
-        problem = engine_problem(timeout=1.5)
-        if problem is None:
-            say("backend: docker (a Docker engine answers)")
-            return "docker"
-        say(f"backend: local processes ({problem})")
-        return "local"
-    if backend == "docker":
-        problem = engine_problem()
-        if problem:
-            raise DockerUnavailable(f"LABKIT_BACKEND=docker but {problem}",
-                                    "start Docker (Debian: dockerd &, macOS: Docker Desktop) or use LABKIT_BACKEND=local")
-    return backend
+        return self._links().status()
 
 
 def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = False,
@@ -307,139 +264,47 @@ def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = Fa
     PortBusy, NodeStartError (with the node's last log lines; everything already started is stopped).
     """
     say = (lambda *a, **k: None) if quiet else (lambda *a, **k: print(*a, **k, flush=True))
-    check_ensemble_size("zookeeper", zookeeper)
-    check_ensemble_size("etcd", etcd)
-    if replica and not redis:
-        raise InvalidClusterSize("replica=True needs redis=True", "a replica replicates a primary")
-    check_redis_extras(redlock, sentinels, replica)
+    sizes = Sizes(zookeeper, etcd, redis, replica, redlock, sentinels, postgres)
+    sizes.check()
     backend = choose_backend(backend, say)
-    binaries = find_binaries(zookeeper, etcd, redis or bool(redlock), backend, postgres)
+    binaries = find_binaries(sizes, backend)
     if clocks:
         build_shim()  # no compiler: say so before anything starts
     if not keep_previous:
         stop_previous_labs()
     lab_state.reap_orphans(log=say)
 
-    redis_count = (1 + int(replica)) if redis else 0
-    port_count = 3 * zookeeper + 2 * etcd + redis_count + redlock + sentinels + int(postgres)
-    if base_port is not None:
-        ports = list(range(base_port, base_port + port_count))
-    else:
-        ports = free_ports(port_count)
     lab_id = time.strftime("%H%M%S-") + uuid.uuid4().hex[:6]
-    run_dir = lab_state.labs_dir() / lab_id
-    run_dir.mkdir(parents=True, mode=0o700)
-    run_dir.chmod(0o700)  # whatever the umask: data, logs and the secret are the owner's alone
-    lab = Lab(lab_id, run_dir, backend, owned=True, detached=detached, clocks=clocks)
-    # a fault makes kazoo log every dropped connection as a WARNING, which a notebook shows in
-    # red on stderr: send that chatter to a file (real errors still show)
-    lab.client_log = route_client_logs()
+    plan = LabPlan(lab_id, lab_state.labs_dir() / lab_id, backend, clocks=clocks, detached=detached)
+    plan.run_dir.mkdir(parents=True, mode=0o700)
+    plan.run_dir.chmod(0o700)  # whatever the umask: data, logs and the secret are the owner's alone
+    ports, links, lab = PortPool(base_port), None, None
     try:
-        if private:
-            lab.secret = create_secret(run_dir)
+        secret = create_secret(plan.run_dir) if private else None
         if network:  # its Python starts while the nodes are laid out and started
-            lab.network = Network.launch(run_dir, avoid=ports)
-        build_nodes(lab, binaries, ports, zookeeper, etcd, redis_count, sentinels, etcd_pre_vote)
-        # the last ports (build_nodes takes the first): Redlock's, the sentinels', then PostgreSQL's
-        extra_ports = ports[len(ports) - redlock - sentinels - int(postgres):]
-        build_redlock_and_sentinels(lab, binaries, extra_ports, redlock, sentinels)
-        if postgres:
-            add_postgres(lab, binaries, ports[-1])
-        _join_network(lab)
-        lab.share_secret()
-        for node, port_use in _port_uses(lab):
-            check_port_free(port_use[0], f"{node.name} ({port_use[1]})")
+            links = Network.launch(plan.run_dir, ports)
+        lab = Lab(make_plan(plan, sizes, binaries, ports, secret, links, etcd_pre_vote), owned=True, network=links)
+        for node in lab.nodes:
+            for use, port in node.ports.items():
+                check_port_free(port, f"{node.name} ({use})")
         lab.save_state()
-        _LIVE_LABS.add(lab)
+        track(lab)
         began = time.monotonic()
         what = ", ".join(f"{s.name} x{len(s.nodes)}" for s in lab.services)
         say(f"starting {what} on 127.0.0.1 ({backend}) ...")
-        _in_parallel(_servers(lab), lambda node: node.start())
-        if lab.network is not None:
-            lab.network.connect()
-        lab.save_state()
-        _wait_all_ready(lab, say, timeout)
-        if lab.secret and lab.etcd:
-            lab.etcd.enable_auth(lab.secret)
-        if lab.sentinel:
-            _start_sentinels(lab, say, timeout)
+        start_nodes(lab, say, timeout)
         lab.started_in = time.monotonic() - began
         say(f"lab {lab.id} ready in {lab.started_in:.1f} s")
     except BaseException:
-        lab.down()
+        if lab is not None:
+            lab.down()
+        else:  # laying it out failed: nothing of it started but the proxy
+            if links is not None:
+                links.stop()
+            lab_state.remove_lab(plan.run_dir)
         raise
     lab.started_at = time.time()
     return lab
-
-
-def _in_parallel(nodes: list, action) -> None:
-    """Run ``action(node)`` for every node at once (a container takes ~0.3 s to create, a
-    JVM ~1 s to answer); re-raise the first error once all are done."""
-    errors: list[BaseException] = []
-
-    def run(node):
-        try:
-            action(node)
-        except BaseException as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=run, args=(node,), daemon=True) for node in nodes]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if errors:
-        raise errors[0]
-
-
-def _join_network(lab: Lab) -> None:
-    """Let every service reach the network (for ``client(via=...)``) and tell the network
-    the lab's node names."""
-    for service in lab.services:
-        service.network = lab.network
-    if lab.network is not None:
-        lab.network.nodes = [node.name for node in lab.nodes]
-
-
-def _servers(lab: Lab) -> list:
-    """Every node but the sentinels, which start last (see _start_sentinels)."""
-    return [node for node in lab.nodes if node.kind != "sentinel"]
-
-
-def _start_sentinels(lab: Lab, say, timeout: float | None) -> None:
-    """Sentinels start only once the primary answers and the replica is in sync: a sentinel
-    that found the primary silent for a moment could start a failover with nothing to promote."""
-    _in_parallel(lab.sentinel.nodes, lambda node: node.start())
-    lab.save_state()
-    _in_parallel(lab.sentinel.nodes, lambda node: node.wait_ready(timeout))
-    seconds = lab.sentinel.wait_until_watching(timeout or 30)
-    say(f"  {len(lab.sentinel.nodes)} sentinels watch {lab.redis.primary.name} (agreed in {seconds:.1f} s)")
-
-
-def _port_uses(lab: Lab):
-    for node in lab.nodes:
-        for use, port in node.ports.items():
-            yield node, (port, use)
-
-
-def _wait_all_ready(lab: Lab, say, timeout: float | None) -> None:
-    """Probe every node in parallel; print a line per node as it answers."""
-    printing = threading.Lock()  # one whole line per node, even when two answer at once
-
-    def wait(node):
-        seconds = node.wait_ready(timeout)
-        with printing:
-            say(f"  {node.name:<7} {node.endpoint:<16} ready in {seconds:4.1f} s")
-
-    _in_parallel(_servers(lab), wait)
-    if lab.zookeeper and len(lab.zookeeper.nodes) > 1:
-        leader = lab.zookeeper.wait_for_leader(timeout or 30)
-        say(f"  zookeeper leader: {leader.name}")
-    if lab.etcd and len(lab.etcd.nodes) > 1:
-        leader = lab.etcd.wait_for_leader(timeout or 30)
-        say(f"  etcd leader: {leader.name}")
-    if lab.redis and lab.redis.replica is not None:
-        lab.redis.wait_replica_in_sync(timeout or 15)
 
 
 def attach(lab_id: str | None = None) -> Lab:
@@ -456,74 +321,21 @@ def attach(lab_id: str | None = None) -> Lab:
     data = lab_state.read_state(run_dir)
     if data is None:
         raise NoLabRunning(f"lab {lab_id} is not running (no state in {run_dir})", "run `labkit up`")
-    lab = Lab(data["id"], run_dir, data["backend"], owned=False, detached=data.get("detached", False),
-              clocks=data.get("clocks", False))
-    lab.client_log = route_client_logs()
-    if data.get("network"):
-        network = data["network"]
-        runner = LocalProcess.from_state(network["runner"]) if network.get("runner") else None
-        lab.network = Network(run_dir, network["control"], runner)
-    by_kind: dict[str, list] = {}
-    for node_data in data["nodes"]:
-        runner_data = node_data["runner"]
-        if runner_data["backend"] == "docker":
-            runner = DockerContainer.from_state(runner_data)
-        else:
-            runner = LocalProcess.from_state(runner_data)
-        cls = NODE_CLASSES[node_data["kind"]]
-        by_kind.setdefault(node_data["kind"], []).append(
-            cls(node_data["name"], node_data["port"], runner, node_data["data_dir"], node_data.get("ports")))
-    if "zookeeper" in by_kind:
-        lab.zookeeper = ZooKeeperService(by_kind["zookeeper"])
-    if "etcd" in by_kind:
-        lab.etcd = EtcdService(by_kind["etcd"])
-    if "redis" in by_kind:
-        lab.redis = RedisService(by_kind["redis"])
-    if "redlock" in by_kind:
-        lab.redlock = RedlockService(by_kind["redlock"])
-    if "postgres" in by_kind:
-        lab.postgres = PostgresService(by_kind["postgres"])
-    if "sentinel" in by_kind and lab.redis is not None:
-        lab.sentinel = lab.redis.sentinels = SentinelService(by_kind["sentinel"])
-        lab.sentinel.aliases = sentinel_aliases(lab)
-    _join_network(lab)
-    lab.secret = read_secret(run_dir)
-    lab.share_secret()
-    return lab
+    return Lab(LabPlan.from_state(data, run_dir), owned=False)
 
 
-def attach_or_up(**sizes) -> Lab:
+def attach_or_up(**options) -> Lab:
     """Attach to the `labkit up` lab if it has at least the requested services, else start
     a lab owned by this process. Notebooks that break servers should call ``up`` instead."""
     try:
         lab = attach()
     except NoLabRunning:
-        return up(**sizes)
-    want_zk, want_etcd = sizes.get("zookeeper", 1), sizes.get("etcd", 1)
-    want_redis, want_replica = sizes.get("redis", True), sizes.get("replica", False)
-    if (sizes.get("clocks") and not lab.clocks) or (sizes.get("private", True) and not lab.private):
-        return up(**sizes)
-    have = lambda s: len(s.nodes) if s else 0  # noqa: E731
-    if (have(lab.zookeeper) >= want_zk and have(lab.etcd) >= want_etcd
-            and have(lab.redis) >= (1 + int(want_replica)) * int(bool(want_redis))
-            and have(lab.redlock) >= sizes.get("redlock", 0) and have(lab.sentinel) >= sizes.get("sentinels", 0)
-            and have(lab.postgres) >= int(bool(sizes.get("postgres")))
-            and all(n.state == "running" for n in lab.nodes)):
-        return lab
-    return up(**sizes)
-
-
-def down_all(say=print) -> list[str]:
-    """Stop the `labkit up` lab and every orphan. Labs owned by live processes are left alone."""
-    stopped = lab_state.reap_orphans(log=say)
-    for run_dir in sorted(lab_state.labs_dir().iterdir()):
-        data = lab_state.read_state(run_dir)
-        if data and data.get("detached"):
-            names = lab_state.stop_recorded_nodes(data, run_dir)
-            lab_state.remove_lab(run_dir)
-            stopped.append(data["id"])
-            say(f"stopped lab {data['id']}: {', '.join(names) or 'nothing was running'}")
-    return stopped
+        return up(**options)
+    wanted = Sizes(**{key: value for key, value in options.items() if key in Sizes.__dataclass_fields__})
+    if ((options.get("clocks") and not lab.clocks) or (options.get("private", True) and not lab.private)
+            or not lab.plan.holds(wanted) or any(node.state != "running" for node in lab.nodes)):
+        return up(**options)
+    return lab
 
 
 if sys.platform == "win32":  # pragma: no cover

@@ -91,3 +91,35 @@ def check_port_free(port: int, what: str) -> None:
                        "or choose another base port, or leave the ports to labkit (the default)") from None
     finally:
         sock.close()
+
+
+class PortPool:
+    """The ports of one lab, handed out as it is laid out and never twice: each node takes
+    its own (``take``: consecutive from ``base`` when one is given, else free ones), and its
+    network's links take free ones (``take_free``), so nothing counts them in advance."""
+
+    BASE_BLOCK = 100   # a lab has at most 42 node ports; links never take one of base..base+99
+
+    def __init__(self, base: int | None = None):
+        self.base = base
+        self.taken: set[int] = set()
+        self._next = base
+        self._spare: list[int] = []
+
+    def take(self) -> int:
+        if self._next is None:
+            return self.take_free()
+        port, self._next = self._next, self._next + 1
+        self.taken.add(port)
+        return port
+
+    def take_free(self) -> int:
+        """A port free on 127.0.0.1 now, not taken before, and outside the block of a base port."""
+        while True:
+            if not self._spare:
+                self._spare = free_ports(8)   # one search for several: each search shuffles the whole range
+            port = self._spare.pop(0)
+            in_block = self.base is not None and self.base <= port < self.base + self.BASE_BLOCK
+            if port not in self.taken and not in_block:
+                self.taken.add(port)
+                return port

@@ -111,3 +111,16 @@ def reap_orphans(log=print) -> list[str]:
         if log:
             log(f"reaped the containers of lab {lab_id} (its folder and its owner are gone)")
     return reaped
+
+
+def down_all(say=print) -> list[str]:
+    """Stop the `labkit up` lab and every orphan. Labs owned by live processes are left alone."""
+    stopped = reap_orphans(log=say)
+    for run_dir in sorted(labs_dir().iterdir()):
+        data = read_state(run_dir)
+        if data and data.get("detached"):
+            names = stop_recorded_nodes(data, run_dir)
+            remove_lab(run_dir)
+            stopped.append(data["id"])
+            say(f"stopped lab {data['id']}: {', '.join(names) or 'nothing was running'}")
+    return stopped

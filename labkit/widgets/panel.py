@@ -317,7 +317,7 @@ class LockPanel:
     def slow_links(self, ms: float = SLOW_LINK_MS) -> Future:
         """Toggle: delay every link of the lab by ``ms`` each way; again: take the delay off."""
         def toggle() -> None:
-            network = self.lab.net
+            network = self.lab.network
             if self._slow_fault is not None:
                 fault, self._slow_fault = self._slow_fault, None
                 if fault in [open_fault["id"] for open_fault in network.open_faults()]:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from labkit.errors import LabError, UnknownNode
 from labkit.servers.runners.process import LocalProcess
-from labkit.servers.ports import free_ports
+from labkit.servers.ports import PortPool
 
 HOST = "127.0.0.1"
 
@@ -60,7 +60,13 @@ class Network:
         self._open: list[dict] = []   # faults started from this process, closed by heal()
         self._ids = itertools.count(1)
         self._planned: dict[tuple, dict] | None = None   # routes chosen before connect() (see launch)
-        self._taken: set[int] = set()
+        self._ports = PortPool()   # where planned routes take their ports (see launch)
+
+    @classmethod
+    def from_state(cls, run_dir: Path, state: dict) -> "Network":
+        """The network a lab's state file records (``to_state``), its proxy already running."""
+        runner = state.get("runner")
+        return cls(run_dir, state["control"], runner and LocalProcess.from_state(runner))
 
     @classmethod
     def start(cls, run_dir: Path, timeout: float = 10.0) -> "Network":
@@ -70,10 +76,10 @@ class Network:
         return network
 
     @classmethod
-    def launch(cls, run_dir: Path, avoid=()) -> "Network":
+    def launch(cls, run_dir: Path, ports: PortPool | None = None) -> "Network":
         """Start the lab's proxy process without waiting for it. Until ``connect()``, a
-        route gets a free port chosen here (none of ``avoid``, the lab's own ports), and
-        the proxy opens it on connect: so the servers can start while the proxy's Python
+        route gets a free port from ``ports`` (the lab's pool, so never one of its nodes'),
+        and the proxy opens it on connect: so the servers can start while the proxy's Python
         is still starting (~0.3 s, a third of the time a network costs a lab otherwise).
         A server that dials a proxy before then is refused and retries, as it would for a
         peer not yet up."""
@@ -83,7 +89,7 @@ class Network:
         runner = LocalProcess([sys.executable, proxy, str(run_dir)], str(Path(run_dir) / "proxy.log"), str(run_dir))
         runner.start()
         network = cls(run_dir, None, runner)
-        network._planned, network._taken = {}, set(avoid)
+        network._planned, network._ports = {}, ports or PortPool()
         return network
 
     def connect(self, timeout: float = 10.0) -> None:
@@ -103,14 +109,6 @@ class Network:
         planned, self._planned = self._planned, None
         if planned:
             self.requests([{"op": "route", **request} for request in planned.values()])
-
-    def _free_port(self) -> int:
-        # below the ephemeral range, like the servers' ports (see ports.free_ports)
-        while True:
-            [port] = free_ports(1)
-            if port not in self._taken:
-                self._taken.add(port)
-                return port
 
     def stop(self) -> None:
         if self.runner is not None:
@@ -146,7 +144,7 @@ class Network:
             key = (src, dst, kind)
             if key not in self._planned:
                 self._planned[key] = {"src": src, "dst": dst, "target": target, "kind": kind,
-                                      "port": self._free_port()}
+                                      "port": self._ports.take_free()}
             self._planned[key].update(extra)   # an etcd peer route learns its members later
             return self._planned[key]["port"]
         return self.request(op="route", src=src, dst=dst, target=target, kind=kind, **extra)["port"]

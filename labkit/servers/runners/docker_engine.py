@@ -1,10 +1,11 @@
-"""Is a Docker engine there? Asked quickly, answered in words; and the one SDK client per process."""
+"""Is a Docker engine there? Asked quickly, answered in words; which backend a lab runs on
+(``choose_backend``); and the one SDK client per process."""
 from __future__ import annotations
 
 import os
 import threading
 
-from labkit.errors import DockerUnavailable
+from labkit.errors import DockerUnavailable, LabError
 
 _clients: dict = {}
 _clients_lock = threading.Lock()
@@ -49,3 +50,24 @@ def docker_client():
                                         "or use LABKIT_BACKEND=local") from None
             _clients[os.getpid()] = client
     return client
+
+
+def choose_backend(backend: str | None, say=print) -> str:
+    """"local" or "docker": the one asked for (else LABKIT_BACKEND); "auto" takes Docker when
+    an engine answers. Raises DockerUnavailable when Docker is asked for and no engine answers."""
+    backend = (backend or os.environ.get("LABKIT_BACKEND") or "auto").lower()
+    if backend not in ("auto", "local", "docker"):
+        raise LabError(f"unknown backend {backend!r}", "use LABKIT_BACKEND=auto, local or docker")
+    if backend == "auto":
+        problem = engine_problem(timeout=1.5)
+        if problem is None:
+            say("backend: docker (a Docker engine answers)")
+            return "docker"
+        say(f"backend: local processes ({problem})")
+        return "local"
+    if backend == "docker":
+        problem = engine_problem()
+        if problem:
+            raise DockerUnavailable(f"LABKIT_BACKEND=docker but {problem}",
+                                    "start Docker (Debian: dockerd &, macOS: Docker Desktop) or use LABKIT_BACKEND=local")
+    return backend

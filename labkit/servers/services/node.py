@@ -24,13 +24,15 @@ class Node:
     clock_problem: str | None = None  # why this kind of server's wall clock cannot be stepped
     secret: LabSecret | None = None  # the lab's secret when it is private (servers/secret.py): probes log in
 
-    def __init__(self, name: str, port: int, runner, data_dir: str, ports: dict | None = None):
+    def __init__(self, name: str, port: int, runner, data_dir: str, ports: dict | None = None,
+                 settings: dict | None = None):
         self.name = name
         self.host = HOST
         self.port = port
         self.ports = dict(ports or {"client": port})
         self.runner = runner
         self.data_dir = data_dir
+        self.settings = dict(settings or {})  # what its kind needs beyond ports, folder and runner
 
     # -- identity -------------------------------------------------------------
     @property
@@ -142,7 +144,7 @@ class Node:
     # -- state file -------------------------------------------------------------
     def to_state(self) -> dict:
         return {"name": self.name, "kind": self.kind, "port": self.port, "ports": self.ports,
-                "data_dir": self.data_dir, "runner": self.runner.to_state()}
+                "data_dir": self.data_dir, "runner": self.runner.to_state(), "settings": self.settings}
 
     def memory_bytes(self) -> int | None:
         """Resident memory of the server now (None when it is not running)."""

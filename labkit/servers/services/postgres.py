@@ -18,6 +18,9 @@ the data folder then lives in a folder of its own under the system's temporary f
 removed with the lab (labkit/servers/services/postgres_leftovers.py). A learner is not root and never
 meets this.
 
+``labkit.servers.plan`` lays pg1 out (``Layout.postgres``): its port, its data folder
+(``data_folder``), its command line (``postgres_argv``) and its template (``template``).
+
 What can fail: ServerNotFound (no initdb or postgres, with the install command),
 NodeStartError with the server's last log lines (a busy port, a broken template: remove
 ``$LABKIT_HOME/templates`` and start again), LabError for the Docker backend, which has no
@@ -174,8 +177,16 @@ class PostgresNode(Node):
     start_timeout = 20.0
     start_hint = ("check that the port is free and `labkit doctor` finds PostgreSQL; "
                   "a broken template: remove $LABKIT_HOME/templates")
-    template_dir: str | None = None   # where the copy comes from (set by build_postgres)
-    trusts_everyone = False           # a lab with private=False
+
+    @property
+    def template_dir(self) -> str | None:
+        """Where its data is copied from at its first start (its settings, from the lab's plan)."""
+        return self.settings.get("template_dir")
+
+    @property
+    def trusts_everyone(self) -> bool:
+        """True in a lab started with private=False: every login from 127.0.0.1 is trusted."""
+        return self.settings.get("trusts_everyone", False)
 
     def start(self) -> None:
         if self.state != "stopped":
@@ -320,18 +331,3 @@ class PostgresService(Service):
 
     def is_ready(self) -> bool:
         return self.node.is_ready()
-
-
-def build_postgres(lab, bin_dir: str, port: int, make_runner) -> PostgresService:
-    """The lab's pg1 (nothing started yet): its data folder comes from the template at start.
-    ``make_runner(lab, node_class, name, argv, cwd)`` is labkit.servers.plan's."""
-    if lab.backend == "docker":
-        raise LabError("postgres=True runs on the local backend only: the lab's Docker image has no PostgreSQL yet",
-                       "use LABKIT_BACKEND=local (Debian's postgresql package on this machine)")
-    folder = template(bin_dir)
-    data = data_folder(lab.run_dir, "pg1")
-    runner = make_runner(lab, PostgresNode, "pg1", postgres_argv(bin_dir, str(data), port), str(data.parent))
-    node = PostgresNode("pg1", port, runner, str(data))
-    node.template_dir = str(folder)
-    node.trusts_everyone = lab.secret is None
-    return PostgresService([node])

@@ -4,7 +4,8 @@ for Redlock.
 No persistence by default (`--save ''`, no AOF), so a crash loses everything since the
 last explicit SAVE — which is exactly what the lessons on vanishing and resurrected
 locks need. Failover is manual (`promote`), so a lesson decides when it happens, unless
-the lab runs Sentinel (labkit/servers/services/sentinel.py), which promotes the replica by itself.
+the lab runs Sentinel (``lab.sentinel``, labkit/servers/services/sentinel.py), which promotes the
+replica by itself.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import redis
 
-from labkit.errors import LabError, NodeStartError, UnknownNode
+from labkit.errors import NodeStartError, UnknownNode
 from labkit.servers.services.node import HOST, Node, Service
 from labkit.servers.secret import LabSecret
 
@@ -106,10 +107,6 @@ class RedisService(Service):
         """``redis.Redis(host, port, **lab.redis.auth)`` logs in to a private lab."""
         return self.secret.redis if self.secret else {}
 
-    def __init__(self, nodes: list[RedisNode], sentinels=None):
-        super().__init__(nodes)
-        self.sentinels = sentinels  # a SentinelService when the lab runs Sentinel, else None
-
     @property
     def primary(self) -> RedisNode:
         """The node that was started (or last promoted) as primary."""
@@ -176,23 +173,9 @@ class RedisService(Service):
                                      f"within {timeout:.0f} s", "look at both nodes' logs", replica.log_tail())
             time.sleep(0.05)
 
-    # -- Sentinel ---------------------------------------------------------------
-    def _sentinel_service(self):
-        if self.sentinels is None:
-            raise LabError("this lab runs no Sentinel",
-                           "start one with labkit.up(redis=True, replica=True, sentinels=3)")
-        return self.sentinels
-
-    def sentinel_primary(self) -> str:
-        """The address ("127.0.0.1:port") a majority of the sentinels name as primary now.
-        Raises SentinelDisagree when no address has a majority (mid-failover, or partitioned)."""
-        return self._sentinel_service().primary_endpoint()
-
-    def wait_for_failover(self, timeout: float = 30.0) -> RedisNode:
-        """Wait until a majority of the sentinels name a primary other than ``self.primary``
-        and that node says it is a master; it becomes ``self.primary`` and is returned.
-        Raises FailoverTimeout, with every sentinel's last log lines, after ``timeout`` s."""
-        endpoint = self._sentinel_service().wait_for_new_primary(self.primary.endpoint, timeout)
+    def now_primary(self, endpoint: str) -> RedisNode:
+        """Take the node at ``endpoint`` ("127.0.0.1:port") as the primary from now on (Sentinel
+        promoted it: ``lab.sentinel.wait_for_failover(lab.redis)``); returns it."""
         for index, node in enumerate(self.nodes):
             if node.endpoint == endpoint:
                 self._primary_index = index

@@ -26,6 +26,7 @@ from redis.retry import Retry
 
 from labkit.errors import LabError, NodeStartError
 from labkit.servers.services.node import HOST, Node, Service
+from labkit.servers.services.redis import RedisNode, RedisService
 from labkit.servers.secret import LabSecret
 
 PRIMARY_NAME = "labkit"        # the name the sentinels monitor the primary under
@@ -143,7 +144,8 @@ class SentinelNode(Node):
 
 
 class SentinelService(Service):
-    """The sentinels of a lab; ``lab.redis.sentinel_primary()`` and ``wait_for_failover()`` use it."""
+    """The sentinels of a lab (``lab.sentinel``): the primary a majority names now
+    (``primary_endpoint``), and the failover they run (``wait_for_failover(lab.redis)``)."""
 
     name = "sentinel"
     nodes: list[SentinelNode]
@@ -219,6 +221,12 @@ class SentinelService(Service):
                     "healthy replica; look for +sdown, +odown, +switch-master or -failover-abort below",
                     {node.name: node.log_tail(10) for node in self.nodes})
             time.sleep(0.05)
+
+    def wait_for_failover(self, redis: RedisService, timeout: float = 30.0) -> RedisNode:
+        """Wait until a majority names a primary other than ``redis.primary`` and that node
+        says it is a master; it becomes ``redis.primary`` and is returned. Raises
+        FailoverTimeout, with every sentinel's last log lines, after ``timeout`` s."""
+        return redis.now_primary(self.wait_for_new_primary(redis.primary.endpoint, timeout))
 
     def describe(self) -> dict:
         return {"nodes": [n.describe() for n in self.nodes]}
