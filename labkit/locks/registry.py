@@ -93,8 +93,7 @@ def connections_of(lab: Lab, via: str | None = None) -> dict[str, str]:
         connections["secret_file"] = str(lab.run_dir / SECRET_FILE)
     redlock = getattr(lab, "redlock", None)
     if redlock is not None:
-        endpoints = [redlock.endpoint_for(node, via) for node in redlock.nodes]
-        connections["redlock"] = ",".join(endpoints)
+        connections["redlock"] = connection_of(redlock, via)
     return connections
 
 
