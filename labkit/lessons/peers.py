@@ -217,7 +217,7 @@ def sentinel_failover_all(lab: Lab, libraries: tuple[str, ...] = tuple(REDIS_LOC
     history.record_fault("kill primary; Sentinel promotes the replica", lab.redis.primary.name)
     lab.redis.primary.kill()
     replica.resume()
-    lab.redis.wait_for_failover(timeout)
+    lab.sentinel.wait_for_failover(lab.redis, timeout)
     runs = {}
     for library, first in firsts.items():
         second = REDIS_LOCKS[library][1](lab.redis.client(), first.name, ttl_ms=30_000, identifier=f"{library} B",

@@ -54,7 +54,7 @@
 #define NS 1000000000LL
 #define MAGIC 0x4c434b4cu /* "LKCL" */
 
-struct clock_file {           /* the layout labkit/servers/clock.py writes (little-endian) */
+struct clock_file {           /* the layout labkit/servers/runners/clock.py writes (little-endian) */
     uint32_t magic;
     uint32_t sequence;        /* odd while labkit is rewriting the fields below */
     int64_t anchor_real;      /* ns since the epoch, the real wall clock at the last change */
