@@ -134,6 +134,16 @@ def test_servers_parts_import_only_lower_parts():
     assert not wrong, "servers/ parts importing a higher part:\n" + "\n".join(wrong)
 
 
+def test_every_labkit_import_names_a_module_that_is_there():
+    """A module that moved (servers/ was split into services/, runners/, network/ in #24)
+    leaves no import of its old path behind, under TYPE_CHECKING either."""
+    known = modules()
+    stale = [f"{path.relative_to(LABKIT.parent)}:{line} imports {target}"
+             for name, path in known.items() for target, names, line in imports_of(path)
+             if not set(resolve(target, names, known)) <= set(known)]
+    assert not stale, "imports of modules that are not there:\n" + "\n".join(stale)
+
+
 def test_every_room_is_known():
     rooms = {room_of(name) for name in modules()}
     assert rooms <= set(ROOMS), f"add {sorted(rooms - set(ROOMS))} to ROOMS and to docs/ARCHITECTURE.md"

@@ -39,7 +39,7 @@ from labkit.locks.lease_election import LeaseDurations, LeaseElection
 from labkit.locks.registry import lease_durations_for
 from labkit.locks.zookeeper_election import ZooKeeperElection
 from labkit.record.history import History
-from labkit.servers.discovery import find_etcdctl
+from labkit.servers.runners.discovery import find_etcdctl
 from labkit.stats import percentile
 from labkit.timing import wait_until
 
