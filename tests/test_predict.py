@@ -92,7 +92,7 @@ def test_a_notebook_question_carries_its_lesson_and_misconception(journal):
 
 def _notebook_questions():
     questions = []
-    for notebook in sorted(NOTEBOOKS.glob("0*.ipynb")):
+    for notebook in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")):
         for cell in json.loads(notebook.read_text(encoding="utf-8"))["cells"]:
             if cell["cell_type"] != "code":
                 continue

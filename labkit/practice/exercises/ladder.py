@@ -38,6 +38,7 @@ from labkit.practice.exercises import lesson_examples as ex
 from labkit.practice.exercises.client_deadline import check_client_deadline
 from labkit.practice.exercises.etcd_cas import check_etcd_cas
 from labkit.practice.exercises.etcd_exercise import check_etcd_wait
+from labkit.practice.exercises.fenced_sql import check_fenced_add
 from labkit.practice.exercises.fenced_write import check_fenced_write
 from labkit.practice.exercises.guarded_put import check_guarded_put
 from labkit.practice.exercises.queue_depth import check_queue_depth
@@ -115,6 +116,12 @@ EXERCISES = {exercise.lesson: exercise for exercise in (
         "time the acquire took (elapsed_ms) off the TTL.",
         "Then take off the drift allowance for instances whose clocks run a little fast: 1 % of the TTL "
         "plus 2 ms.")),
+    Exercise("10", check_fenced_add, ("fenced_add",), (ex.fenced_add,), (
+        "A fenced UPDATE refuses an older token, but a read-modify-write reads first: between your SELECT and "
+        "your UPDATE the row still carries the old token. What could you change in the row before you read it?",
+        "Start the transaction with a claim: UPDATE {table} SET token = %s WHERE key = %s AND token <= %s. If "
+        "it matched no row (rowcount 0), return False; else read the value and write value + delta, all "
+        "inside one `with conn.transaction():`.")),
     Exercise("09-zookeeper", check_zookeeper_lock, ("acquire", "release"),
              (examples.zookeeper_acquire, examples.zookeeper_release), (
         "Four steps: join the queue with an ephemeral sequential node; the lowest node holds; otherwise "

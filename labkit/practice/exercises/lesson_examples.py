@@ -129,3 +129,25 @@ def validity_ms(ttl_ms, elapsed_ms):
 
 def validity_without_drift(ttl_ms, elapsed_ms):
     return ttl_ms - elapsed_ms              # MISTAKE: a fast clock on an instance expires the key sooner
+
+
+# ---- 10: fenced_add(conn, table, key, delta, token) -> bool -----------------------------------------
+def fenced_add(conn, table, key, delta, token):
+    """Claim the row with my token, then read and write it, in one transaction."""
+    with conn.transaction():
+        claimed = conn.execute(f"UPDATE {table} SET token = %s WHERE key = %s AND token <= %s",
+                               (token, key, token)).rowcount
+        if claimed != 1:
+            return False                    # an equal or newer token holds the row: I am not the holder
+        (value,) = conn.execute(f"SELECT value FROM {table} WHERE key = %s", (key,)).fetchone()
+        conn.execute(f"UPDATE {table} SET value = %s WHERE key = %s AND token = %s", (value + delta, key, token))
+    return True
+
+
+def fenced_add_without_claim(conn, table, key, delta, token):
+    with conn.transaction():
+        (value,) = conn.execute(f"SELECT value FROM {table} WHERE key = %s", (key,)).fetchone()
+        # MISTAKE: until this UPDATE the row still says the old token, and the old holder can write
+        done = conn.execute(f"UPDATE {table} SET value = %s, token = %s WHERE key = %s AND token <= %s",
+                            (value + delta, token, key, token)).rowcount
+    return done == 1
