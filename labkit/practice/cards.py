@@ -78,6 +78,17 @@ SECTIONS: dict[str, tuple[str, ...]] = {
         "A middle waiter dies: the re-check",
         "Edit the waiter's logic",
     ),
+    "10_semaphores_elections_and_databases.ipynb": (
+        "Never more than N, even when holders die",
+        "One waiter per freed slot",
+        "labkit and Curator in one semaphore",
+        "One election, two implementations",
+        "The epoch fences a paused leader",
+        "Kubernetes-style lease election: a record and a clock",
+        "The known gap: clocks",
+        "A paused old leader writes late",
+        "Advisory locks: a lock held by a connection",
+    ),
     "08_redlock_and_clocks.ipynb": (
         "The price: Redlock against one SET NX",
         "It survives one crash",
@@ -182,6 +193,7 @@ ZK, ETCD, PAUSES, CRASH = ("02_zookeeper_lock_recipe.ipynb", "03_etcd_leases_and
 REDIS, HEALTH, PRACTICE, SANDBOX = ("01_redis_vs_consensus.ipynb", "06_observing_lock_health.ipynb",
                                     "09_interview_practice.ipynb", "sandbox.ipynb")
 REDLOCK, PARTITIONS = "08_redlock_and_clocks.ipynb", "07_partitions_and_client_side_expiry.ipynb"
+LESSON10 = "10_semaphores_elections_and_databases.ipynb"
 
 CARDS: tuple[Card, ...] = (
     # --- the seed's interview Q&A --------------------------------------------------------
@@ -459,7 +471,7 @@ def _senior(id: str, claims: str, question: str, answer: str, trade_off: str, wh
 
 
 CARDS += (
-    _senior("senior-lock-lease-election", "C11 C17",
+    _senior("senior-lock-lease-election", "C11 C17 C28",
             "Lock, lease, leader election: what is the difference, and what do etcd's election API and "
             "a Kubernetes Lease object give you?",
             "A lock serialises one critical section and is released after it. A lease is a lock with a "
@@ -476,7 +488,8 @@ CARDS += (
             "Do not run an election when the work can be partitioned (shard by key, each shard owned "
             "by a consistent hash) or made idempotent; do not trust a Kubernetes Lease where a second "
             "leader corrupts data unless the writes carry a token.",
-            (ETCD, "The mutex key is bound to the lease"), (ETCD, "Leases and keep-alive")),
+            (ETCD, "The mutex key is bound to the lease"), (ETCD, "Leases and keep-alive"),
+            (LESSON10, "One election, two implementations"), (LESSON10, "The epoch fences a paused leader")),
     _senior("senior-redlock-debate", "C24 C10",
             "A colleague proposes Redlock to guard payment captures, citing antirez's reply to Kleppmann. "
             "Make the call, using both sides of the debate.",
@@ -543,7 +556,7 @@ CARDS += (
             "drop the lock; do not write recovery logic for work that is safe to redo from scratch.",
             (ZK, "Session timeout is the failure detector"), (PAUSES, "A pause longer than the session timeout"),
             (PAUSES, "Fencing tokens: the store rejects the stale write")),
-    _senior("senior-database-locks", "C12",
+    _senior("senior-database-locks", "C12 C29 C30",
             "Your data lives in PostgreSQL (or DynamoDB). Why not lock there instead of in ZooKeeper?",
             "Often you should. Postgres advisory locks (pg_advisory_lock, or pg_advisory_xact_lock "
             "freed at commit) are bound to the connection, not to a live client: the server frees "
@@ -562,6 +575,7 @@ CARDS += (
             "Not when the protected resource is outside that database (a file, an external API, a "
             "fleet of workers), nor for long holds, nor across several databases: there a "
             "coordinator plus fencing.",
+            (LESSON10, "Advisory locks: a lock held by a connection"), (LESSON10, "A paused old leader writes late"),
             see_also=((ETCD, "Compare-and-swap with a transaction instead of a lock"),)),
     _senior("senior-split-brain-stonith", "C8 C19 C22",
             "What is split brain, and how do STONITH and quorum prevent it?",
@@ -650,19 +664,21 @@ CARDS += (
             "Do not take several distributed locks at all if a transaction over one store covers "
             "the change: multi-key etcd txns and database transactions are atomic without locks.",
             see_also=((HEALTH, "What to alert on"), (HEALTH, "The lock health dashboard"))),
-    _senior("senior-semaphore-v2", "C1 C2",
+    _senior("senior-semaphore-v2", "C1 C2 C27",
             "What is Curator's InterProcessSemaphoreV2, and how does it work?",
             "A counting semaphore across processes: at most maxLeases holders at once. Each acquire "
             "creates an ephemeral sequential lease node under path/leases, guarded by an "
             "InterProcessMutex on path/locks; the client keeps its lease once at most maxLeases lease "
-            "nodes exist, and otherwise waits on a children watch (a small herd, bounded by the "
-            "mutex that serialises the checks). acquire() returns a Lease you "
+            "nodes exist, and otherwise keeps the mutex and waits on a children watch: only the mutex "
+            "holder watches the leases, so a freed lease wakes one client. acquire() returns a Lease you "
             "must close; a dead client's lease node dies with its session.",
             "It limits concurrency (connections to a database, licences) without one lock per slot, "
             "but maxLeases is a convention: every client must pass the same number (or share a "
             "SharedCount), and a mismatch is not detected.",
             "Not for mutual exclusion on data (use the mutex and a token), and not for rate limits "
             "per second: a semaphore counts holders, not requests.",
+            (LESSON10, "Never more than N, even when holders die"), (LESSON10, "labkit and Curator in one semaphore"),
+            (LESSON10, "One waiter per freed slot"),
             see_also=((ZK, "Hand-rolled locks vs kazoo and Curator"), (ZK, "Ephemeral nodes die with the session"))),
     _senior("senior-fencing-edges", "C25 C10",
             "You added fencing tokens. Can a stale holder still corrupt the data?",
@@ -690,7 +706,7 @@ CARDS += (
             "Do not put a quorum coordinator across two datacenters with an even split, or with the "
             "majority in the datacenter most likely to be cut off: the wrong side stops.",
             (PARTITIONS, "The minority cannot grant"), (CRASH, "Lose a majority: writes stop")),
-    _senior("senior-kubernetes-lease", "C11 C20",
+    _senior("senior-kubernetes-lease", "C11 C20 C31",
             "Kubernetes controllers elect a leader through a Lease object. What does that guarantee, "
             "and what does it rely on?",
             "A candidate writes its identity and renewTime into the Lease with a compare on "
@@ -703,6 +719,7 @@ CARDS += (
             "of a window where two leaders may act.",
             "Not as the only guard for writes outside Kubernetes that must not happen twice; pass "
             "leaseTransitions or the resourceVersion as a token to a resource that checks it.",
+            (LESSON10, "Kubernetes-style lease election: a record and a clock"), (LESSON10, "The known gap: clocks"),
             see_also=((ETCD, "Leases and keep-alive"), (PAUSES, "A pause longer than the session timeout"))),
     _senior("senior-capacity", "C2 C5 C11",
             "Capacity: how much can one etcd or ZooKeeper cluster carry for locks, and what gives out "
