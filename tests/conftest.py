@@ -23,10 +23,26 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("LABKIT_HOME", str(Path.home() / ".local" / "state" / "labkit-tests"))
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # Test files run side by side (pytest -n, scripts/ci/local.sh): each worker gets a LABKIT_HOME
+    # of its own, so that one worker's `labkit down`, orphan reaper, "current lab" file, clock
+    # shim build and counts of labs on disk never see another worker's labs.
+    os.environ["LABKIT_HOME"] = str(Path(os.environ["LABKIT_HOME"]) / "workers" / os.environ["PYTEST_XDIST_WORKER"])
 
 import labkit  # noqa: E402  (after LABKIT_HOME)
 
+try:
+    from xdist.scheduler import LoadScopeScheduling
+except ImportError:  # pytest-xdist is in the lock; without it tests run one at a time
+    LoadScopeScheduling = None
+
 pytest_plugins = ("pytester",)   # tests/test_notebook_stderr.py runs a small nbval session
+
+# The races whose asserts are about timing (who lapses or acquires first, within margins of a
+# few hundred ms): when test files run side by side (pytest -n, scripts/ci/local.sh), these
+# files run one after another on one worker, never two at once; the other workers run the rest.
+RACES = ("test_holder_safety.py", "test_torture_nemeses.py", "test_clock_drift.py", "test_pre_vote.py",
+         "test_curator_topologies.py", "test_delayed_write.py")
 
 LEGS = {
     # leg: (backend, does a test with these markers run?)
@@ -62,7 +78,47 @@ def pytest_collection_modifyitems(config, items):
         (selected if runs(marks) else deselected).append(item)
     if deselected:
         config.hook.pytest_deselected(items=deselected)
-        items[:] = selected
+    items[:] = costliest_first(selected)
+
+
+def work_unit(nodeid: str) -> str:
+    """What one worker runs whole when files run side by side: a file (a notebook's cells share
+    its kernel, a module's tests its lab), or all of RACES together."""
+    path = nodeid.split("::", 1)[0]
+    return "races" if Path(path).name in RACES else path
+
+
+def costliest_first(items: list) -> list:
+    """The items, each work unit's together, the unit that should take longest first, so that
+    no worker starts a long file when the others are about to finish. A slow-marked test counts
+    for 15 s, a notebook cell for 2 s, any other test for 0.1 s; the races go first (they are
+    the longest unit). The order within a file is kept."""
+    cost: dict[str, float] = {}
+    for item in items:
+        unit = work_unit(item.nodeid)
+        seconds = 15.0 if item.get_closest_marker("slow") else 0.1 if isinstance(item, pytest.Function) else 2.0
+        cost[unit] = cost.get(unit, 0.0) + seconds
+    rank = {unit: (unit != "races", -seconds) for unit, seconds in cost.items()}
+    return sorted(items, key=lambda item: rank[work_unit(item.nodeid)])
+
+
+if LoadScopeScheduling is not None:
+    class WorkUnitScheduling(LoadScopeScheduling):
+        """pytest -n N --dist loadfile, by work_unit: whole files, RACES as one, in the order of
+        the collection (costliest_first) instead of xdist's (most tests first)."""
+
+        def __init__(self, config, log=None):
+            super().__init__(config, log)
+            config.option.loadscopereorder = False
+
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    @pytest.hookimpl(tryfirst=True)   # before xdist's own, which would answer first
+    def pytest_xdist_make_scheduler(config, log):
+        if config.getoption("dist") == "loadfile":
+            return WorkUnitScheduling(config, log)
+        return None
 
 
 @pytest.fixture(scope="session")

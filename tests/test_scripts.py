@@ -1,5 +1,6 @@
 """lab.sh and scripts/: lab.sh keeps the learner's commands, the legs and the maintainers'
 commands live in scripts/, each thing is done in one place, and CI runs the README's command."""
+import json
 import re
 import shutil
 import subprocess
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import LEGS
+from conftest import LEGS, RACES
 
 pytestmark = pytest.mark.no_servers  # the Python-versions leg runs these
 
@@ -92,3 +93,73 @@ def test_each_leg_selects_by_markers():
     assert not runs("pythons") and runs("pythons", "no_servers") and not runs("pythons", "no_servers", "slow")
     assert {leg: backend for leg, (backend, _) in LEGS.items()} == {
         "local": "local", "quick": "local", "docker": "docker", "pythons": "local"}
+
+
+def test_test_workers_takes_a_number_and_defaults_to_three():
+    def workers(value):
+        environment = "" if value is None else f"LABKIT_TEST_WORKERS={value} "
+        return subprocess.run(["bash", "-c", f"source scripts/lib.sh && {environment}test_workers"], cwd=ROOT,
+                              capture_output=True, text=True, timeout=30)
+    assert workers(None).stdout.strip() == "3"
+    assert workers(0).stdout.strip() == "0"
+    refused = workers("many")
+    assert refused.returncode != 0 and "LABKIT_TEST_WORKERS=many" in refused.stderr
+
+
+def test_every_leg_runs_its_files_side_by_side():
+    for name in ("ci/local.sh", "ci/nonroot.sh", "ci/docker.sh", "ci/pythons.sh", "maint/latest.sh"):
+        text = (ROOT / "scripts" / name).read_text().replace("\\\n", " ")   # one line per command
+        calls = [line for line in text.splitlines() if line.lstrip().startswith("run_pytest ")]
+        assert calls and all('-n "$workers" --dist loadfile' in line for line in calls), (name, calls)
+
+
+RECORDING_TEST = '''
+import json, os, pytest
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_where(n):
+    with open(os.environ["RECORD"], "a") as record:
+        record.write(json.dumps([os.path.basename(__file__), os.environ["PYTEST_XDIST_WORKER"],
+                                 os.environ["LABKIT_HOME"]]) + "\\n")
+'''
+
+
+@pytest.mark.slow   # two pytest sessions, one with 2 workers: ~5 s alone, 30 s on a loaded machine
+def test_workers_run_whole_files_with_a_labkit_home_each_and_the_races_together(pytester, monkeypatch):
+    # a real pytest -n 2 run with this folder's conftest, on four small files: two named like
+    # RACES, one with a slow test
+    pytester.makeconftest((Path(__file__).parent / "conftest.py").read_text())
+    races = sorted(RACES)[:2]
+    files = {name.removesuffix(".py"): RECORDING_TEST for name in races}
+    files["test_plain"] = RECORDING_TEST
+    files["test_long"] = RECORDING_TEST.replace("def test_where", "@pytest.mark.slow\ndef test_where")
+    pytester.makepyfile(**files)
+    home = pytester.path / "home"
+    record = pytester.path / "record.jsonl"
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)   # when this test runs on a worker itself
+    monkeypatch.setenv("LABKIT_HOME", str(home))
+    monkeypatch.setenv("RECORD", str(record))
+    items, _ = pytester.inline_genitems("-p", "no:cacheprovider")
+    order = [item.nodeid.split("::")[0] for item in items]
+    assert order == [*(name for name in sorted(races) for _ in (1, 2)), "test_long.py", "test_long.py",
+                     "test_plain.py", "test_plain.py"], order   # the races, then the costliest file
+    done = pytester.runpytest_subprocess("-n", "2", "--dist", "loadfile", "-p", "no:cacheprovider")
+    done.assert_outcomes(passed=8)
+    ran = [json.loads(line) for line in record.read_text().splitlines()]
+    assert len(ran) == 8
+    worker_of = {}
+    for file, worker, labkit_home in ran:
+        assert labkit_home == str(home / "workers" / worker)
+        worker_of.setdefault(file, set()).add(worker)
+    assert all(len(workers) == 1 for workers in worker_of.values()), worker_of   # whole files
+    assert worker_of[races[0]] == worker_of[races[1]], worker_of                   # the races one after another
+
+
+def test_the_notebook_order_lists_every_notebook_once():
+    done = subprocess.run(["bash", "-c", "source scripts/lib.sh && notebooks_longest_first"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=30)
+    listed = done.stdout.split()
+    every = sorted(str(path.relative_to(ROOT)) for path in (ROOT / "notebooks").rglob("*.ipynb")
+                   if ".ipynb_checkpoints" not in path.parts)
+    assert sorted(listed) == every and len(listed) == len(set(listed)), listed
+    assert listed[0].startswith("notebooks/07_")   # the longest, measured

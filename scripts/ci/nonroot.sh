@@ -9,9 +9,9 @@
 # The user gets its own copy of the course and a venv made from Debian's /usr/bin/python3
 # (the venv of ./lab.sh setup may come from a python under root's home, which other users
 # cannot execute), filled by copying that venv's packages when the Python minor versions
-# match, then topped up from the lock by pip as that user (~15 s). Every notebook (~5 min on
-# 2 cores); LABKIT_NONROOT_NOTEBOOKS="notebooks/00_start_here.ipynb ..." runs only those;
-# LABKIT_NONROOT_TESTS=no skips the leg (the local leg then runs the notebooks).
+# match, then topped up from the lock by pip as that user (~15 s). Every notebook, a few side
+# by side (LABKIT_TEST_WORKERS, scripts/lib.sh); LABKIT_NONROOT_NOTEBOOKS="notebooks/00_... ..."
+# runs only those; LABKIT_NONROOT_TESTS=no skips the leg (the local leg then runs the notebooks).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/lib.sh
@@ -58,10 +58,14 @@ as_learner() {
 as_learner .venv/bin/python -m pip install -q --disable-pip-version-check --require-hashes -r lock.txt ||
     { say "non-root leg: the packages of $LOCK could not be installed for $NONROOT_USER"; exit 1; }
 say "copy and venv for $NONROOT_USER ready in $((SECONDS - began)) s"
-read -r -a notebooks <<< "${LABKIT_NONROOT_NOTEBOOKS:-notebooks}"
-say "running notebooks as $NONROOT_USER (uid $(id -u "$NONROOT_USER")): ${notebooks[*]}"
+if [ -n "${LABKIT_NONROOT_NOTEBOOKS:-}" ]; then read -r -a notebooks <<< "$LABKIT_NONROOT_NOTEBOOKS"
+else mapfile -t notebooks < <(notebooks_longest_first); fi
+workers=$(test_workers)
+say "running ${#notebooks[@]} notebooks as $NONROOT_USER (uid $(id -u "$NONROOT_USER")), $workers at a time"
 status=0
-run_pytest as_learner .venv/bin/python -m pytest "${notebooks[@]}" --nbval-lax || status=$?
+# each notebook whole on one worker (its cells share one kernel), in the order given
+run_pytest as_learner .venv/bin/python -m pytest "${notebooks[@]}" --nbval-lax -n "$workers" --dist loadfile \
+    --no-loadscope-reorder || status=$?
 as_learner .venv/bin/python -m labkit.cli down >/dev/null 2>&1 || true
 say "non-root leg: $([ "$status" -eq 0 ] && echo passed || echo FAILED) in $((SECONDS - began)) s"
 exit "$status"

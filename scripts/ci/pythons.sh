@@ -78,6 +78,7 @@ for line in "${skipped[@]}"; do say "  $line"; done
 [ ${#found[@]} -gt 0 ] || { say "Python-versions leg skipped: no CPython 3.10+ found"; exit 77; }
 
 export LABKIT_HOME="${LABKIT_HOME:-$HOME/.local/state/labkit-tests}"
+workers=$(test_workers)
 status=0 results=()
 for line in "${found[@]}"; do
     read -r minor executable <<< "$line"
@@ -88,7 +89,7 @@ for line in "${found[@]}"; do
     else
         say "Python $minor: the quick tests that start no server, and $NOTEBOOK"
         run_pytest "$CACHE/$minor/bin/python" -m pytest tests "$NOTEBOOK" --leg pythons --nbval-lax \
-            --nbval-current-env -q || result=FAILED
+            --nbval-current-env -q -n "$workers" --dist loadfile || result=FAILED
         labkit_down_quietly "$CACHE/$minor/bin/python"
     fi
     [ "$result" = passed ] || status=1

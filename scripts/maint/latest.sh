@@ -19,7 +19,8 @@ say "what differs from $LOCK:"
 export LABKIT_HOME="${LABKIT_HOME:-$HOME/.local/state/labkit-tests-latest}"
 say "running the test suite and every notebook with the newest versions"
 status=0
-run_pytest "$venv/bin/python" -m pytest tests notebooks --nbval-lax "$@" || status=$?
+workers=$(test_workers)
+run_pytest "$venv/bin/python" -m pytest tests notebooks --nbval-lax -n "$workers" --dist loadfile "$@" || status=$?
 labkit_down_quietly "$venv/bin/python"
 if [ "$status" -eq 0 ]; then
     say "the newest versions PASS: ./lab.sh lock --upgrade, then ./lab.sh test, then commit the lock"
