@@ -101,16 +101,22 @@ def test_kill_and_pause_are_the_engines_own():
 def test_node_that_dies_at_start_reports_its_log_and_leaves_no_container(monkeypatch):
     from labkit.servers.runners import docker_container
 
+    def containers_of_this_home() -> set[str]:
+        # the engine is shared: other test workers (other LABKIT_HOMEs) start containers meanwhile
+        home = str(lab_state.labs_dir()) + os.sep
+        return {c.id for c in docker_container.lab_containers()
+                if c.labels.get(docker_container.RUN_DIR_LABEL, "").startswith(home)}
+
     monkeypatch.setitem(docker_container.IMAGE_BINARIES, "redis", "/usr/bin/no-such-redis-server")
     before = set(os.listdir(lab_state.labs_dir()))
-    containers_before = {c.id for c in docker_container.lab_containers()}
+    containers_before = containers_of_this_home()
     with pytest.raises(NodeStartError) as info:
         labkit.up(zookeeper=0, etcd=0, redis=True, quiet=True)
     message = str(info.value)
     assert "redis1 exited while starting" in message
     assert "no-such-redis-server" in message and "not found" in message  # the container's own words
     assert set(os.listdir(lab_state.labs_dir())) == before
-    assert {c.id for c in docker_container.lab_containers()} == containers_before  # none left by the failed start
+    assert containers_of_this_home() == containers_before  # none left by the failed start
 
 
 @pytest.mark.docker
