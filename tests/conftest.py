@@ -16,6 +16,10 @@ here from the tests' markers (pyproject.toml declares them), never by skips in t
 
 The leg sets LABKIT_BACKEND for the tests and the labs they start. Notebooks (nbval) passed
 on the command line are run in any leg: which notebooks run is the caller's choice.
+
+Side by side (``pytest -n 3 --dist loadfile``, as every leg of scripts/ci/ runs): each worker
+has its own LABKIT_HOME, gets whole files, the costliest first, and the timing races (RACES)
+as one unit, so that two of them never run at once.
 """
 import os
 from pathlib import Path
@@ -41,6 +45,9 @@ pytest_plugins = ("pytester",)   # tests/test_notebook_stderr.py runs a small nb
 # The races whose asserts are about timing (who lapses or acquires first, within margins of a
 # few hundred ms): when test files run side by side (pytest -n, scripts/ci/local.sh), these
 # files run one after another on one worker, never two at once; the other workers run the rest.
+# Measured: with 3 workers and the races as one unit every race passed on a machine loaded by
+# other runs; with 4 workers one curator race came out inverted. The benchmarks assert no
+# timing (tests/test_bench.py), so they are not races.
 RACES = ("test_holder_safety.py", "test_torture_nemeses.py", "test_clock_drift.py", "test_pre_vote.py",
          "test_curator_topologies.py", "test_delayed_write.py")
 

@@ -113,6 +113,10 @@ def test_every_leg_runs_its_files_side_by_side():
         assert calls and all('-n "$workers" --dist loadfile' in line for line in calls), (name, calls)
 
 
+def test_the_races_name_test_files_that_exist():
+    assert all((ROOT / "tests" / name).is_file() for name in RACES), RACES
+
+
 RECORDING_TEST = '''
 import json, os, pytest
 
