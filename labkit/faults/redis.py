@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import time
 
+from labkit.timing import wait_until
+
 POLL_INTERVAL = 0.002  # seconds; a local GET takes ~0.1 ms, so this costs little and measures well
 
 
@@ -40,14 +42,9 @@ def wait_until_gone(client, key: str, timeout: float, poll_interval: float = POL
     Each EXISTS also makes Redis drop an expired key at once (lazy expiry), so the time
     measured is the key's real end, not that of Redis's background expiry cycle.
     Raises TimeoutError after ``timeout`` seconds if the key is still there."""
-    started = time.monotonic()
-    while client.exists(key):
-        waited = time.monotonic() - started
-        if waited > timeout:
-            raise TimeoutError(f"key {key!r} still exists after {waited:.2f} s (PTTL now "
-                               f"{client.pttl(key)} ms); wait longer than its TTL or delete it")
-        time.sleep(poll_interval)
-    return time.monotonic() - started
+    return wait_until(lambda: not client.exists(key), f"key {key!r} to be gone", timeout, poll_interval,
+                      error=lambda: TimeoutError(f"key {key!r} still exists after {timeout:.2f} s (PTTL now "
+                                                 f"{client.pttl(key)} ms); wait longer than its TTL or delete it"))
 
 
 def connected_replicas(client) -> int:
@@ -90,12 +87,9 @@ def cut_replication(service, timeout: float = 5.0):
         # the frozen replica cannot reconnect, so once the primary has closed the link no
         # write can travel to it, not even into its socket buffer
         primary.execute_command("CLIENT", "KILL", "TYPE", "replica")
-        deadline = time.monotonic() + timeout
-        while connected_replicas(primary) > 0:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"the primary still reports a replica {timeout:.1f} s after CLIENT KILL; "
-                                   "is another replica attached? look at INFO replication")
-            time.sleep(POLL_INTERVAL)
+        wait_until(lambda: connected_replicas(primary) == 0, "the primary to drop its replica", timeout,
+                   POLL_INTERVAL, error=TimeoutError(f"the primary still reports a replica {timeout:.1f} s after "
+                                                     "CLIENT KILL; is another replica attached? look at INFO replication"))
     except BaseException:
         replica.resume()
         raise
@@ -116,12 +110,9 @@ def fail_over(service, timeout: float = 10.0):
     replica.resume()
     replica.wait_ready(timeout)
     service.promote(replica)
-    deadline = time.monotonic() + timeout
-    while replica.role != "primary":
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{replica.name} does not report role primary {timeout:.0f} s after "
-                               f"REPLICAOF NO ONE (role: {replica.role}); look at replica.log_tail()")
-        time.sleep(POLL_INTERVAL)
+    wait_until(lambda: replica.role == "primary", f"{replica.name} to report role primary", timeout, POLL_INTERVAL,
+               error=lambda: TimeoutError(f"{replica.name} does not report role primary {timeout:.0f} s after "
+                                          f"REPLICAOF NO ONE (role: {replica.role}); look at replica.log_tail()"))
     return replica
 
 

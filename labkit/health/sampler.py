@@ -28,6 +28,7 @@ from labkit.locks.etcd_session import rpc
 from labkit.locks.zookeeper import sorted_contenders
 from labkit.servers.services.etcd import EtcdNode, etcd_client
 from labkit.servers.services.zookeeper import parse_mntr
+from labkit.timing import wait_for_value
 
 if TYPE_CHECKING:
     from labkit.servers.lab import Lab
@@ -158,19 +159,19 @@ class HealthSampler:
     def wait_for(self, condition, what: str, timeout: float = 10.0) -> Sample:
         """Block until a new sample satisfies ``condition(sample)``; return it. Raises
         TimeoutError naming ``what`` (and the last sample) after ``timeout`` seconds."""
-        deadline = time.monotonic() + timeout
-        seen = len(self.samples())
-        while time.monotonic() < deadline:
+        seen = [len(self.samples())]
+
+        def first_new_match() -> Sample | None:
             if self._stopping.is_set():
                 raise RuntimeError(f"the sampler is stopped: no new sample will show {what}")
-            fresh = self.samples()[seen:]
-            seen += len(fresh)
-            for sample in fresh:
-                if condition(sample):
-                    return sample
-            time.sleep(self.interval / 2)
-        last = self.samples()[-1:] or ["none"]
-        raise TimeoutError(f"no sample showed {what} within {timeout:.0f} s (last sample: {last[0]})")
+            fresh = self.samples()[seen[0]:]
+            seen[0] += len(fresh)
+            return next((sample for sample in fresh if condition(sample)), None)
+
+        def no_match() -> TimeoutError:
+            last = self.samples()[-1:] or ["none"]
+            return TimeoutError(f"no sample showed {what} within {timeout:.0f} s (last sample: {last[0]})")
+        return wait_for_value(first_new_match, what, timeout, self.interval / 2, error=no_match)
 
     def stop(self) -> None:
         self._stopping.set()
