@@ -11,12 +11,12 @@ from labkit.clients import spawn_clients
 from labkit.record.history import History
 from labkit.locks.zookeeper import sorted_contenders
 from labkit.faults.relay import TcpLink
-from labkit.lessons.common import queue_behind, release_in_turn, seconds_until, table
+from labkit.lessons.common import queue_behind, release_in_turn, table
 from labkit.lessons.coordinator_crash import (ETCD_ELECTION_TIMEOUT, acquisitions_through_members,
                                               crash_then_fail_over, lose_majority, zookeeper_write)
 from labkit.lessons.pauses_and_fencing import pause_past_timeout
 from labkit.servers.services.zookeeper import TICK_MS
-from labkit.timing import wait_until
+from labkit.timing import seconds_until, wait_until
 
 
 def test_seconds_until_counts_from_the_given_moment_and_gives_up_with_the_last_error():

@@ -1,12 +1,11 @@
-"""Small pieces several lessons share: a text table, the time until an operation succeeds
-again, and a queue of lock client processes served in a known order.
+"""Small pieces several lessons share: a text table, and a queue of lock client processes
+served in a known order.
 
 What can fail: ``TimeoutError`` when a recovery or a hand-off does not come within its
 deadline (the message says which); ``labkit.clients.ClientError`` when a client's command fails.
 """
 from __future__ import annotations
 
-import time
 from typing import Any, Callable
 
 from labkit.clients import LockClient, LockClients
@@ -55,22 +54,3 @@ def release_in_turn(clients: LockClients, pending: dict[str, int], timeout: floa
         served.append(winner.name)
         winner.release()
     return served
-
-
-def seconds_until(operation: Callable[[], Any], since: float, timeout: float = 30.0,
-                  attempt_timeout: float = 1.0) -> float:
-    """Retry ``operation()`` (which must give up by itself, e.g. within ``attempt_timeout``)
-    until it neither raises nor returns False; return the seconds from ``since`` (a
-    ``time.monotonic()`` value, e.g. the moment of a crash) to that success.
-    Raises TimeoutError with the last failure if it never succeeds within ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            failure: Any = "it returned False" if operation() is False else None
-        except Exception as error:  # every failure means "not yet": that is what is measured
-            failure = error
-        if failure is None:
-            return time.monotonic() - since
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"still failing after {timeout:.0f} s: {failure!r}")
-        time.sleep(min(0.05, attempt_timeout))

@@ -1,6 +1,6 @@
 """Notebook 05: a coordinator crash and quorum.
 
-* ``zookeeper_write`` / ``etcd_write`` with ``labkit.lessons.common.seconds_until``: how
+* ``zookeeper_write`` / ``etcd_write`` with ``labkit.timing.seconds_until``: how
   long until a write succeeds again after a crash.
 * ``write_with_new_client`` / ``values_on_members`` / ``lose_majority``: a write attempted
   without a majority, and what each member holds afterwards.
@@ -27,12 +27,12 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from labkit.clients import spawn_clients
 from labkit.faults.sessions import kill_leader
-from labkit.lessons.common import queue_behind, seconds_until
+from labkit.lessons.common import queue_behind
 from labkit.locks.registry import RecipeHandle, make_lock
 from labkit.record.events import EventSink
 from labkit.record.history import History
 from labkit.servers.services.etcd import etcd_argv
-from labkit.timing import wait_until
+from labkit.timing import seconds_until, wait_until
 
 if TYPE_CHECKING:
     from labkit.servers.services.etcd import EtcdNode

@@ -4,7 +4,6 @@
   and an etcd key on a lease, then simply ends (no ``stop()``, no ``revoke()``), so that a
   lesson can show that a normal exit closes nothing: kazoo, the Java client and
   python-etcd3 register no exit hook, and the servers only see a socket close.
-* ``seconds_until``: poll a condition and time it from a given moment.
 * ``DeletionWatch``: an observer's watch on a ZooKeeper node and on an etcd key, with the
   moment each deletion was seen.
 * ``contender_factory`` / ``serve_in_queue_order``: contenders that queue one after
@@ -93,13 +92,6 @@ def exit_without_closing(lab: "Lab", path: str, key: str, session_timeout: float
     report = json.loads(finished.stdout.strip().splitlines()[-1])
     return ExitedProgram(finished.returncode, report["node"], report["session_id"], report["key"],
                          report["lease_id"], report["created_at"], exited_at)
-
-
-def seconds_until(condition: Callable[[], Any], since: float, what: str, timeout: float = 30.0) -> float:
-    """Poll ``condition`` every 10 ms until it is true; return the seconds since ``since``
-    (a ``time.monotonic()`` value). Raises TimeoutError naming ``what`` after ``timeout``."""
-    wait_until(condition, what, timeout=timeout)
-    return time.monotonic() - since
 
 
 class DeletionWatch:
