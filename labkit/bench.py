@@ -10,7 +10,7 @@ started), prints a table, and writes the same numbers as JSON for the notebooks:
   shuffled order, so that a burst of load on the machine hits them all alike;
 - hand-off latency (from asking the holder to release to the next holder's acquire) and
   wakeups per release, with N contenders (one holder, N - 1 waiters), each a thread with
-  its own session (``labkit.lessons.handoff``): predecessor vs parent watch (ZooKeeper),
+  its own session (``labkit.harness.handoff``): predecessor vs parent watch (ZooKeeper),
   EtcdMutex vs python-etcd3's Lock (etcd).
 
 Targets are printed as PASS or MISS and never asserted: timing depends on the machine.
@@ -35,7 +35,7 @@ from etcd3.utils import prefix_range_end
 
 from labkit import bench_network, bench_peers, bench_scale
 from labkit.errors import LabError
-from labkit.lessons.handoff import hand_off, server_watches, watching_again
+from labkit.harness.handoff import hand_off, server_watches, watching_again
 from labkit.locks.registry import RecipeHandle, connections_of, lock_factory, make_lock
 from labkit.servers.lab import attach, up
 from labkit.stats import summarize, take_turns
@@ -211,7 +211,7 @@ def measure_handoff(lab: Lab, label: str, n: int, releases: int, run_id: str, bu
     """N contenders on one lock: one holds, N - 1 wait (each its own session and thread).
     Release ``releases`` times, each once the waiters have settled (every one that woke
     waits again: ZooKeeper's watch count, or the etcd waiters' events), and count who
-    woke for each release (``wakeups_per_release``): ``labkit.lessons.handoff``.
+    woke for each release (``wakeups_per_release``): ``labkit.harness.handoff``.
     ``budget``: seconds for each step. Raises BenchTimeout when a step does not happen."""
     result: dict[str, Any] = {"scenario": label, "n": n, "handoffs": 0, "wakeups": []}
     if n < 2:

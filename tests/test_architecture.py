@@ -23,7 +23,7 @@ LABKIT = Path(__file__).resolve().parent.parent / "labkit"
 
 # Lowest first. A module may import from its own room and from rooms before it.
 ROOMS = ["errors", "timing", "stats", "vocabulary", "servers", "record", "locks", "faults", "clients",
-         "plots", "torture", "lessons", "practice", "health", "widgets", "bench_network", "bench_peers", "bench_scale", "bench", "cli",
+         "plots", "torture", "harness", "lessons", "practice", "health", "widgets", "bench_network", "bench_peers", "bench_scale", "bench", "cli",
          "book", "__init__"]
 
 
@@ -378,3 +378,25 @@ def test_private_override_is_found_in_a_sample(tmp_path):
                                       "class Child(Base):\n    def _wait(self): ...\n    def run(self): ...\n")
     found = private_overrides({"labkit.base": tmp_path / "base.py", "labkit.child": tmp_path / "child.py"})
     assert found == ["child.py:2 Child overrides Base._wait of labkit.base"]
+
+
+# Rooms that may import labkit.lessons. Lessons are the leaves of the tree: what a notebook
+# calls, and nothing else builds on them (what bench, health and practice shared with the
+# lessons lives in labkit.harness).
+LESSON_IMPORTERS_ALLOWED = {
+    "cli": "`labkit races` runs the batches of lessons/holder_safety.py from the command line: "
+           "the command is a lesson's experiment, repeated",
+}
+
+
+def test_lessons_are_leaves():
+    wrong, known = [], modules()
+    for name, path in known.items():
+        room = room_of(name)
+        if room == "lessons" or room in LESSON_IMPORTERS_ALLOWED:
+            continue
+        for target, names, line in imports_of(path):
+            if room_of(resolve(target, names, known)[0]) == "lessons":
+                wrong.append(f"{path.relative_to(LABKIT.parent)}:{line} imports {target}")
+    assert not wrong, "only notebooks import labkit.lessons (move what is shared to labkit/harness/):\n" + \
+        "\n".join(wrong)

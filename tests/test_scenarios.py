@@ -11,7 +11,8 @@ from labkit.clients import spawn_clients
 from labkit.record.history import History
 from labkit.locks.zookeeper import sorted_contenders
 from labkit.faults.relay import TcpLink
-from labkit.lessons.common import queue_behind, release_in_turn, table
+from labkit.harness.queue import queue_behind, release_in_turn
+from labkit.lessons.common import table
 from labkit.lessons.coordinator_crash import (ETCD_ELECTION_TIMEOUT, acquisitions_through_members,
                                               crash_then_fail_over, lose_majority, zookeeper_write)
 from labkit.lessons.pauses_and_fencing import pause_past_timeout

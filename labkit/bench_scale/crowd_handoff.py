@@ -1,7 +1,7 @@
 """Hand-offs with a thousand contenders, and what each release costs the server.
 
 The contenders live in worker processes (``labkit.clients.crowd``), a hundred sessions
-each; ``labkit.lessons.handoff.hand_off`` drives them as it drives threads, so the wakeup
+each; ``labkit.harness.handoff.hand_off`` drives them as it drives threads, so the wakeup
 counts mean exactly what they mean in notebooks 02 and 03. Around each release the
 server's own counters are read twice (just before the release is asked for, and once
 every waiter still waiting has armed its watch again): ZooKeeper's ``mntr``
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from labkit.clients.crowd import Crowd, running
 from labkit.errors import LabError
-from labkit.lessons.handoff import Settled, hand_off, server_watches
+from labkit.harness.handoff import Settled, hand_off, server_watches
 from labkit.locks.registry import connections_of, make_lock
 from labkit.record.history import History
 from labkit.servers.services.zookeeper import parse_mntr
@@ -103,7 +103,7 @@ def server_counters(lab: Lab, service: str) -> dict[str, float]:
 class WatchTally:
     """Per contender, "watch" events minus "woke" events, kept as the events arrive. A waiter
     with one more "watch" than "woke" waits on a watch again (``watching_again`` of
-    ``labkit.lessons.handoff``, without scanning the whole History at every poll)."""
+    ``labkit.harness.handoff``, without scanning the whole History at every poll)."""
 
     def __init__(self) -> None:
         self.armed: dict[str, int] = {}

@@ -4,7 +4,7 @@ the recipe, not one interpreter's threads (one process with 1000 KazooClients ca
 keep their sessions alive on 2 cores).
 
 ``Crowd.lock_factory()`` gives the same kind of factory as ``labkit.locks.registry.lock_factory``,
-so ``labkit.lessons.handoff.hand_off`` drives a crowd exactly as it drives threads: each
+so ``labkit.harness.handoff.hand_off`` drives a crowd exactly as it drives threads: each
 contender's ``acquire``/``release`` becomes a command to its worker, and the worker's events
 go, with their own time stamps, into the crowd's History::
 

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 from kazoo.client import KazooClient
 
 from labkit.clients import LockClient, spawn_clients
+from labkit.harness.queue import queue_behind, release_in_turn
 from labkit.health.server_numbers import parse_wchc, parse_wchs, session_hex, watch_kinds
-from labkit.lessons.common import queue_behind, release_in_turn
 from labkit.locks.zookeeper import sorted_contenders
 from labkit.record.history import History
 from labkit.servers.services.zookeeper import parse_mntr

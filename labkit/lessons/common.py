@@ -1,15 +1,8 @@
-"""Small pieces several lessons share: a text table, and a queue of lock client processes
-served in a known order.
-
-What can fail: ``TimeoutError`` when a recovery or a hand-off does not come within its
-deadline (the message says which); ``labkit.clients.ClientError`` when a client's command fails.
-"""
+"""Small pieces several lessons share: a text table. (The queue of lock client processes
+served in a known order is ``labkit.harness.queue``, which the health census uses too.)"""
 from __future__ import annotations
 
-from typing import Any, Callable
-
-from labkit.clients import LockClient, LockClients
-from labkit.timing import wait_for_value
+from typing import Any
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -20,37 +13,3 @@ def table(rows: list[dict[str, Any]]) -> str:
     cells = [[str(column) for column in columns]] + [[str(row.get(column, "")) for column in columns] for row in rows]
     widths = [max(len(line[index]) for line in cells) for index in range(len(columns))]
     return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in cells)
-
-
-# ---- a queue, a crash, and the time to recover ----------------------------------------------
-def queue_behind(clients: LockClients, timeout: float = 30.0) -> dict[str, int]:
-    """The first client acquires; the others queue behind it one at a time, each only after
-    the previous one's entry exists on the server, so the queue order is the client order.
-    Returns {waiter name: id of its pending acquire command} (collect with ``wait_reply``)."""
-    holder, *waiters = list(clients)
-    holder.acquire(timeout=timeout)
-    pending = {}
-    for waiter in waiters:
-        pending[waiter.name] = waiter.send("acquire", timeout=None)
-        clients.history.wait_for("watch", client=waiter.name, timeout=timeout)
-    return pending
-
-
-def release_in_turn(clients: LockClients, pending: dict[str, int], timeout: float = 30.0) -> list[str]:
-    """The holder releases; each waiter, once it holds, releases too. Returns the order in
-    which the waiters got the lock. Raises TimeoutError if no waiter holds the lock within
-    ``timeout`` seconds of the previous release, ClientError if a waiter's acquire failed."""
-    holder, *waiters = list(clients)
-    holder.release()
-    served = []
-    for _ in waiters:
-        try:
-            holding = wait_for_value(lambda: [w for w in waiters if w.name not in served and w.state == "holding"],
-                                     "a waiter to get the lock", timeout)
-        except TimeoutError as error:
-            raise TimeoutError(f"{error}; client states: {clients.states()}") from None
-        winner: LockClient = holding[0]
-        winner.wait_reply(pending[winner.name], timeout)
-        served.append(winner.name)
-        winner.release()
-    return served

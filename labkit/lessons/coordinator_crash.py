@@ -27,7 +27,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from labkit.clients import spawn_clients
 from labkit.faults.sessions import kill_leader
-from labkit.lessons.common import queue_behind
+from labkit.harness.queue import queue_behind
 from labkit.locks.registry import RecipeHandle, make_lock
 from labkit.record.events import EventSink
 from labkit.record.history import History

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from labkit.lessons.handoff import hand_off, watching_again
+from labkit.harness.handoff import hand_off, watching_again
 from labkit.locks.registry import LockFactory, connection_of, lock_factory
 from labkit.record.history import History
 from labkit.timing import wait_until
@@ -45,7 +45,7 @@ def etcd3_lock_contenders(etcd: EtcdService, name: str, ttl: int = 60) -> LockFa
 
 def count_wakeups(make_contender: LockFactory, waiters: int, timeout: float = 30.0) -> History:
     """``contender-0`` takes the lock, ``waiters`` more queue (one thread each), then the
-    lock is handed on ``waiters`` times (``labkit.lessons.handoff``). Each holder releases
+    lock is handed on ``waiters`` times (``labkit.harness.handoff``). Each holder releases
     only once every waiter still waiting watches again, so that every release meets all
     of them.
 

@@ -35,8 +35,8 @@ from kazoo.client import KazooClient
 
 from labkit.clients import spawn_clients
 from labkit.faults.relay import TcpLink
-from labkit.lessons.common import queue_behind
-from labkit.lessons.handoff import hand_off, server_watches
+from labkit.harness.handoff import hand_off, server_watches
+from labkit.harness.queue import queue_behind
 from labkit.lessons.zookeeper_recipe import (RECIPES, LosesFirstCreateReply, NaiveLock, kill_just_after_heartbeat,
                                              watchers_of)
 from labkit.locks import SessionExpired
@@ -249,7 +249,7 @@ def herd_cost(zookeeper: ZooKeeperService, path: str, waiters: int, watch: str =
               timeout: float = 60.0) -> HerdCost:
     """``waiters`` + 1 ZooKeeperLocks with ``watch`` ("predecessor" or "parent"), one session
     each, all on the first running server (whose ``mntr`` then counts the whole experiment).
-    One holds, the others queue and watch; the holder releases once (``labkit.lessons.handoff``);
+    One holds, the others queue and watch; the holder releases once (``labkit.harness.handoff``);
     returns the HerdCost. Every session is closed on the way out."""
     server = zookeeper.first_running()
     make = lock_factory(RECIPES[watch], {"zookeeper": server.endpoint}, path, session_timeout=HERD_SESSION_TIMEOUT)

@@ -29,7 +29,7 @@ from kazoo.exceptions import ConnectionLoss
 from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 
-from labkit.lessons.handoff import hand_off, server_watches
+from labkit.harness.handoff import hand_off, server_watches
 from labkit.locks.registry import lock_factory
 from labkit.plots import new_axes
 from labkit.record.history import History
@@ -94,7 +94,7 @@ def count_wakeups(zookeeper: ZooKeeperService, path: str, waiters: int, recipe: 
                   timeout: float = 30.0) -> History:
     """``contender-0`` takes the lock on ``path``, ``waiters`` more queue behind it (one
     thread and one session each), then the lock is handed on ``waiters`` times
-    (``labkit.lessons.handoff``).
+    (``labkit.harness.handoff``).
 
     Every contender talks to the same server, whose ``mntr`` then counts every watch of
     the experiment: a holder releases only once that server holds one watch per waiter

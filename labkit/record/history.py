@@ -291,7 +291,7 @@ def woken_per_release(events: Iterable[Event], clock_slack: float = 0.01) -> lis
     that releases from another thread the moment ``lock.is_held`` turns True can break
     that (the recipe sets ``is_held`` just before it stamps "acquired"): the release then
     comes first, the hold never ends, and a herd of two waiters counts [2, 0] instead of
-    [2, 1]. ``labkit.lessons.handoff`` releases each hold only once its "acquired" is here.
+    [2, 1]. ``labkit.harness.handoff`` releases each hold only once its "acquired" is here.
     """
     events = list(events)   # one snapshot: holds and wakes must come from the same events
     holds = [hold for hold in holds_of(events) if hold.end_reason != "superseded"]

@@ -3,7 +3,7 @@
 ``wakeups_of_one_release(lab, watch="parent", waiters=10)`` queues ``waiters`` clients
 behind a holder, each with its own session, all using ``ZooKeeperLock(watch=...)``;
 then the holder deletes its node and the experiment counts the waiters that woke up
-(``labkit.lessons.handoff`` with one release; "woke" as ``wakeups_per_release`` counts it).
+(``labkit.harness.handoff`` with one release; "woke" as ``wakeups_per_release`` counts it).
 With ``watch="parent"`` every waiter's children-watch fires (all of them wake, one
 wins); with ``watch="predecessor"`` only the next in line hears anything.
 
@@ -16,7 +16,7 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from labkit.lessons.handoff import hand_off
+from labkit.harness.handoff import hand_off
 from labkit.locks.registry import RecipeHandle
 from labkit.locks.zookeeper import ZooKeeperLock
 from labkit.practice.exercises.recording_client import RecordingClient

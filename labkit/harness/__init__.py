@@ -1,0 +1,5 @@
+"""The harness several rooms drive experiments with: ``handoff`` (N contenders, one
+release at a time, each once the waiters are settled: the one wakeup count of the lessons,
+the bench, the pitfalls and the bench at scale) and ``queue`` (lock client processes that
+queue in a known order and are served in turn: the lessons, the health census). Lessons
+import it; it imports no lesson (docs/ARCHITECTURE.md)."""
