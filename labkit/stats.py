@@ -1,4 +1,5 @@
-"""Measured samples: the one ``percentile`` of labkit, ``summarize``, and ``take_turns``.
+"""Measured samples: the one ``percentile`` of labkit, ``summarize``, and ``take_turns``, the
+one yardstick the benchmark and the notebooks time operations with.
 
 Every p50 and p99 the lab prints (the benchmark's table, the latency plot's legend, the
 health alerts and dashboard) comes from here, so the same samples give the same number
@@ -34,11 +35,18 @@ def summarize(seconds: Sequence[float]) -> dict[str, Any]:
 
 def take_turns(methods: Mapping[str, Callable[[], Any]], iterations: int, warm_up: int = 0,
                order: random.Random | None = None, pause: float = 0.0) -> dict[str, list[float]]:
-    """Seconds each call of each method took: ``warm_up`` untimed calls of each first, then
-    ``iterations`` rounds of one call of each, in a new random order every round. Why
-    turns: a client library's threads keep working for a moment after a call returns,
-    and in a fixed order that cost (or a burst of load on the machine) would always land
-    on the same method. ``pause``: seconds of sleep (not timed) before each call, for a
+    """The one yardstick of labkit for "which is faster": the benchmark and the notebooks'
+    latency comparisons (01, 03) both time with it, so their numbers mean the same thing.
+
+    Seconds each call of each method took: ``warm_up`` untimed calls of each first (they
+    open connections and warm caches), then ``iterations`` rounds of one call of each.
+    Why turns, not all the calls of one method and then the next: a burst of load on the
+    machine then slows every method alike. Why a new random order every round, not a fixed
+    one: a client library's threads keep working for a moment after a call returns, and in
+    a fixed order that cost would always land on the method that comes next (the benchmark
+    once charged one library's background work to the next method that way). The
+    order comes from ``order`` (``random.Random(0)`` by default), so a run can be repeated
+    exactly. ``pause``: seconds of sleep (not timed) before each call, for a
     call that comes after a quiet spell, when every thread on its path (client, server)
     has to be woken first. Whatever a method raises is raised."""
     order = order or random.Random(0)
