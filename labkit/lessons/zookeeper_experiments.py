@@ -12,7 +12,7 @@ plots, so that a notebook cell shows the experiment and not its harness.
   and what kazoo and the holder say at that moment.
 * ``herd_cost``: one release in front of N waiters: how many woke, and how many packets the
   server sent for it (``mntr``: zk_packets_sent), for a predecessor or a parent watch.
-* ``take_turns``: locks of different implementations share one path, several rounds each,
+* ``share_one_path``: locks of different implementations share one path, several rounds each,
   while an observer checks that each holder owns the lowest node.
 * ``lost_create_reply``: a ``NaiveLock`` whose first create's reply is lost queues behind a
   holder, a bystander behind it; the holder releases; nobody gets the free lock.
@@ -267,7 +267,7 @@ def herd_cost(zookeeper: ZooKeeperService, path: str, waiters: int, watch: str =
     return HerdCost(watch, waiters, run.wakeups[0], int(marks["packets"]), marks["seconds"])
 
 
-def take_turns(locks: dict[str, Any], observer: KazooClient, path: str, rounds: int,
+def share_one_path(locks: dict[str, Any], observer: KazooClient, path: str, rounds: int,
                work: float = 0.05, timeout: float = 120.0) -> tuple[list[tuple[str, int, bool]], int]:
     """Every lock (label -> lock on ``path``) takes the lock ``rounds`` times, all starting
     together. While holding, the observer asks its server (after a ``sync``) which node is
