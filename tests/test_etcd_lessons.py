@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from labkit.record.checker import check_fifo
-from labkit.lessons.etcd_leases import count_wakeups, etcd3_lock_contenders, lease_ids, mutex_contenders, wait_until
+from labkit.lessons.etcd_leases import count_etcd_wakeups, etcd3_lock_contenders, lease_ids, mutex_contenders, wait_until
 
 # python3-etcd3 0.13's watch thread ends with NameError (a missing `six` import) when a
 # client that watched is closed; the lab's clients patch it, this keeps any leftover quiet.
@@ -31,21 +31,21 @@ def test_wait_until_names_what_never_happened():
 
 
 def test_the_mutex_wakes_exactly_one_waiter_per_release(lab):
-    history = count_wakeups(mutex_contenders(lab.etcd, unique("mutex"), ttl=10), waiters=3)
+    history = count_etcd_wakeups(mutex_contenders(lab.etcd, unique("mutex"), ttl=10), waiters=3)
     assert history.wakeups_per_release() == [1, 1, 1]
     verdict = check_fifo(history)
     assert verdict.ok, verdict.explain()
 
 
 def test_python_etcd3_lock_wakes_every_waiter_still_waiting(lab):
-    history = count_wakeups(etcd3_lock_contenders(lab.etcd, unique("herd").strip("/"), ttl=30), waiters=3)
+    history = count_etcd_wakeups(etcd3_lock_contenders(lab.etcd, unique("herd").strip("/"), ttl=30), waiters=3)
     assert history.wakeups_per_release() == [3, 2, 1]
     assert len(history.events(kind="released")) == 4
 
 
 def test_count_wakeups_refuses_zero_waiters(lab):
     with pytest.raises(ValueError, match="at least 1"):
-        count_wakeups(mutex_contenders(lab.etcd, unique("none")), waiters=0)
+        count_etcd_wakeups(mutex_contenders(lab.etcd, unique("none")), waiters=0)
 
 
 def test_lease_ids_see_a_granted_and_a_revoked_lease(lab):

@@ -10,7 +10,7 @@ import pytest
 from labkit.record.checker import check_fifo
 from labkit.clients import spawn_clients
 from labkit.locks.zookeeper import ZooKeeperLock
-from labkit.lessons.zookeeper_recipe import (LosesFirstCreateReply, NaiveLock, count_wakeups, kill_just_after_heartbeat,
+from labkit.lessons.zookeeper_recipe import (LosesFirstCreateReply, NaiveLock, count_zookeeper_wakeups, kill_just_after_heartbeat,
                                       packets_received, sequence_diagram, watchers_of)
 
 from helpers import DEADLINE, wait_until
@@ -21,7 +21,7 @@ matplotlib.use("Agg")
 @pytest.mark.parametrize("recipe, expected", [("predecessor", [1, 1, 1]), ("kazoo", [1, 1, 1]),
                                               ("parent", [3, 2, 1])])
 def test_count_wakeups_is_exact_for_each_recipe(lab, unique_name, recipe, expected):
-    history = count_wakeups(lab.zookeeper, unique_name, waiters=3, recipe=recipe)
+    history = count_zookeeper_wakeups(lab.zookeeper, unique_name, waiters=3, recipe=recipe)
     assert history.wakeups_per_release() == expected
     verdict = check_fifo(history)
     assert verdict.ok, verdict.explain()
@@ -30,9 +30,9 @@ def test_count_wakeups_is_exact_for_each_recipe(lab, unique_name, recipe, expect
 
 def test_count_wakeups_refuses_bad_arguments():
     with pytest.raises(ValueError, match="at least 1"):
-        count_wakeups(None, "/nowhere", waiters=0)
+        count_zookeeper_wakeups(None, "/nowhere", waiters=0)
     with pytest.raises(ValueError, match="not one of"):
-        count_wakeups(None, "/nowhere", waiters=2, recipe="sibling")
+        count_zookeeper_wakeups(None, "/nowhere", waiters=2, recipe="sibling")
 
 
 def test_watch_count_and_watchers_of_see_a_data_watch_until_it_fires(lab, zk, unique_name):

@@ -5,7 +5,7 @@
 * ``mutex_contenders`` / ``etcd3_lock_contenders``: factories of locks on one name, each
   with its own connection (and, for the Mutex, its own session and lease): the
   registry's ``lock_factory``.
-* ``count_wakeups``: one holder and N waiters hand the lock on, one release at a time,
+* ``count_etcd_wakeups``: one holder and N waiters hand the lock on, one release at a time,
   so that each release is met by every waiter still waiting; the History it returns
   gives ``wakeups_per_release()`` exactly, whatever the machine's speed.
 * ``lease_ids``: the leases the cluster knows (``etcdctl lease list``).
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from labkit.servers.services.etcd import EtcdService
 
 # wait_until is labkit.timing's: the lesson's notebooks import it from here
-__all__ = ["count_wakeups", "etcd3_lock_contenders", "lease_ids", "mutex_contenders", "wait_until"]
+__all__ = ["count_etcd_wakeups", "etcd3_lock_contenders", "lease_ids", "mutex_contenders", "wait_until"]
 
 
 def mutex_contenders(etcd: EtcdService, prefix: str, ttl: int = 30) -> LockFactory:
@@ -43,7 +43,7 @@ def etcd3_lock_contenders(etcd: EtcdService, name: str, ttl: int = 60) -> LockFa
     return lock_factory("etcd3-lock", {"etcd": connection_of(etcd)}, name, ttl=ttl)
 
 
-def count_wakeups(make_contender: LockFactory, waiters: int, timeout: float = 30.0) -> History:
+def count_etcd_wakeups(make_contender: LockFactory, waiters: int, timeout: float = 30.0) -> History:
     """``contender-0`` takes the lock, ``waiters`` more queue (one thread each), then the
     lock is handed on ``waiters`` times (``labkit.harness.handoff``). Each holder releases
     only once every waiter still waiting watches again, so that every release meets all

@@ -3,7 +3,7 @@
 * ``watchers_of``: which sessions watch a path, as the servers list them (``wchp``); with
   ``node.watch_count()`` (``mntr``) an experiment waits for a watch to be really set
   instead of sleeping a guess.
-* ``count_wakeups``: one holder and N waiters hand the lock on, one release at a time, each
+* ``count_zookeeper_wakeups``: one holder and N waiters hand the lock on, one release at a time, each
   release only once the server holds every waiter's watch; the History it returns gives
   ``wakeups_per_release()`` exactly, whatever the machine's speed.
 * ``packets_received`` / ``kill_just_after_heartbeat``: what ``cons`` says a session sent, and
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from labkit.servers.services.zookeeper import ZooKeeperService
 
 # what a waiter watches -> the registered recipe (labkit.locks.registry)
-RECIPES = {"predecessor": "zookeeper", "parent": "zookeeper-parent", "kazoo": "kazoo"}
+WATCH_RECIPES = {"predecessor": "zookeeper", "parent": "zookeeper-parent", "kazoo": "kazoo"}
 SESSION_TIMEOUT = 10.0  # seconds: long, so that a busy machine never expires a contender mid-count
 
 
@@ -90,7 +90,7 @@ def kill_just_after_heartbeat(client: LockClient, zookeeper: ZooKeeperService, t
     return time.time()
 
 
-def count_wakeups(zookeeper: ZooKeeperService, path: str, waiters: int, recipe: str = "predecessor",
+def count_zookeeper_wakeups(zookeeper: ZooKeeperService, path: str, waiters: int, recipe: str = "predecessor",
                   timeout: float = 30.0) -> History:
     """``contender-0`` takes the lock on ``path``, ``waiters`` more queue behind it (one
     thread and one session each), then the lock is handed on ``waiters`` times
@@ -105,10 +105,10 @@ def count_wakeups(zookeeper: ZooKeeperService, path: str, waiters: int, recipe: 
     """
     if waiters < 1:
         raise ValueError(f"waiters must be at least 1, got {waiters}")
-    if recipe not in RECIPES:
-        raise ValueError(f"recipe {recipe!r} is not one of {tuple(RECIPES)}")
+    if recipe not in WATCH_RECIPES:
+        raise ValueError(f"recipe {recipe!r} is not one of {tuple(WATCH_RECIPES)} (what a waiter watches)")
     server = zookeeper.first_running()
-    make = lock_factory(RECIPES[recipe], {"zookeeper": server.endpoint}, path, session_timeout=SESSION_TIMEOUT)
+    make = lock_factory(WATCH_RECIPES[recipe], {"zookeeper": server.endpoint}, path, session_timeout=SESSION_TIMEOUT)
     return hand_off(make, waiters, server_watches(server), timeout=timeout).history
 
 
