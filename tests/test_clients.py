@@ -14,7 +14,7 @@ from labkit.clients import RECIPES, ClientError, spawn_clients
 from labkit.record.fencing import FencedStore
 from labkit.record.history import History
 from labkit.locks import LockTimeout
-from labkit.locks.registry import connections_of
+from labkit.locks.registry import UnknownRecipe, connections_of
 from labkit.servers.runners.process import process_start_time
 
 from helpers import process_exists
@@ -67,7 +67,7 @@ def test_single_steps_report_tokens_states_and_timeouts(lab, unique_name, store)
 
 
 def test_unknown_recipe_is_refused_before_any_process_starts(lab):
-    with pytest.raises(ClientError, match="no recipe named"):
+    with pytest.raises(UnknownRecipe, match="no recipe named"):
         spawn_clients(lab, "chubby", n=1)
 
 

@@ -65,9 +65,7 @@ class LockClients:
                  session_timeout: float = 4.0, ttl: float = 5.0, connections: dict[str, str] | None = None,
                  start_timeout: float = START_TIMEOUT, proxied: bool = False, keep_previous: bool = False,
                  connections_for: Callable[[str], dict[str, str]] | None = None, holders: int = 1):
-        if recipe not in RECIPES:
-            raise ClientError(f"no recipe named {recipe!r}", hint=f"choose one of {', '.join(RECIPES)}")
-        check_holders(recipe, holders)
+        check_holders(recipe, holders)   # the recipe's name too (UnknownRecipe)
         if n < 1:
             raise ValueError(f"n must be at least 1, got {n}")
         self.history = history if history is not None else History()

@@ -27,10 +27,12 @@ from kazoo.client import KazooClient
 from labkit.faults.relay import TcpLink
 from labkit.locks.etcd_mutex import EtcdMutex
 from labkit.locks.etcd_session import EtcdSession
+from labkit.locks.registry import recipe_named
 from labkit.locks.zookeeper import ZooKeeperLock
 from labkit.servers.services.etcd import etcd_client
 
-RECIPES = ("zookeeper", "etcd")
+# the recipes of labkit with a client-side deadline (is_held turns False before the server frees)
+DEADLINE_RECIPES = ("zookeeper", "etcd")
 
 
 @dataclass(frozen=True)
@@ -84,8 +86,7 @@ def cut_off_holder(lab, recipe: str = "zookeeper", timeout: float = 2.0) -> CutO
     """Cut a lock holder off from its server and time who acts first (see the module
     docstring). ``timeout``: the holder's session timeout (ZooKeeper) or lease TTL (etcd,
     whole seconds). Uses the lab's first node of that service."""
-    if recipe not in RECIPES:
-        raise ValueError(f"recipe={recipe!r} is not one of {RECIPES}")
+    recipe_named(recipe, among=DEADLINE_RECIPES)
     clock, name = FirstEvents(), f"cut-off-{uuid.uuid4().hex[:8]}"
     if recipe == "zookeeper":
         target = lab.zookeeper.nodes[0].endpoint

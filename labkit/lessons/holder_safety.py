@@ -36,14 +36,15 @@ from typing import Any
 
 import etcd3
 
+from labkit.lessons.client_deadlines import DEADLINE_RECIPES
 from labkit.locks.etcd_mutex import EtcdMutex
 from labkit.locks.etcd_session import EtcdSession
+from labkit.locks.registry import recipe_named
 from labkit.locks.zookeeper import ZooKeeperLock
 from labkit.servers import up
 from labkit.timing import wait_until
 from labkit.vocabulary import STATE_COLOURS
 
-RECIPES = ("zookeeper", "etcd")
 TOPOLOGIES = {
     "client-link": "the holder's link to its server is cut",
     "follower-cut": "the holder's server (a follower) is cut from the leader; the holder's link stays up",
@@ -87,8 +88,7 @@ def holder_race(lab, recipe: str = "zookeeper", topology: str = "follower-cut", 
                 naive: bool = False) -> RaceRun:
     """One race (see the module docstring). ``timeout``: the holder's session timeout
     (ZooKeeper, seconds) or lease TTL (etcd, whole seconds)."""
-    if recipe not in RECIPES:
-        raise ValueError(f"recipe={recipe!r} is not one of {RECIPES}")
+    recipe_named(recipe, among=DEADLINE_RECIPES)
     if topology not in TOPOLOGIES:
         raise ValueError(f"topology={topology!r} is not one of {tuple(TOPOLOGIES)}")
     if naive and recipe != "zookeeper":
@@ -303,7 +303,7 @@ class _EtcdRace(_Race):
                 client.close()
 
 
-def batches(recipes=RECIPES, topologies=tuple(TOPOLOGIES), runs: int = 10, naive_runs: int = 10,
+def batches(recipes=DEADLINE_RECIPES, topologies=tuple(TOPOLOGIES), runs: int = 10, naive_runs: int = 10,
             timeout: float = 2.0, print_=print) -> list[dict[str, Any]]:
     """``labkit races``: ``runs`` races of each recipe in each topology on a lab of its own
     (3 members, network=True), plus ``naive_runs`` of the ZooKeeper negative control in

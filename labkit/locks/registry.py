@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import redis
 from kazoo.client import KazooClient
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
 
 class UnknownRecipe(LabError):
-    """No recipe has that name."""
+    """No recipe has that name (or none that this experiment supports)."""
 
 
 class ServiceMissing(LabError):
@@ -308,7 +308,7 @@ RECIPES: dict[str, Recipe] = {recipe.name: recipe for recipe in (
     Recipe("lease-election", "etcd", "Kubernetes-style lease election on an etcd key (clocks)", _lease_election,
            kind="election"),
     Recipe("etcd3-lock", "etcd", "python-etcd3's Lock (reference, herd-prone)", _etcd3_reference),
-    Recipe("redis", "redis", "Redis SET NX PX", _redis(), ttl_only=True),
+    Recipe("redis", "redis", "Redis SET NX PX (a TTL, no fencing token)", _redis(), ttl_only=True),
     Recipe("redlock", "redlock", "Redlock: a majority of N independent Redis primaries", _redlock, ttl_only=True),
     # the libraries learners use (reference, redis_peers.py): same algorithms, same faults
     Recipe("redis-py", "redis", "redis-py's Lock (reference)", _redis(RedisPyLock, "redis-py"), ttl_only=True),
@@ -318,12 +318,22 @@ RECIPES: dict[str, Recipe] = {recipe.name: recipe for recipe in (
 )}
 
 
+def recipe_named(name: str, among: Iterable[str] | None = None) -> Recipe:
+    """The registered recipe called ``name``: the one check of a recipe's name in labkit
+    (clients, panels, torture runs and lessons all ask here). ``among``: the names an
+    experiment supports, when it does not support them all. Raises UnknownRecipe, in one
+    line that lists the names to choose from, for any other name."""
+    allowed = list(RECIPES if among is None else among)
+    if name not in allowed or name not in RECIPES:
+        raise UnknownRecipe(f"no recipe named {name!r}{'' if among is None else ' here'}; "
+                            f"choose one of {', '.join(allowed)}")
+    return RECIPES[name]
+
+
 def check_holders(recipe: str, holders: int) -> int:
     """``holders`` if ``recipe`` takes that many: any whole number >= 1 for a semaphore,
     1 for every other kind. Raises UnknownRecipe, InvalidSemaphoreSize or NotASemaphore."""
-    if recipe not in RECIPES:
-        raise UnknownRecipe(f"no recipe named {recipe!r}", hint=f"choose one of {', '.join(RECIPES)}")
-    if RECIPES[recipe].kind == "semaphore":
+    if recipe_named(recipe).kind == "semaphore":
         return check_semaphore_size(holders, recipe)
     if holders != 1:
         raise NotASemaphore(f"recipe {recipe!r} is a {RECIPES[recipe].kind}: it admits one holder, not {holders!r}",
@@ -351,10 +361,8 @@ def lock_factory(recipe: str, connections: dict[str, str], name: str, session_ti
                  ttl: float = 5.0, holders: int = 1) -> LockFactory:
     """Contenders for one lock: each call ``make(identifier, on_event)`` opens new
     connections (and, for etcd, a new session and lease) and returns its RecipeHandle.
-    Raises UnknownRecipe at once for a name that is not registered."""
-    if recipe not in RECIPES:
-        raise UnknownRecipe(f"no recipe named {recipe!r}", hint=f"choose one of {', '.join(RECIPES)}")
-
+    Raises UnknownRecipe at once for a name that is not registered (and what make_lock
+    raises for ``holders``)."""
     check_holders(recipe, holders)
 
     def make(identifier: str, on_event: EventSink) -> RecipeHandle:

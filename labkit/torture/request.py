@@ -1,6 +1,7 @@
 """What a torture can be asked to do: ``check_request`` turns a request into the nemeses
-and the store's fencing, or says in one line (``TortureError``) why it cannot be run: an
-unknown recipe or nemesis, a nemesis the lab cannot perform on that recipe (``expire`` on
+and the store's fencing, or says in one line why it cannot be run: an unknown recipe
+(``UnknownRecipe``, the registry's one check), and with ``TortureError`` an unknown
+nemesis, a nemesis the lab cannot perform on that recipe (``expire`` on
 Redis, which has only a TTL; ``clock`` on etcd, which cannot be stepped; a server-side
 nemesis on anything but a ZooKeeper or etcd ensemble), no clients, no time, a ZooKeeper
 session too short for a 3-member ensemble. Nothing is started before the request is checked.
@@ -10,7 +11,7 @@ from __future__ import annotations
 import math
 
 from labkit.errors import LabError
-from labkit.locks.registry import RECIPES, check_holders
+from labkit.locks.registry import RECIPES, check_holders, recipe_named
 from labkit.servers.services.zookeeper import SERVER_LAG
 from labkit.torture.schedule import NEMESES, SERVER_NEMESES
 
@@ -19,7 +20,7 @@ from labkit.torture.schedule import NEMESES, SERVER_NEMESES
 # expire, so it refuses sessions shorter than ~1.8 s (ZooKeeperLock._check_session_is_long_enough);
 # 2 s leaves a holder some time to hold.
 SHORTEST_ENSEMBLE_SESSION = 2.0
-DEADLINE_RECIPES = ("zookeeper", "zookeeper-parent", "zookeeper-semaphore")  # built on ZooKeeperLock
+ZOOKEEPER_LOCK_RECIPES = ("zookeeper", "zookeeper-parent", "zookeeper-semaphore")  # built on ZooKeeperLock
 
 
 class TortureError(LabError):
@@ -41,10 +42,10 @@ def _unable(recipe: str, nemesis: str, service: str) -> str | None:
 
 def check_request(recipe: str, clients: int, duration: float, nemesis: str | list[str], fenced: bool | None,
                   trials: int, timeout: float = 2.0, hold: float = 0.1, holders: int = 1) -> tuple[list[str], bool]:
-    """The nemeses as a list and whether the store fences, or TortureError saying what is wrong.
-    ``holders``: how many may hold a semaphore recipe at once (the verdict checks at most that many)."""
-    if recipe not in RECIPES:
-        raise TortureError(f"no recipe named {recipe!r}; choose one of {', '.join(RECIPES)}")
+    """The nemeses as a list and whether the store fences, or UnknownRecipe / TortureError
+    saying what is wrong. ``holders``: how many may hold a semaphore recipe at once (the
+    verdict checks at most that many)."""
+    recipe_named(recipe)
     try:
         check_holders(recipe, holders)
     except LabError as error:
@@ -63,7 +64,7 @@ def check_request(recipe: str, clients: int, duration: float, nemesis: str | lis
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
             raise TortureError(f"{what} must be a positive number of seconds (got {value!r})")
     ensemble = "leader" in names or any(name in SERVER_NEMESES for name in names)
-    if ensemble and recipe in DEADLINE_RECIPES and timeout < SHORTEST_ENSEMBLE_SESSION:
+    if ensemble and recipe in ZOOKEEPER_LOCK_RECIPES and timeout < SHORTEST_ENSEMBLE_SESSION:
         raise TortureError(f"timeout {timeout:g} s is too short for {','.join(names)} on a 3-member ZooKeeper "
                            f"ensemble: ZooKeeperLock gives up the servers' lag ({SERVER_LAG:g} s) early and refuses sessions "
                            f"under ~1.8 s; use --timeout {SHORTEST_ENSEMBLE_SESSION:g} or more")

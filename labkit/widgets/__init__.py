@@ -8,6 +8,6 @@ and plain words for who holds it and why it changed hands.
 """
 from labkit.widgets.narration import describe_event, holder_text, why_text
 from labkit.widgets.lifetime import close_all_panels
-from labkit.widgets.panel import RECIPE_TITLES, LockPanel
+from labkit.widgets.panel import LockPanel
 
-__all__ = ["LockPanel", "RECIPE_TITLES", "close_all_panels", "describe_event", "holder_text", "why_text"]
+__all__ = ["LockPanel", "close_all_panels", "describe_event", "holder_text", "why_text"]

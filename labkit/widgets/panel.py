@@ -36,9 +36,9 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import redis
 
-from labkit.clients import RECIPES, spawn_clients
-from labkit.locks.registry import check_holders
+from labkit.clients import spawn_clients
 from labkit.faults import kill_leader
+from labkit.locks.registry import RECIPES, check_holders
 from labkit.record.fencing import FencedStore
 from labkit.record.history import History
 from labkit.timing import wait_for_value
@@ -52,17 +52,6 @@ if TYPE_CHECKING:
     from labkit.servers.services.node import Node
 
 SLOW_LINK_MS = 50.0   # the "slow link" button's delay, each way: a cross-datacenter link
-
-RECIPE_TITLES = {
-    "zookeeper": "ZooKeeper lock, predecessor watch",
-    "zookeeper-parent": "ZooKeeper lock, parent watch (the herd)",
-    "kazoo": "kazoo's Lock (ZooKeeper)",
-    "etcd": "etcd Mutex (lease + create revision)",
-    "etcd3-lock": "python-etcd3's Lock",
-    "redis": "Redis lock (SET NX PX, no fencing token)",
-    "zookeeper-semaphore": "ZooKeeper semaphore (Curator's layout), {holders} slots",
-    "etcd-semaphore": "etcd semaphore (first create revisions), {holders} slots",
-}
 
 
 class LockPanel:
@@ -79,9 +68,7 @@ class LockPanel:
                  hold: float = 8.0, pause_seconds: float | None = None, session_timeout: float = 4.0,
                  ttl: float = 5.0, refresh: float = 0.5, redraw_every: float = 2.0, window: float = 60.0,
                  close_others: bool = True, holders: int = 1):
-        if recipe not in RECIPES:
-            raise ValueError(f"no recipe named {recipe!r}; choose one of {', '.join(RECIPES)}")
-        check_holders(recipe, holders)
+        check_holders(recipe, holders)   # the recipe's name too (UnknownRecipe)
         if close_others:
             # re-running the cell that made a panel must not leave the old one's processes running
             close_all_panels()
@@ -121,7 +108,8 @@ class LockPanel:
         self._threads: list[threading.Thread] = []
         try:
             self.nodes = [node for service in self._services() for node in service.nodes]
-            self.view = PanelView(self, title=RECIPE_TITLES.get(recipe, recipe).format(holders=holders), hold=hold,
+            slots = f", {holders} slots" if RECIPES[recipe].kind == "semaphore" else ""
+            self.view = PanelView(self, title=RECIPES[recipe].title + slots, hold=hold,
                                   pause_seconds=pause_seconds or round(session_timeout + 2.0, 1))
             for message in self.errors:
                 self.view.show_error(message)
