@@ -12,7 +12,7 @@ import pytest
 
 from labkit.record.events import Event
 from labkit.health import (ETCD_SERIES, LEASE_LOST, SESSION_EXPIRED, EtcdProbe, HealthSampler, HealthSignals, Loss,
-                           Thresholds, Workload, ZooKeeperProbe, alerts, collect_signals, draw_dashboard,
+                           SteadyWorkload, Thresholds, ZooKeeperProbe, alerts, collect_signals, draw_dashboard,
                            etcd_numbers, longest_stall, parse_mntr, parse_prometheus, parse_wchc, parse_wchs,
                            percentile, session_hex, stall_limit, watch_kinds, zookeeper_numbers)
 from labkit.record.history import History
@@ -192,7 +192,7 @@ def test_sampler_sees_an_etcd_queue_of_two_waiters(lab, unique_name):
 def test_workload_loops_real_clients_and_hands_one_out(lab, unique_name):
     from labkit.clients import spawn_clients
     with spawn_clients(lab, "zookeeper", n=2, name=unique_name, session_timeout=4.0) as clients:
-        workload = Workload(clients, hold=0.02, think=0.05).start()
+        workload = SteadyWorkload(clients, hold=0.02, think=0.05).start()
         try:
             wait_until(lambda: min(workload.rounds.values()) >= 2, "two rounds of each client")
             taken = workload.take_out("client-1", timeout=DEADLINE)

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 RETRY_DELAY = 0.5  # after a failed round, so a down server is not hammered
 
 
-class Workload:
+class SteadyWorkload:
     """Loops ``clients`` (a LockClients or any iterable of LockClient) until ``stop()``."""
 
     def __init__(self, clients: Iterable[Any], hold: float = 0.2, think: float = 0.8):
@@ -42,7 +42,7 @@ class Workload:
         self._stops: dict[str, threading.Event] = {}
         self._threads: dict[str, threading.Thread] = {}
 
-    def start(self) -> "Workload":
+    def start(self) -> "SteadyWorkload":
         for name in self.clients:
             self.put_back(name)
         return self
@@ -97,7 +97,7 @@ class Workload:
                 continue
             stop.wait(self.think)
 
-    def __enter__(self) -> "Workload":
+    def __enter__(self) -> "SteadyWorkload":
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:

@@ -26,7 +26,7 @@ from labkit.torture.request import TortureError, check_request
 from labkit.torture.report import TortureResult, Trial
 from labkit.torture.schedule import SERVER_NEMESES, Step, plan
 from labkit.torture.verdict import judge
-from labkit.torture.workload import Workload
+from labkit.torture.workload import TortureWorkload
 
 REDLOCK_INSTANCES = 5  # the algorithm's own example
 
@@ -159,7 +159,7 @@ def _run_trial(lab: Any, store_lab: Any, relay: TcpLink | None, service: str, pa
                        proxied=lab.network is not None, connections_for=pinned,
                        holders=parameters.get("holders", 1)) as clients:
         rig = Rig(lab, service, clients, history, timeout, relay, members)
-        workload = Workload(clients, hold)
+        workload = TortureWorkload(clients, hold)
         nemesis = Nemesis(rig, steps, say)
         stop = threading.Event()
         interrupted = True

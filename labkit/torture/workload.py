@@ -24,7 +24,7 @@ FOREVER = 10**9  # rounds: the loop runs until stop_loop
 RETRY_PAUSE = 0.2  # seconds between two failed loops of one client, so a dead server is not hammered
 
 
-class Workload:
+class TortureWorkload:
     """Drives ``clients`` (a ``LockClients``): ``start()``, then ``stop()``. ``problems``
     counts why loops ended early (by error type), for the report."""
 
