@@ -34,7 +34,7 @@ from etcd3 import Etcd3Client, etcdrpc
 from etcd3.utils import prefix_range_end
 
 from labkit import bench_network, bench_peers, bench_scale
-from labkit.errors import LabError
+from labkit.bench_scale import BenchTimeout
 from labkit.harness.handoff import hand_off, server_watches, watching_again
 from labkit.locks.registry import RecipeHandle, connections_of, lock_factory, make_lock
 from labkit.servers.lab import attach, up
@@ -42,10 +42,6 @@ from labkit.stats import summarize, take_turns
 
 if TYPE_CHECKING:
     from labkit.servers.lab import Lab
-
-
-class BenchTimeout(LabError):
-    """A benchmark scenario did not reach the state it waits for before its deadline."""
 
 
 # ---- uncontended latency -----------------------------------------------------------------
@@ -254,8 +250,10 @@ def ratios(uncontended: dict[str, dict[str, Any]]) -> dict[str, float]:
             for label, (ours, other) in pairs.items() if ours in uncontended and other in uncontended}
 
 
-def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
-    """The issue's targets, each with what was measured and whether it was met."""
+def recipe_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The targets of the recipes (their p50 against the raw operations and the reference
+    locks, wakeups per release at the largest N), each with what was measured and whether
+    it was met."""
     found = []
     for label, limit in (("zookeeper / raw ops", 1.1), ("zookeeper / kazoo Lock", 1.0),
                          ("etcd / raw ops", 1.1), ("etcd / python-etcd3 Lock", 1.0)):
@@ -295,7 +293,7 @@ def run(lab: Lab, iterations: int = 500, waiter_counts: tuple[int, ...] = (1, 10
     for label in SCENARIOS:
         for n in waiter_counts:
             results["handoff"].append(measure_handoff(lab, label, n, releases, run_id))
-    results["targets"] = targets(results) + bench_peers.peer_targets(results["ratios"])
+    results["targets"] = recipe_targets(results) + bench_peers.peer_targets(results["ratios"])
     return results
 
 

@@ -100,7 +100,7 @@ def run(iterations: int = 200, startups: int = 3) -> dict[str, Any]:
     return results
 
 
-def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
+def network_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     found = [{"target": f"startup of a 3+3+2 lab with network=True <= {TARGETS['startup_s']} s",
               "measured": results["startup_s"], "met": results["startup_s"] <= TARGETS["startup_s"]},
              {"target": f"added p50 per proxied hop <= {TARGETS['added_per_hop_ms']} ms",
@@ -124,7 +124,7 @@ def report(results: dict[str, Any]) -> str:
     for name, ratio in results["lock_ratio"].items():
         lines.append(f"  {name:<30}{results['direct_ms'][name]:>10.3f}{results['proxied_ms'][name]:>12.3f}{ratio:>8.3f}")
     lines += ["", "targets"] + [f"  {'PASS' if t['met'] else 'MISS'}  {t['target']}  (measured {t['measured']})"
-                                for t in targets(results)]
+                                for t in network_targets(results)]
     return "\n".join(lines)
 
 

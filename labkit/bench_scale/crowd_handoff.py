@@ -56,7 +56,8 @@ ETCD_TIMES = {"fsync_ms": re.compile(r"^etcd_disk_wal_fsync_duration_seconds_sum
 
 
 class BenchTimeout(LabError):
-    """A scale scenario did not reach the state it waits for before its deadline."""
+    """A benchmark scenario (of ``labkit.bench`` or of the bench at scale) did not reach the
+    state it waits for before its deadline."""
 
 
 # ---- the server's own counters ------------------------------------------------------------

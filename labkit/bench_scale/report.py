@@ -73,11 +73,11 @@ def run(lab: Lab, counts: tuple[int, ...] = (10, 100, 1000), workers: int = 10, 
     results["ensemble"] = ensemble_latency(sizes, iterations, run_id) if sizes else []
     results["load_average"]["end"] = load_average()
     results["seconds"] = round(time.monotonic() - started, 1)
-    results["targets"] = targets(results)
+    results["targets"] = scale_targets(results)
     return results
 
 
-def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
+def scale_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     """At the largest N: 1 wakeup per release and hand-off p50 <= 2x the uncontended op for
     the predecessor recipes; the herds' wakeups are reported against N - 1."""
     found = []
