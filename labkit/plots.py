@@ -19,8 +19,8 @@ from labkit.record.events import Event
 from labkit.record.history import FAULT_CLIENT, History
 from labkit.record.periods import FaultPeriod, fault_periods
 from labkit.stats import percentile
-from labkit.vocabulary import (ACCEPTED_COLOUR, FAULT_BAND_COLOURS, FAULT_BAND_DEFAULT, FAULT_COLOUR, STATE_COLOURS,
-                               WAIT_ENDS)
+from labkit.vocabulary import (ACCEPTED_COLOUR, FAULT_BAND_COLOURS, FAULT_BAND_DEFAULT, FAULT_COLOUR, GUIDE_COLOUR,
+                               MARK_COLOUR, STATE_COLOURS, WAIT_ENDS)
 
 WAITING_COLOUR, HOLDING_COLOUR = STATE_COLOURS["waiting"], STATE_COLOURS["holding"]
 LOST_COLOUR, PAUSE_COLOUR = STATE_COLOURS["lost"], STATE_COLOURS["paused"]
@@ -75,7 +75,7 @@ def hold_timeline(history: History, ax: Axes | None = None, title: str = "Who wa
                    for hold in history.holds() if hold.client == client]
         ax.broken_barh(holding, (row - 0.3, 0.6), facecolors=HOLDING_COLOUR)
         woke = [event.time - origin for event in mine if event.kind == "woke"]
-        ax.plot(woke, [row] * len(woke), linestyle="none", marker="|", markersize=12, color="black")
+        ax.plot(woke, [row] * len(woke), linestyle="none", marker="|", markersize=12, color=MARK_COLOUR)
         lost = [event.time - origin for event in mine if event.kind == "lost"]
         ax.plot(lost, [row] * len(lost), linestyle="none", marker="X", markersize=11, color=LOST_COLOUR)
     periods = fault_periods(history)
@@ -88,7 +88,7 @@ def hold_timeline(history: History, ax: Axes | None = None, title: str = "Who wa
     ax.set_ylabel("client")
     ax.set_title(title)
     ax.legend(handles=[Patch(color=WAITING_COLOUR, label="waiting"), Patch(color=HOLDING_COLOUR, label="holding"),
-                       Line2D([], [], linestyle="none", marker="|", color="black", label="woke"),
+                       Line2D([], [], linestyle="none", marker="|", color=MARK_COLOUR, label="woke"),
                        Line2D([], [], linestyle="none", marker="X", color=LOST_COLOUR, label="lost"),
                        Patch(facecolor="none", edgecolor=PAUSE_COLOUR, hatch="///", label="paused"),
                        Patch(color=FAULT_BAND_COLOURS["partition"], alpha=BAND_ALPHA, label="fault (while on)"),
@@ -133,7 +133,7 @@ def wakeups_per_release_plot(results: Mapping[str, Mapping[int, float]], ax: Axe
     for label, points in results.items():
         waiters = sorted(points)
         ax.plot(waiters, [points[n] for n in waiters], marker="o", label=label)
-    ax.axhline(1, color="gray", linestyle=":", linewidth=1, label="one wakeup (ideal)")
+    ax.axhline(1, color=GUIDE_COLOUR, linestyle=":", linewidth=1, label="one wakeup (ideal)")
     ax.set_xlabel("waiters N (processes queued for the lock)")
     ax.set_ylabel("wakeups per release (mean)")
     ax.set_title(title)

@@ -17,6 +17,7 @@ import matplotlib.pyplot as plt
 from labkit.bench_scale.crowd_handoff import HERDS, SCENARIOS, measure_crowd, uncontended
 from labkit.bench_scale.limits import ensemble_latency, throughput_against_limits
 from labkit.errors import LabError
+from labkit.vocabulary import GUIDE_COLOUR
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -183,7 +184,7 @@ def plot(results: dict[str, Any]) -> Figure:
         wakeups.plot(ns, [row["mean_wakeups"] for row in rows], style, marker=marker, label=label)
         latency.plot(ns, [row["handoff_p50_ms"] for row in rows], style, marker=marker, label=label)
     for label, row in results["uncontended"].items():
-        latency.axhline(row["p50_ms"], color="grey", linewidth=0.8, linestyle=":")
+        latency.axhline(row["p50_ms"], color=GUIDE_COLOUR, linewidth=0.8, linestyle=":")
     wakeups.set(xscale="log", yscale="log", xlabel="contenders N", ylabel="wakeups per release (mean)",
                 title="Who wakes when the holder lets go")
     latency.set(xscale="log", yscale="log", xlabel="contenders N", ylabel="hand-off p50 (ms)",

@@ -20,7 +20,7 @@ from labkit.health.alerts import Alert, Thresholds, alerts
 from labkit.health.signals import LEASE_LOST, SESSION_EXPIRED, HealthSignals, collect_signals
 from labkit.record.history import History
 from labkit.stats import percentile
-from labkit.vocabulary import FAULT_COLOUR, SERVICE_COLOURS
+from labkit.vocabulary import ERROR_COLOUR, FAULT_COLOUR, GUIDE_COLOUR, SERVICE_COLOURS
 
 if TYPE_CHECKING:
     from labkit.health.sampler import HealthSampler
@@ -123,7 +123,7 @@ def _losses(ax, signals: HealthSignals) -> None:
 def _server(ax, signals: HealthSignals, source: str, names: Mapping[str, str], title: str, unit: str) -> None:
     numbers = signals.server.get(source, {})
     if not any(numbers.get(number) for number in names):
-        ax.text(0.5, 0.5, f"no {source} samples in this window", transform=ax.transAxes, ha="center", color="gray")
+        ax.text(0.5, 0.5, f"no {source} samples in this window", transform=ax.transAxes, ha="center", color=GUIDE_COLOUR)
     for number, label in names.items():
         series = numbers.get(number, [])
         if not series:
@@ -150,7 +150,7 @@ def _leadership(ax, signals: HealthSignals) -> None:
                     where="post", color=SERVICE_COLOURS.get(source), linestyle="--",
                     label=f"{source}: leader changes seen")
     for source, failures in signals.unreachable.items():
-        ax.plot([at - signals.start for at, _ in failures], [0] * len(failures), "x", color="red",
+        ax.plot([at - signals.start for at, _ in failures], [0] * len(failures), "x", color=ERROR_COLOUR,
                 label=f"{source}: no answer (a read failed)")
     ax.set_title("Leadership")
     ax.set_ylabel("0/1, or count since the window began")

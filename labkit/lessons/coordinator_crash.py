@@ -33,6 +33,7 @@ from labkit.record.events import EventSink
 from labkit.record.history import History
 from labkit.servers.services.etcd import etcd_argv
 from labkit.timing import seconds_until, wait_until
+from labkit.vocabulary import ACCEPTED_COLOUR, FAULT_COLOUR, GUIDE_COLOUR, STATE_COLOURS
 
 if TYPE_CHECKING:
     from labkit.servers.services.etcd import EtcdNode
@@ -158,7 +159,7 @@ def ordering_plot(zookeeper_rows: list[dict[str, Any]], etcd_rows: list[dict[str
         for member in sorted({row["member"] for row in rows}):
             points = [(index + 1, row[number] & 0xFFFFFFFF) for index, row in enumerate(rows) if row["member"] == member]
             axes.plot(*zip(*points), linestyle="none", marker="o", markersize=9, label=f"through {member}")
-        axes.plot(range(1, len(rows) + 1), [row[number] & 0xFFFFFFFF for row in rows], color="gray", linewidth=1, zorder=0)
+        axes.plot(range(1, len(rows) + 1), [row[number] & 0xFFFFFFFF for row in rows], color=GUIDE_COLOUR, linewidth=1, zorder=0)
         axes.set_xlabel("acquisition number (order the lock was taken)")
         axes.set_ylabel(label)
         axes.legend(fontsize=8)
@@ -351,14 +352,14 @@ def failover_timers_plot(outcomes: list[FailoverTimers], ax: Any = None) -> Any:
     if ax is None:
         _, ax = plt.subplots(figsize=(9, 1.2 + 0.9 * len(outcomes)), layout="constrained")
     for row, outcome in enumerate(outcomes):
-        ax.broken_barh([(0, outcome.freed_at)], (row - 0.15, 0.3), color="#c8d6e5")
-        ax.broken_barh([(outcome.leader_killed_at, outcome.election)], (row - 0.15, 0.3), color="#8e44ad")
-        ax.plot([outcome.timeout] * 2, [row - 0.35, row + 0.35], linestyle=":", color="gray")
-        ax.plot(outcome.freed_at, row, marker="o", color="#27ae60", markersize=9)
+        ax.broken_barh([(0, outcome.freed_at)], (row - 0.15, 0.3), color=STATE_COLOURS["waiting"])
+        ax.broken_barh([(outcome.leader_killed_at, outcome.election)], (row - 0.15, 0.3), color=FAULT_COLOUR)
+        ax.plot([outcome.timeout] * 2, [row - 0.35, row + 0.35], linestyle=":", color=GUIDE_COLOUR)
+        ax.plot(outcome.freed_at, row, marker="o", color=ACCEPTED_COLOUR, markersize=9)
         ax.annotate(f"freed {outcome.freed_at:.1f} s", (outcome.freed_at, row), xytext=(6, 6),
                     textcoords="offset points", fontsize=8)
         ax.annotate(f"timeout {outcome.timeout:g} s", (outcome.timeout, row - 0.35), xytext=(3, -10),
-                    textcoords="offset points", fontsize=8, color="gray")
+                    textcoords="offset points", fontsize=8, color=GUIDE_COLOUR)
     ax.set_yticks(range(len(outcomes)), [outcome.service for outcome in outcomes])
     ax.set_ylim(-0.7, len(outcomes) - 0.3)
     ax.set_xlabel("seconds after the holder was killed (purple: leader killed → new leader)")

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from labkit.locks.zookeeper import ZooKeeperLock
 from labkit.record.fencing import FencedStore, StoreWrite
 from labkit.timing import wait_until
+from labkit.vocabulary import FAULT_BAND_COLOURS, MARK_COLOUR, REJECTED_COLOUR, STATE_COLOURS, SUCCESSOR_COLOUR
 
 if TYPE_CHECKING:
     from labkit.servers.lab import Lab
@@ -243,19 +244,19 @@ def plot_delayed_writes(outcomes: list[DelayedWrite], axes: Any = None) -> Any:
         end = max(outcome.late_replied_ms, outcome.late_arrived_ms) + 300
         rows = {"holder": 2, "holder's write": 1, "successor": 0}
         ax.broken_barh([(outcome.holder_acquired_ms, outcome.holder_gave_up_ms - outcome.holder_acquired_ms)],
-                       (rows["holder"] - 0.3, 0.6), color="tab:blue", label="holds (by its own deadline)")
-        ax.broken_barh([(0, outcome.late_arrived_ms)], (rows["holder's write"] - 0.3, 0.6), color="tab:orange",
+                       (rows["holder"] - 0.3, 0.6), color=STATE_COLOURS["holding"], label="holds (by its own deadline)")
+        ax.broken_barh([(0, outcome.late_arrived_ms)], (rows["holder's write"] - 0.3, 0.6), color=FAULT_BAND_COLOURS["delay"],
                        label=f"write in flight ({outcome.delay_ms / 1000:g} s delay on holder→Redis)")
         ax.broken_barh([(outcome.successor_acquired_ms, end - outcome.successor_acquired_ms)],
-                       (rows["successor"] - 0.3, 0.6), color="tab:green", label="successor holds")
-        ax.axvline(outcome.holder_deadline_ms, color="tab:blue", linestyle="--", linewidth=1)
-        ax.plot([0], [rows["holder's write"]], marker="|", markersize=18, color="black")
-        ax.plot([outcome.successor_wrote_ms], [rows["successor"]], marker="o", color="black", linestyle="",
+                       (rows["successor"] - 0.3, 0.6), color=SUCCESSOR_COLOUR, label="successor holds")
+        ax.axvline(outcome.holder_deadline_ms, color=STATE_COLOURS["holding"], linestyle="--", linewidth=1)
+        ax.plot([0], [rows["holder's write"]], marker="|", markersize=18, color=MARK_COLOUR)
+        ax.plot([outcome.successor_wrote_ms], [rows["successor"]], marker="o", color=MARK_COLOUR, linestyle="",
                 label="the store applied a write")
         if outcome.late_accepted:
-            ax.plot([outcome.late_arrived_ms], [rows["holder's write"]], marker="o", color="black", linestyle="")
+            ax.plot([outcome.late_arrived_ms], [rows["holder's write"]], marker="o", color=MARK_COLOUR, linestyle="")
         else:
-            ax.plot([outcome.late_arrived_ms], [rows["holder's write"]], marker="x", color="red", markersize=10,
+            ax.plot([outcome.late_arrived_ms], [rows["holder's write"]], marker="x", color=REJECTED_COLOUR, markersize=10,
                     linestyle="", label="the store refused it")
         ax.set_yticks(list(rows.values()), list(rows.keys()))
         ax.set_ylim(-0.7, 2.7)

@@ -30,6 +30,7 @@ from labkit.locks.etcd_mutex import EtcdMutex
 from labkit.record.events import Event
 from labkit.record.history import History
 from labkit.timing import wait_until
+from labkit.vocabulary import ERROR_COLOUR, FAULT_COLOUR, STATE_COLOURS, SUCCESSOR_COLOUR
 
 if TYPE_CHECKING:
     from labkit.servers.services.etcd import EtcdService
@@ -64,7 +65,7 @@ def lease_countdown_plot(samples: list[tuple[float, dict[str, int], bool]], ax: 
         ax.step(seconds, [ttls[name] for _, ttls, _ in samples], where="post", label=name)
     gone_at = next((moment for moment, _, exists in samples if not exists), None)
     if gone_at is not None:
-        ax.axvline(gone_at, color="tab:red", linestyle="--", label=gone_label)
+        ax.axvline(gone_at, color=ERROR_COLOUR, linestyle="--", label=gone_label)
     ax.set(title=title, xlabel="seconds since the grant", ylabel="remaining TTL (s, whole seconds; -1 = gone)")
     ax.legend()
     return ax
@@ -179,10 +180,10 @@ def careless_writes_plot(run: CarelessRun, ax: Any) -> Any:
             already_in_legend = label in ax.get_legend_handles_labels()[1]
             ax.scatter(times, [row] * len(times), color=color, marker="o" if accepted else "x",
                        label=None if already_in_legend or not times else label)
-    ax.axvline(run.successor_acquired, color="tab:purple", linestyle="--", label="A's key deleted, B acquires")
-    ax.axvline(run.successor_wrote_at, color="tab:blue", linestyle=":", label="B writes 'B'")
+    ax.axvline(run.successor_acquired, color=FAULT_COLOUR, linestyle="--", label="A's key deleted, B acquires")
+    ax.axvline(run.successor_wrote_at, color=SUCCESSOR_COLOUR, linestyle=":", label="B writes 'B'")
     if run.noticed is not None:
-        ax.axvline(run.noticed, color="tab:orange", linestyle="-.", label="A's session.done is set")
+        ax.axvline(run.noticed, color=STATE_COLOURS["holding"], linestyle="-.", label="A's session.done is set")
     ax.set(yticks=[0, 1], yticklabels=["plain put", "guarded txn"], ylim=(-0.6, 1.6),
            title="A keeps writing after its lease ended", xlabel="seconds since A's keep-alive stopped")
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))

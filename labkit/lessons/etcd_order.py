@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from labkit.locks.etcd_mutex import EtcdMutex
 from labkit.timing import wait_until
+from labkit.vocabulary import ACCEPTED_COLOUR, GUIDE_COLOUR, REJECTED_COLOUR
 
 if TYPE_CHECKING:
     from labkit.servers.services.etcd import EtcdNode
@@ -171,12 +172,12 @@ def counter_plots(axes: Any, expected: int, plain_total: int, cas_total: int, ca
     compare-and-swap increment needed (1 = no conflict)."""
     totals_axes, attempts_axes = axes
     bars = totals_axes.bar(["expected", "plain get / put", "txn compare mod_revision"],
-                           [expected, plain_total, cas_total], color=["gray", "tab:red", "tab:green"])
+                           [expected, plain_total, cas_total], color=[GUIDE_COLOUR, REJECTED_COLOUR, ACCEPTED_COLOUR])
     totals_axes.bar_label(bars)
     totals_axes.set(title=title, ylabel="counter at the end")
     attempts = [attempt for round_attempts in cas_attempts for attempt in round_attempts]
     counts = range(1, max(attempts) + 1)
-    attempts_axes.bar(counts, [attempts.count(number) for number in counts], color="tab:green",
+    attempts_axes.bar(counts, [attempts.count(number) for number in counts], color=ACCEPTED_COLOUR,
                       label="compare-and-swap increments")
     attempts_axes.set(title="Transactions needed per increment", xlabel="attempts (1 = no conflict)",
                       ylabel="increments", xticks=list(counts))

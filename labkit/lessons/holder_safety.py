@@ -43,7 +43,7 @@ from labkit.locks.registry import recipe_named
 from labkit.locks.zookeeper import ZooKeeperLock
 from labkit.servers import up
 from labkit.timing import wait_until
-from labkit.vocabulary import STATE_COLOURS
+from labkit.vocabulary import GUIDE_COLOUR, STATE_COLOURS
 
 TOPOLOGIES = {
     "client-link": "the holder's link to its server is cut",
@@ -135,7 +135,7 @@ def plot_races(runs: list[RaceRun], ax=None):
     for run in runs:
         row = labels.index(f"{run.recipe}, {run.topology}\n({run.rule})")
         gave_up = right if run.gave_up_ms is None else run.gave_up_ms / 1000
-        ax.plot([gave_up, run.acquired_ms / 1000], [row, row], color="#cccccc", linewidth=0.8, zorder=1)
+        ax.plot([gave_up, run.acquired_ms / 1000], [row, row], color=GUIDE_COLOUR, linewidth=0.8, zorder=1)
         ax.scatter([gave_up], [row], color=STATE_COLOURS["holding"] if run.safe else STATE_COLOURS["lost"],
                    marker="o", s=22, zorder=2)
         ax.scatter([run.acquired_ms / 1000], [row], color=STATE_COLOURS["lost"], marker="x", s=30, zorder=3)

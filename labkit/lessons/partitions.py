@@ -32,6 +32,7 @@ from labkit.locks.etcd_mutex import EtcdMutex
 from labkit.locks.etcd_session import EtcdSession
 from labkit.locks.zookeeper import ZooKeeperLock
 from labkit.timing import wait_until
+from labkit.vocabulary import ACCEPTED_COLOUR, ERROR_COLOUR, FAULT_COLOUR, STATE_COLOURS, SUCCESSOR_COLOUR
 
 
 def _roles(service) -> dict[str, str]:
@@ -269,13 +270,13 @@ def plot_cut_off(runs: list[CutOffRun], axes=None):
         _, axes = plt.subplots(len(runs), 1, figsize=(10, 2.2 * len(runs)), sharex=True, layout="constrained")
     for ax, run in zip(axes, runs):
         end = run.healed_s + 0.4
-        ax.axvspan(0, run.healed_s, color="tab:red", alpha=0.12, label="partition (holder cut off)")
-        ax.axvline(run.session_timeout, color="tab:red", linestyle="--", label="session timeout")
+        ax.axvspan(0, run.healed_s, color=FAULT_COLOUR, alpha=0.12, label="partition (holder cut off)")
+        ax.axvline(run.session_timeout, color=ERROR_COLOUR, linestyle="--", label="session timeout")
         if run.deadline_s is not None:
-            ax.axvline(run.deadline_s, color="tab:green", linestyle=":", label="client-side deadline")
+            ax.axvline(run.deadline_s, color=ACCEPTED_COLOUR, linestyle=":", label="client-side deadline")
         stopped = run.gave_up_s if run.gave_up_s is not None else run.learned_lost_s
-        ax.barh(1, stopped - run.acquired_s, left=run.acquired_s, color="tab:blue", height=0.5)
-        ax.barh(0, end - run.waiter_acquired_s, left=run.waiter_acquired_s, color="tab:orange", height=0.5)
+        ax.barh(1, stopped - run.acquired_s, left=run.acquired_s, color=STATE_COLOURS["holding"], height=0.5)
+        ax.barh(0, end - run.waiter_acquired_s, left=run.waiter_acquired_s, color=SUCCESSOR_COLOUR, height=0.5)
         ax.set_yticks([0, 1], ["waiter", "holder"])
         ax.set_title("ZooKeeperLock with a client-side deadline" if run.deadline else "kazoo's Lock, no deadline",
                      fontsize=10)

@@ -30,6 +30,7 @@ from labkit.record.checker import Verdict, check_mutual_exclusion
 from labkit.record.events import EventSink, ignore_events
 from labkit.record.fencing import FencedStore, StoreWrite
 from labkit.record.history import History
+from labkit.vocabulary import GUIDE_COLOUR
 
 if TYPE_CHECKING:
     from labkit.servers.lab import Lab
@@ -137,7 +138,7 @@ def sort_rank_plot(values: list[str], ax: Any = None) -> Any:
     order = range(1, len(values) + 1)
     rank = {value: position for position, value in enumerate(sorted(values), start=1)}
     ax.plot(order, [rank[value] for value in values], marker="o", label="Redis lock values")
-    ax.plot(order, order, linestyle=":", color="gray", label="a usable token (rank = order taken)")
+    ax.plot(order, order, linestyle=":", color=GUIDE_COLOUR, label="a usable token (rank = order taken)")
     ax.set_xlabel("acquisition number (1 = first)")
     ax.set_ylabel("rank of the value when sorted")
     ax.set_title("Random lock values carry no order")

@@ -27,7 +27,7 @@ from labkit.plots import hold_timeline
 from labkit.record.checker import Verdict, check_mutual_exclusion
 from labkit.record.fencing import FencedStore, StoreWrite
 from labkit.record.history import History
-from labkit.vocabulary import FAULT_COLOUR
+from labkit.vocabulary import FAULT_COLOUR, MARK_COLOUR
 
 if TYPE_CHECKING:
     from labkit.servers.lab import Lab
@@ -284,7 +284,7 @@ def plot_double_grant(run: DoubleGrant, ax: Axes | None = None, title: str = "")
         if client not in rows:
             continue
         if until - origin <= right:
-            ax.plot([until - origin], [rows[client] - 0.38], marker="v", color="black", linestyle="none")
+            ax.plot([until - origin], [rows[client] - 0.38], marker="v", color=MARK_COLOUR, linestyle="none")
         else:  # far beyond the run: say how far
             ax.annotate(f"valid {until - origin - right:.1f} s more \u2192", (right, rows[client] - 0.38),
                         ha="right", va="bottom", fontsize=8)

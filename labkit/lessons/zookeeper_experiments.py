@@ -49,6 +49,7 @@ from labkit.record.events import Event
 from labkit.record.history import History
 from labkit.servers.services.zookeeper import parse_mntr
 from labkit.timing import wait_until
+from labkit.vocabulary import GUIDE_COLOUR
 
 if TYPE_CHECKING:
     from labkit.servers.lab import Lab
@@ -62,7 +63,7 @@ def queue_order_plot(ax: Any, creation_order: list[str], acquisition_order: list
     count = len(creation_order)
     ax.plot(range(1, len(acquisition_order) + 1), [creation_order.index(client) + 1 for client in acquisition_order],
             marker="o", label="measured")
-    ax.plot([1, count], [1, count], color="gray", linestyle=":", label="first come, first served")
+    ax.plot([1, count], [1, count], color=GUIDE_COLOUR, linestyle=":", label="first come, first served")
     ax.set(title="Place in the queue vs turn", xlabel="turn (1 = first to hold the lock)",
            ylabel="place in the queue (by sequence number)")
     ax.legend()
@@ -130,8 +131,8 @@ def crash_plot(ax: Any, runs: dict[float, CrashRun], tick: float) -> Any:
     ax.plot(timeouts, [runs[t].next_holder_after for t in timeouts], marker="o", label="next waiter holds the lock")
     ax.plot(timeouts, [runs[t].node_deleted_after for t in timeouts], marker="x", linestyle="none",
             label="holder's node deleted (observer)")
-    ax.plot(timeouts, timeouts, color="gray", linestyle=":", label="exactly the session timeout")
-    ax.fill_between(timeouts, [t - tick for t in timeouts], [t + 1.0 for t in timeouts], color="gray", alpha=0.15,
+    ax.plot(timeouts, timeouts, color=GUIDE_COLOUR, linestyle=":", label="exactly the session timeout")
+    ax.fill_between(timeouts, [t - tick for t in timeouts], [t + 1.0 for t in timeouts], color=GUIDE_COLOUR, alpha=0.15,
                     label="asserted band: timeout − 1 tick … timeout + 1 s")
     ax.set(title="SIGKILL the holder: how long the lock stays blocked", xlabel="session timeout (s)",
            ylabel="seconds after the kill")

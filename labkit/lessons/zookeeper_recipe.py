@@ -34,6 +34,7 @@ from labkit.locks.registry import lock_factory
 from labkit.plots import new_axes
 from labkit.record.history import History
 from labkit.servers.secret import login_for
+from labkit.vocabulary import ERROR_COLOUR, GUIDE_COLOUR, STATE_COLOURS
 
 if TYPE_CHECKING:
     from labkit.clients import LockClient
@@ -184,11 +185,11 @@ def sequence_diagram(steps: Iterable[tuple[float, str, str, str]], lanes: list[s
     ax = new_axes(ax, width=2.6 * len(lanes) + 3, height=0.5 * len(steps) + 1.6)
     x = {lane: index for index, lane in enumerate(lanes)}
     for lane, position in x.items():
-        ax.plot([position, position], [-0.5, len(steps) - 0.5], color="gray", linewidth=1, zorder=0)
+        ax.plot([position, position], [-0.5, len(steps) - 0.5], color=GUIDE_COLOUR, linewidth=1, zorder=0)
         ax.text(position, -0.7, lane, ha="center", va="bottom", fontsize=11, fontweight="bold")
     start = steps[0][0]
     for row, (moment, sender, receiver, message) in enumerate(steps):
-        color = "tab:red" if highlight(message) else "tab:blue"
+        color = ERROR_COLOUR if highlight(message) else STATE_COLOURS["holding"]
         if sender == receiver:                    # something a client does by itself
             ax.plot([x[sender]], [row], marker="o", color=color)
             ax.text(x[sender] + 0.06, row - 0.12, message, fontsize=8.5, color=color)
@@ -205,7 +206,7 @@ def sequence_diagram(steps: Iterable[tuple[float, str, str, str]], lanes: list[s
         ax.spines[side].set_visible(False)
     ax.set_ylabel("time since the first step (ms), downwards")
     ax.set_title(title)
-    ax.legend(handles=[Line2D([], [], color="tab:blue", label="request, reply or notification"),
-                       Line2D([], [], color="tab:red", label="a fault or a session ending")],
+    ax.legend(handles=[Line2D([], [], color=STATE_COLOURS["holding"], label="request, reply or notification"),
+                       Line2D([], [], color=ERROR_COLOUR, label="a fault or a session ending")],
               loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
     return ax

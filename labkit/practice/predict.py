@@ -29,6 +29,7 @@ from labkit.errors import LabError
 from labkit.practice.deck import widgets_available
 from labkit.practice.journal import Journal
 from labkit.practice.prediction_notes import note
+from labkit.vocabulary import ACCEPTED_COLOUR, GUIDE_COLOUR, MISSED_COLOUR
 
 
 def _same(guess: Any, actual: Any) -> bool:
@@ -172,7 +173,7 @@ class PredictionPanel:
 
     def show_result(self, prediction: Prediction) -> None:
         self.input.disabled = self.lock_button.disabled = True
-        colour = "green" if prediction.correct else ("gray" if prediction.skipped else "#b35900")
+        colour = ACCEPTED_COLOUR if prediction.correct else (GUIDE_COLOUR if prediction.skipped else MISSED_COLOUR)
         self.result.value = f'<span style="color:{colour}">{html.escape(prediction.verdict())}</span>'
 
     def _repr_mimebundle_(self, **kwargs):

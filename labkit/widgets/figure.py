@@ -15,6 +15,7 @@ from matplotlib.ticker import MaxNLocator
 
 from labkit import plots
 from labkit.record.history import History
+from labkit.vocabulary import GUIDE_COLOUR
 from labkit.widgets.narration import open_holds
 
 MAX_HANDOFFS_SHOWN = 20
@@ -31,7 +32,7 @@ def windowed(history: History, window: float, now: float | None = None) -> Histo
 
 def _empty(ax, title: str, message: str) -> None:
     ax.set_title(title)
-    ax.text(0.5, 0.5, message, ha="center", va="center", transform=ax.transAxes, color="gray")
+    ax.text(0.5, 0.5, message, ha="center", va="center", transform=ax.transAxes, color=GUIDE_COLOUR)
     ax.set_xticks([])
     ax.set_yticks([])
 
@@ -56,7 +57,7 @@ def draw(history: History, window: float = 90.0, width: float = 11.0, height: fl
         first = len(every) - len(counts) + 1
         numbers = list(range(first, first + len(counts)))
         wakeups_axes.bar(numbers, counts, color=plots.HOLDING_COLOUR)
-        wakeups_axes.axhline(1, color="gray", linestyle=":", linewidth=1, label="one wakeup (ideal)")
+        wakeups_axes.axhline(1, color=GUIDE_COLOUR, linestyle=":", linewidth=1, label="one wakeup (ideal)")
         wakeups_axes.xaxis.set_major_locator(MaxNLocator(integer=True))
         wakeups_axes.set_xlabel("hand-off number")
         wakeups_axes.set_ylabel("waiters woken")

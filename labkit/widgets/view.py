@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 import ipywidgets as widgets
 
 from labkit.locks.registry import RECIPES
-from labkit.vocabulary import ERROR_COLOUR, REJECTED_COLOUR, ROLE_COLOURS, STATE_COLOURS
+from labkit.vocabulary import ERROR_COLOUR, GUIDE_COLOUR, REJECTED_COLOUR, ROLE_COLOURS, STATE_COLOURS
 from labkit.widgets import narration
 
 if TYPE_CHECKING:
@@ -102,7 +102,7 @@ class PanelView:
         self.log = widgets.HTML().add_class("labkit-log")
         self.errors = widgets.HTML()
         heading = widgets.HTML(f"<h3 style='margin:0'>Lock lab: {html.escape(title)}</h3>"
-                               f"<span style='color:#555'>lock <code>{html.escape(panel.name)}</code>, "
+                               f"<span style='color:{GUIDE_COLOUR}'>lock <code>{html.escape(panel.name)}</code>, "
                                f"{len(panel.clients)} client processes; each holds it for the chosen time, "
                                f"writing to the store once a second, then queues again.</span>")
         clients_box = widgets.VBox([widgets.HTML("<b>Lock clients</b>"), *self.client_rows],
@@ -152,9 +152,9 @@ class PanelView:
     def _network_row(self) -> widgets.Widget:
         """The network's buttons ("network", action), or a line saying how to get them."""
         if not self.panel.has_network:
-            return widgets.HTML("<span style='color:#555'><i>Network faults (partition the leader, cut the holder, "
-                                "slow link, heal) need a lab started with <code>labkit.up(..., network=True)</code> "
-                                "(CLI: <code>labkit up --network</code>).</i></span>")
+            return widgets.HTML(f"<span style='color:{GUIDE_COLOUR}'><i>Network faults (partition the leader, "
+                                "cut the holder, slow link, heal) need a lab started with "
+                                "<code>labkit.up(..., network=True)</code> (CLI: <code>labkit up --network</code>).</i></span>")
         leader = "primary" if RECIPES[self.panel.recipe].service == "redis" else "leader"
         row = [widgets.HTML("<b>Network:</b>")]
         for action, style, tooltip, run in (
