@@ -19,7 +19,7 @@ from __future__ import annotations
 import pytest
 
 import labkit
-from labkit.lessons.curator_topologies import race_many, summary
+from labkit.lessons.curator_topologies import curator_race_many, curator_summary
 from labkit.servers.services.zookeeper import SYNC_LIMIT, TICK_MS
 
 from helpers import curator_installed
@@ -41,9 +41,9 @@ def zookeeper_lab():
 
 
 def _races(lab, topology: str, timeout: float):
-    runs = race_many(lab, topology, RUNS, timeout)
+    runs = curator_race_many(lab, topology, RUNS, timeout)
     rows = [run.row() for run in runs]
-    print(*rows, summary(runs), sep="\n")
+    print(*rows, curator_summary(runs), sep="\n")
     assert len(runs) == RUNS
     for run in runs:
         assert run.timeout_s == timeout, rows                       # the server granted what Curator asked

@@ -15,7 +15,7 @@ from labkit.record.events import Event
 from labkit.record.history import History
 from labkit.torture import TortureError, check_mutex, check_request, plan, torture
 from labkit.torture.nemesis import Executed
-from labkit.torture.schedule import COORDINATOR, HOLDER, SERVER_NEMESES, Step
+from labkit.torture.schedule import COORDINATOR, CURRENT_HOLDER, SERVER_NEMESES, Step
 from labkit.torture.verdict import cut_off, earliest_lapse, operations
 
 ALL = "partition-leader,split,isolate-server"
@@ -29,7 +29,7 @@ def test_the_server_nemeses_are_planned_from_the_seed():
     assert {step.nemesis for step in steps} == set(SERVER_NEMESES)
     for step in steps:
         assert 3.0 <= step.seconds <= 6.0  # 1.5-3 session timeouts: past the timeout, so they bite
-        expected = {"partition-leader": COORDINATOR, "isolate-server": HOLDER}.get(step.nemesis)
+        expected = {"partition-leader": COORDINATOR, "isolate-server": CURRENT_HOLDER}.get(step.nemesis)
         assert step.target == expected if expected else step.target in ("member-1", "member-2", "member-3")
 
 

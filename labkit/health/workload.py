@@ -26,7 +26,7 @@ from labkit.locks.errors import LockTimeout, SessionExpired
 if TYPE_CHECKING:
     from labkit.clients import LockClient
 
-RETRY_DELAY = 0.5  # after a failed round, so a down server is not hammered
+FAILED_ROUND_PAUSE = 0.5  # after a failed round, so a down server is not hammered
 
 
 class SteadyWorkload:
@@ -93,7 +93,7 @@ class SteadyWorkload:
                     self.errors.append((client.name, "its process is gone"))
                     return
                 self.errors.append((client.name, f"{type(error).__name__}: {error}"))
-                stop.wait(RETRY_DELAY)
+                stop.wait(FAILED_ROUND_PAUSE)
                 continue
             stop.wait(self.think)
 

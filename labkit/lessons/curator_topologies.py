@@ -61,7 +61,7 @@ from labkit.locks.curator import CuratorPeer
 from labkit.locks.zookeeper import ZooKeeperLock
 from labkit.timing import wait_until
 
-TOPOLOGIES = {name: ALL_TOPOLOGIES[name] for name in ("client-link", "follower-cut")}
+CURATOR_TOPOLOGIES = {name: ALL_TOPOLOGIES[name] for name in ("client-link", "follower-cut")}
 WAITER_TIMEOUT = 6.0      # the waiter's own session: long, it must not expire in the race
 LOST_GRACE = 3.0          # beyond SUSPENDED + the session timeout, to wait for Curator's LOST
 
@@ -121,8 +121,8 @@ class CuratorRun:
 def curator_race(lab, topology: str = "follower-cut", timeout: float = 2.0) -> CuratorRun:
     """One race (see the module docstring). ``timeout``: the session timeout Curator asks
     for, in seconds."""
-    if topology not in TOPOLOGIES:
-        raise ValueError(f"topology={topology!r} is not one of {tuple(TOPOLOGIES)}")
+    if topology not in CURATOR_TOPOLOGIES:
+        raise ValueError(f"topology={topology!r} is not one of {tuple(CURATOR_TOPOLOGIES)}")
     zookeeper = lab.zookeeper
     if zookeeper is None or len(zookeeper.nodes) != 3 or lab.network is None:
         raise ValueError("curator_race needs a lab with 3 ZooKeeper members and network=True, "
@@ -204,7 +204,7 @@ def curator_race(lab, topology: str = "follower-cut", timeout: float = 2.0) -> C
                       holder.stamps_from_jvm)
 
 
-def race_many(lab, topology: str, runs: int, timeout: float = 2.0, progress=None) -> list[CuratorRun]:
+def curator_race_many(lab, topology: str, runs: int, timeout: float = 2.0, progress=None) -> list[CuratorRun]:
     """``runs`` races in a row; ``progress(i, run)`` after each (e.g. print)."""
     results = []
     for number in range(runs):
@@ -214,7 +214,7 @@ def race_many(lab, topology: str, runs: int, timeout: float = 2.0, progress=None
     return results
 
 
-def summary(runs: list[CuratorRun]) -> dict[str, Any]:
+def curator_summary(runs: list[CuratorRun]) -> dict[str, Any]:
     """Ranges over a batch of runs of one topology, in ms after the fault."""
     def span(values):
         values = [value for value in values if value is not None]

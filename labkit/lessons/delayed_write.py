@@ -36,6 +36,7 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from labkit.lessons.holder_safety import HOLDER, POLL
 from labkit.locks.zookeeper import ZooKeeperLock
 from labkit.record.fencing import FencedStore, StoreWrite
 from labkit.timing import wait_until
@@ -44,10 +45,9 @@ from labkit.vocabulary import FAULT_BAND_COLOURS, MARK_COLOUR, REJECTED_COLOUR, 
 if TYPE_CHECKING:
     from labkit.servers.lab import Lab
 
-HOLDER, SUCCESSOR = "holder-1", "successor-1"
+SUCCESSOR = "successor-1"
 LATE_VALUE = "late write of the old holder"
 SUCCESSOR_VALUE = "written by the successor"
-POLL = 0.002
 
 
 @dataclass(frozen=True)

@@ -76,7 +76,7 @@ def late_write_schedule(store: FencedStore, protect: str = "none", old_token: in
 
 
 @dataclass(frozen=True)
-class Hold:
+class NumberedHold:
     """One hold of the lock: who, its node's sequence number and its czxid (the token)."""
 
     holder: str
@@ -94,8 +94,8 @@ class SequenceRestart:
     path: str
     parent_deleted_after_s: float
     parent_czxids: tuple[int, int]
-    before: list[Hold]
-    after: list[Hold]
+    before: list[NumberedHold]
+    after: list[NumberedHold]
 
     @property
     def sequence_went_back(self) -> bool:
@@ -135,19 +135,19 @@ def sequence_restart(lab, path: str | None = None, deletion_timeout: float = 15.
 
 
 def _round(curator: CuratorPeer, locks: list[ZooKeeperLock], pool: ThreadPoolExecutor,
-           observer) -> tuple[list[Hold], int]:
+           observer) -> tuple[list[NumberedHold], int]:
     """Curator holds first, then each lock in turn; each queues before the previous releases.
     Returns the holds and the parent's czxid (read while the queue keeps the parent alive)."""
     curator.acquire(timeout=30)
     parent_czxid = observer.exists(curator.node.rsplit("/", 1)[0]).czxid
-    holds = [Hold("curator", sequence_of(curator.node), observer.exists(curator.node).czxid)]
+    holds = [NumberedHold("curator", sequence_of(curator.node), observer.exists(curator.node).czxid)]
     release = curator.release
     for lock in locks:
         waiting = pool.submit(lock.acquire, 30)
         wait_until(lambda: lock.sequence is not None, f"{lock.identifier} queues", 30)
         release()
         waiting.result(timeout=30)
-        holds.append(Hold(lock.identifier, lock.sequence, lock.token))
+        holds.append(NumberedHold(lock.identifier, lock.sequence, lock.token))
         release = lock.release
     release()
     return holds, parent_czxid

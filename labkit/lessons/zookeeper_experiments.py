@@ -88,7 +88,7 @@ def wakeup_plots(axes: Any, wakeups: dict[tuple[str, int], list[int]], waiter_co
 
 
 @dataclass(frozen=True)
-class CrashRun:
+class HolderCrash:
     """Seconds after the SIGKILL: until the observer saw the holder's node deleted, and
     until the waiter held the lock; the run's History."""
 
@@ -98,7 +98,7 @@ class CrashRun:
     history: History
 
 
-def crash_holder(lab: "Lab", observer: KazooClient, path: str, session_timeout: float) -> CrashRun:
+def crash_holder(lab: "Lab", observer: KazooClient, path: str, session_timeout: float) -> HolderCrash:
     """Two lock client processes on ``path``: the holder is SIGKILLed just after the server
     heard its heartbeat, while the waiter watches its node and ``observer`` watches it too.
     Raises TimeoutError if the waiter never watches, or the node is never deleted."""
@@ -121,10 +121,10 @@ def crash_holder(lab: "Lab", observer: KazooClient, path: str, session_timeout: 
         waiter.wait_reply(waiting, timeout=10)
         next_holder_after = history.events(client=waiter.name, kind="acquired")[0].time - killed_at
         waiter.release()
-    return CrashRun(session_timeout, node_deleted_after, next_holder_after, history)
+    return HolderCrash(session_timeout, node_deleted_after, next_holder_after, history)
 
 
-def crash_plot(ax: Any, runs: dict[float, CrashRun], tick: float) -> Any:
+def crash_plot(ax: Any, runs: dict[float, HolderCrash], tick: float) -> Any:
     """Seconds from the kill until the node was deleted and the waiter held the lock, against
     the session timeout, with the band the notebook asserts (timeout - 1 tick ... + 1 s)."""
     timeouts = list(runs)

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 NOBODY = None
-KINDS = ("acquire", "release", "lapse")
+OPERATION_KINDS = ("acquire", "release", "lapse")
 DEFAULT_BUDGET = 500_000
 
 
@@ -49,8 +49,8 @@ class Operation:
     hold: int | None = 0  # which of the process's holds it acquires, releases or ends (lapse: None = any)
 
     def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise ValueError(f"unknown operation {self.kind!r}; one of {', '.join(KINDS)}")
+        if self.kind not in OPERATION_KINDS:
+            raise ValueError(f"unknown operation {self.kind!r}; one of {', '.join(OPERATION_KINDS)}")
         if self.complete is not None and self.complete < self.invoke:
             raise ValueError(f"{self.kind} of {self.process} completes ({self.complete}) before it "
                              f"is invoked ({self.invoke})")

@@ -28,7 +28,7 @@ from typing import Any, Callable
 from labkit import faults
 from labkit.faults import redis as redis_faults
 from labkit.timing import became_true
-from labkit.torture.schedule import HOLDER, MEMBER, Step
+from labkit.torture.schedule import CURRENT_HOLDER, MEMBER, Step
 
 
 @dataclass
@@ -95,7 +95,7 @@ class Nemesis:
     def _client(self, step: Step, stop: threading.Event):
         """The client a step aims at; "holder": whoever holds now (waiting up to a timeout)."""
         clients = self.rig.clients
-        if step.target != HOLDER:
+        if step.target != CURRENT_HOLDER:
             return clients[step.target]
         holders: list[Any] = []
 
@@ -135,7 +135,7 @@ class Nemesis:
 
     # ---- the faults ----------------------------------------------------------------------
     def _pause(self, step: Step, stop: threading.Event):
-        client = self._holder_at_work(stop) if step.target == HOLDER else self._client(step, stop)
+        client = self._holder_at_work(stop) if step.target == CURRENT_HOLDER else self._client(step, stop)
         self._strike()
         client.pause(step.seconds)  # a timer thread resumes it
         return client.name, time.time() + step.seconds

@@ -31,7 +31,7 @@ NEMESES = {
 # the nemeses that cut members of the ensemble apart: they need 3 members, the lab's network,
 # and clients spread over the members
 SERVER_NEMESES = ("partition-leader", "split", "isolate-server")
-HOLDER = "holder"
+CURRENT_HOLDER = "holder"  # a target: whichever client holds the lock when the step begins
 COORDINATOR = "coordinator"
 MEMBER = "member-"  # a split's target: "member-2" is the ensemble's second node
 
@@ -83,12 +83,12 @@ def plan(seed: int, nemeses: list[str], clients: int, duration: float, timeout: 
 def _draw(rng: random.Random, kind: str, clients: int, timeout: float) -> tuple[str, float, float]:
     if kind in ("pause", "kill", "expire", "partition"):
         # half the faults hit whoever holds the lock then: a waiter's pause rarely shows anything
-        target = HOLDER if rng.random() < 0.5 else f"client-{rng.randint(1, clients)}"
+        target = CURRENT_HOLDER if rng.random() < 0.5 else f"client-{rng.randint(1, clients)}"
         seconds = timeout * rng.uniform(1.5, 3.0) if kind in ("pause", "partition") else 0.0
         return target, seconds, 0.0
     if kind in SERVER_NEMESES:
         # isolate-server: the member the holder is connected to, found when the step runs
-        target = {"partition-leader": COORDINATOR, "isolate-server": HOLDER}.get(kind) or f"{MEMBER}{rng.randint(1, 3)}"
+        target = {"partition-leader": COORDINATOR, "isolate-server": CURRENT_HOLDER}.get(kind) or f"{MEMBER}{rng.randint(1, 3)}"
         return target, timeout * rng.uniform(1.5, 3.0), 0.0
     # "coordinator": the leader of ZooKeeper or etcd, the primary of Redis, found when the step runs
     if kind == "leader":
