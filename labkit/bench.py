@@ -34,7 +34,7 @@ from etcd3 import Etcd3Client, etcdrpc
 from etcd3.utils import prefix_range_end
 
 from labkit import bench_network, bench_peers, bench_scale
-from labkit.bench_scale import BenchTimeout
+from labkit.bench_scale.crowd_handoff import HANDOFF_SCENARIOS, BenchTimeout
 from labkit.harness.handoff import hand_off, server_watches, watching_again
 from labkit.locks.registry import RecipeHandle, connections_of, lock_factory, make_lock
 from labkit.servers.lab import attach, up
@@ -192,10 +192,6 @@ def measure_etcdctl(lab: Lab, iterations: int, run_id: str) -> dict[str, dict[st
 
 
 # ---- hand-off and wakeups -------------------------------------------------------------------
-SCENARIOS = {"zookeeper predecessor": "zookeeper", "zookeeper parent": "zookeeper-parent",
-             "etcd EtcdMutex": "etcd", "etcd python-etcd3 Lock": "etcd3-lock"}
-
-
 def zookeeper_connection_limit(lab: Lab) -> int:
     """maxClientCnxns of the first node (``conf``): connections it accepts from one
     address, 0 for no limit. Every contender here connects from 127.0.0.1."""
@@ -220,7 +216,7 @@ def measure_handoff(lab: Lab, label: str, n: int, releases: int, run_id: str, bu
             result["note"] = (f"skipped: ZooKeeper accepts {limit} connections per address (maxClientCnxns) "
                               f"and N={n} sessions all come from 127.0.0.1; set maxClientCnxns=0")
             return result
-    recipe = SCENARIOS[label]
+    recipe = HANDOFF_SCENARIOS[label]
     name = f"/bench-{run_id}/{label.replace(' ', '-')}-{n}"
     # python-etcd3's Lock lease is never refreshed: it must outlive the scenario
     make = lock_factory(recipe, connections_of(lab), name.strip("/") if recipe == "etcd3-lock" else name,
@@ -290,7 +286,7 @@ def run(lab: Lab, iterations: int = 500, waiter_counts: tuple[int, ...] = (1, 10
     results: dict[str, Any] = {"iterations": iterations, "waiter_counts": list(waiter_counts),
                                "uncontended": uncontended, "ratios": ratios(uncontended) | bench_peers.peer_ratios(uncontended),
                                "handoff": []}
-    for label in SCENARIOS:
+    for label in HANDOFF_SCENARIOS:
         for n in waiter_counts:
             results["handoff"].append(measure_handoff(lab, label, n, releases, run_id))
     results["targets"] = recipe_targets(results) + bench_peers.peer_targets(results["ratios"])

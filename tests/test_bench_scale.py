@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from labkit import bench_scale
-from labkit.bench_scale.crowd_handoff import SCENARIOS
+from labkit.bench_scale.crowd_handoff import HANDOFF_SCENARIOS
 from labkit.clients.crowd import Crowd, CrowdError, running
 from labkit.locks.errors import LockTimeout
 from labkit.locks.registry import connections_of, etcd_client_for, etcd_mutex_on
@@ -32,7 +32,7 @@ def worker_pids() -> set[int]:
 @pytest.mark.slow
 def test_wakeups_per_release_are_exact_over_worker_processes(tiny_run):
     rows = {row["scenario"]: row for row in tiny_run["handoff"]}
-    assert set(rows) == set(SCENARIOS)
+    assert set(rows) == set(HANDOFF_SCENARIOS)
     for scenario, row in rows.items():
         assert "error" not in row, row
         assert row["n"] == N and row["workers"] == 2

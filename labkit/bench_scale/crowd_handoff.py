@@ -33,8 +33,9 @@ from labkit.stats import summarize, take_turns
 if TYPE_CHECKING:
     from labkit.servers.lab import Lab
 
-# The targets first: a herd of a thousand leaves the machine busy for a while after it ends.
-SCENARIOS = {"zookeeper predecessor": "zookeeper", "etcd EtcdMutex": "etcd",
+# The hand-off scenarios of both benchmarks (label -> registered recipe), the targets
+# first: a herd of a thousand leaves the machine busy for a while after it ends.
+HANDOFF_SCENARIOS = {"zookeeper predecessor": "zookeeper", "etcd EtcdMutex": "etcd",
              "zookeeper parent": "zookeeper-parent", "etcd python-etcd3 Lock": "etcd3-lock"}
 HERDS = ("zookeeper parent", "etcd python-etcd3 Lock")
 # python-etcd3's Lock grants a lease and sends a txn per try: a thousand at once on 2 busy
@@ -134,7 +135,7 @@ def measure_crowd(lab: Lab, label: str, n: int, releases: int, workers: int, run
     """N contenders (one holder, N - 1 waiters) over ``workers`` processes; ``releases``
     hand-offs, each once the waiters settled. Returns wakeups per release, hand-off
     p50/p99, the server's cost per release (means) and how long setup and teardown took."""
-    recipe, service = SCENARIOS[label], label.split()[0]
+    recipe, service = HANDOFF_SCENARIOS[label], label.split()[0]
     name = f"/scale-{run_id}/{recipe}-{n}"
     name = name.strip("/").replace("/", "-") if recipe == "etcd3-lock" else name
     row: dict[str, Any] = {"scenario": label, "n": n, "workers": workers, "herd": label in HERDS}
@@ -210,11 +211,11 @@ def uncontended(lab: Lab, iterations: int, run_id: str,
                 recipes: tuple[str, ...] = ("zookeeper predecessor", "etcd EtcdMutex"),
                 pause: float = 0.0) -> dict[str, dict[str, Any]]:
     """Acquire + release with nobody else around (the targets' yardstick), for ``recipes``
-    (labels of SCENARIOS), each on its own connections, taking turns (``labkit.stats``).
+    (labels of HANDOFF_SCENARIOS), each on its own connections, taking turns (``labkit.stats``).
     ``pause``: seconds of quiet before each op, as before each hand-off (its waiters settle
     first): then every thread on the op's path starts asleep."""
-    handles = {label: make_lock(SCENARIOS[label], connections_of(lab), f"/scale-{run_id}/alone-{SCENARIOS[label]}",
-                                label, ttl=60) for label in recipes}
+    handles = {label: make_lock(HANDOFF_SCENARIOS[label], connections_of(lab),
+                                f"/scale-{run_id}/alone-{HANDOFF_SCENARIOS[label]}", label, ttl=60) for label in recipes}
     try:
         samples = take_turns({label: (lambda lock=handle.lock: (lock.acquire(timeout=10), lock.release()))
                               for label, handle in handles.items()}, iterations, warm_up=3, pause=pause)

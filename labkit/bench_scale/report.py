@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import matplotlib.pyplot as plt
 
-from labkit.bench_scale.crowd_handoff import HERDS, SCENARIOS, measure_crowd, uncontended
+from labkit.bench_scale.crowd_handoff import HANDOFF_SCENARIOS, HERDS, measure_crowd, uncontended
 from labkit.bench_scale.limits import ensemble_latency, throughput_against_limits
 from labkit.errors import LabError
 from labkit.vocabulary import GUIDE_COLOUR
@@ -49,7 +49,7 @@ def load_average() -> list[float]:
 
 def run(lab: Lab, counts: tuple[int, ...] = (10, 100, 1000), workers: int = 10, iterations: int = 200,
         throughput_s: float = 5.0, contenders: int = 50, sizes: tuple[int, ...] = (1, 3, 5),
-        scenarios: tuple[str, ...] = tuple(SCENARIOS), releases: dict[str, int] | None = None,
+        scenarios: tuple[str, ...] = tuple(HANDOFF_SCENARIOS), releases: dict[str, int] | None = None,
         after_quiet: int = 40) -> dict[str, Any]:
     """Everything on ``lab`` (ZooKeeper and etcd, one node each: ``sizes`` starts labs of
     its own); returns the dict that ``--json`` writes. ``after_quiet``: ops of the second
@@ -174,7 +174,7 @@ def plot(results: dict[str, Any]) -> Figure:
     """Two panels: wakeups per release vs N (log-log: a herd grows with N, the predecessor
     recipes stay at 1) and hand-off p50 vs N."""
     figure, (wakeups, latency) = plt.subplots(1, 2, figsize=(11, 4))
-    for label, marker in zip(SCENARIOS, "os^v"):   # the two herds, and the two queues, lie on each other
+    for label, marker in zip(HANDOFF_SCENARIOS, "os^v"):   # the two herds, and the two queues, lie on each other
         rows = sorted((row for row in results["handoff"] if row["scenario"] == label and "error" not in row),
                       key=lambda row: row["n"])
         if not rows:
