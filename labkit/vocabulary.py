@@ -83,9 +83,10 @@ REJECTED_COLOUR = ERROR_COLOUR = STATE_COLOURS["lost"]   # a refused write, an e
 # a server's role, in the same palette: serving (blue), following (green), frozen, down
 ROLE_COLOURS = {"leader": "#1f78b4", "standalone": "#1f78b4", "master": "#1f78b4", "follower": "#33a02c",
                 "slave": "#33a02c", "paused": "#ff7f00", "stopped": "#e31a1c"}
-SERVICE_COLOURS = {"ZooKeeper": "#1f78b4", "etcd": "#33a02c"}
+SERVICE_COLOURS = {"ZooKeeper": "#1f78b4", "etcd": "#33a02c", "Redis": "#e31a1c"}
 # what a lesson's graph draws besides states and faults, in the same palette
 GUIDE_COLOUR = "#777777"       # a reference line (the ideal, a timeout), a note, an empty panel's message
 MARK_COLOUR = "#000000"        # one event marked on a timeline (a waiter woke, a write arrived)
 SUCCESSOR_COLOUR = "#ff7f00"   # the next holder, or the other client, beside the holder's blue
 MISSED_COLOUR = "#b35900"      # a prediction the experiment contradicted
+TEXT_COLOUR = "#333333"        # a panel's word with no colour of its own (an unknown state or role)

@@ -30,7 +30,8 @@ from labkit.locks.etcd_mutex import EtcdMutex
 from labkit.record.events import Event
 from labkit.record.history import History
 from labkit.timing import wait_until
-from labkit.vocabulary import ERROR_COLOUR, FAULT_COLOUR, STATE_COLOURS, SUCCESSOR_COLOUR
+from labkit.vocabulary import (ACCEPTED_COLOUR, ERROR_COLOUR, FAULT_COLOUR, REJECTED_COLOUR, STATE_COLOURS,
+                               SUCCESSOR_COLOUR)
 
 if TYPE_CHECKING:
     from labkit.servers.services.etcd import EtcdService
@@ -175,7 +176,8 @@ def careless_holder(careless: EtcdMutex, successor: EtcdMutex, plain_key: str, g
 def careless_writes_plot(run: CarelessRun, ax: Any) -> Any:
     """A's writes on two rows (accepted green, rejected red) and the moments of the run."""
     for row, kind in enumerate(("plain put", "guarded txn")):
-        for accepted, color, label in ((True, "tab:green", "A's write accepted"), (False, "tab:red", "A's write rejected")):
+        for accepted, color, label in ((True, ACCEPTED_COLOUR, "A's write accepted"),
+                                        (False, REJECTED_COLOUR, "A's write rejected")):
             times = [ended for _, ended, what, ok in run.writes if what == kind and ok == accepted]
             already_in_legend = label in ax.get_legend_handles_labels()[1]
             ax.scatter(times, [row] * len(times), color=color, marker="o" if accepted else "x",

@@ -17,6 +17,7 @@ import matplotlib.pyplot as plt
 from labkit.locks.etcd_mutex import EtcdMutex
 from labkit.locks.etcd_session import EtcdSession
 from labkit.locks.zookeeper import ZooKeeperLock
+from labkit.vocabulary import SERVICE_COLOURS
 
 
 # Round trips of one acquire on a free lock, through the client's link and between servers.
@@ -117,7 +118,7 @@ def plot_slow_links(points: list[SlowLinkPoint], ax=None):
     """Predicted (lines), fastest (dots) and median (crosses) acquire time against the delay per link."""
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 4), layout="constrained")
-    for color, system in zip(("tab:red", "tab:blue", "tab:green"), ROUND_TRIPS):
+    for color, system in zip((SERVICE_COLOURS[name] for name in ("Redis", "ZooKeeper", "etcd")), ROUND_TRIPS):
         mine = [point for point in points if point.system == system]
         delays = [point.delay_ms for point in mine]
         ax.plot(delays, [point.predicted_ms for point in mine], color=color, alpha=0.6,

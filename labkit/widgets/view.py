@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 import ipywidgets as widgets
 
 from labkit.locks.registry import RECIPES
-from labkit.vocabulary import ERROR_COLOUR, GUIDE_COLOUR, REJECTED_COLOUR, ROLE_COLOURS, STATE_COLOURS
+from labkit.vocabulary import ERROR_COLOUR, GUIDE_COLOUR, REJECTED_COLOUR, ROLE_COLOURS, STATE_COLOURS, TEXT_COLOUR
 from labkit.widgets import narration
 
 if TYPE_CHECKING:
@@ -205,7 +205,7 @@ class PanelView:
                 return
             holds = {hold.client: hold for hold in narration.open_holds(history)}
             for name, state in states.items():
-                text = f"<b>{html.escape(name)}</b> " + _colored(state, STATE_COLOURS.get(state, "#333"), True)
+                text = f"<b>{html.escape(name)}</b> " + _colored(state, STATE_COLOURS.get(state, TEXT_COLOUR), True)
                 if name in holds:
                     hold = holds[name]
                     token = "no token" if hold.token is None else f"token {hold.token}"
@@ -239,7 +239,7 @@ class PanelView:
 
     def refresh_nodes(self, nodes: dict[str, tuple[str, str]]) -> None:
         for name, (state, role) in nodes.items():
-            text = f"<b>{html.escape(name)}</b> " + _colored(role, ROLE_COLOURS.get(role, "#333"), True)
+            text = f"<b>{html.escape(name)}</b> " + _colored(role, ROLE_COLOURS.get(role, TEXT_COLOUR), True)
             if state != "running" and state != role:
                 text += f" ({html.escape(state)})"
             self._set(name, self._labels[name], text)
