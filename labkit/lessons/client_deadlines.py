@@ -30,6 +30,7 @@ from labkit.locks.etcd_session import EtcdSession
 from labkit.locks.registry import recipe_named
 from labkit.locks.zookeeper import ZooKeeperLock
 from labkit.servers.services.etcd import etcd_client
+from labkit.timing import wait_until
 
 # the recipes of labkit with a client-side deadline (is_held turns False before the server frees)
 DEADLINE_RECIPES = ("zookeeper", "etcd")
@@ -74,11 +75,8 @@ class FirstEvents:
         return on_event
 
     def wait_for(self, client: str, kind: str, timeout: float) -> tuple[float, dict]:
-        deadline = time.monotonic() + timeout
-        while (client, kind) not in self.first:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"no {kind!r} event from {client} within {timeout:.0f} s")
-            time.sleep(0.005)
+        wait_until(lambda: (client, kind) in self.first, f"a {kind!r} event from {client}", timeout, 0.005,
+                   error=TimeoutError(f"no {kind!r} event from {client} within {timeout:.0f} s"))
         return self.first[(client, kind)]
 
 

@@ -59,7 +59,7 @@ from labkit.lessons.holder_safety import HOLDER, WAITER
 from labkit.lessons.holder_safety import TOPOLOGIES as ALL_TOPOLOGIES
 from labkit.locks.curator import CuratorPeer
 from labkit.locks.zookeeper import ZooKeeperLock
-from labkit.timing import wait_until
+from labkit.timing import became_true, wait_until
 
 CURATOR_TOPOLOGIES = {name: ALL_TOPOLOGIES[name] for name in ("client-link", "follower-cut")}
 WAITER_TIMEOUT = 6.0      # the waiter's own session: long, it must not expire in the race
@@ -171,18 +171,16 @@ def curator_race(lab, topology: str = "follower-cut", timeout: float = 2.0) -> C
             lab.isolate(HOLDER)
         else:
             lab.partition([holder_node.name, HOLDER], [node.name for node in others] + [WAITER])
-        deadline = fault_at + 30 + 6 * timeout
-        while not acquired and not failed and time.monotonic() < deadline:
-            time.sleep(0.01)
+        patience = 30 + 6 * timeout
+        wait_until(lambda: acquired or failed, f"{topology}: the waiter to get the lock", patience, 0.01,
+                   error=TimeoutError(f"{topology}: the waiter did not get the lock within {patience:.0f} s "
+                                      "of the fault"))
         if failed:
             raise failed[0]
-        if not acquired:
-            raise TimeoutError(f"{topology}: the waiter did not get the lock within "
-                               f"{deadline - fault_at:.0f} s of the fault")
         # LOST comes a session timeout after SUSPENDED: wait for it while the cut lasts.
         lost_by = fault_at + 2 * holder.negotiated_timeout + 2 * lab.zookeeper.server_lag + LOST_GRACE
-        while time.monotonic() < lost_by and not any(change.state == "LOST" for change in holder.states):
-            time.sleep(0.01)
+        became_true(lambda: any(change.state == "LOST" for change in holder.states),
+                    max(0.0, lost_by - time.monotonic()), 0.01)
     finally:
         lab.heal()
         try:

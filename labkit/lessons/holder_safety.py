@@ -42,7 +42,7 @@ from labkit.locks.etcd_session import EtcdSession
 from labkit.locks.registry import recipe_named
 from labkit.locks.zookeeper import ZooKeeperLock
 from labkit.servers import up
-from labkit.timing import wait_until
+from labkit.timing import became_true, wait_until
 from labkit.vocabulary import GUIDE_COLOUR, STATE_COLOURS
 
 TOPOLOGIES = {
@@ -174,29 +174,31 @@ class _Race:
                 self.lab.isolate(HOLDER)
             else:
                 self.lab.partition([holder_node.name, HOLDER], [node.name for node in others] + [WAITER])
-            gave_up = None
-            deadline = fault_at + 30 + 6 * self.timeout
-            while not acquired and not failed and time.monotonic() < deadline:
-                if gave_up is None and not self.holder_is_held():
-                    gave_up = time.monotonic()
-                time.sleep(POLL)
+            gave_up: list[float] = []   # when the holder's is_held first read False
+
+            def holder_gave_up() -> bool:
+                if not gave_up and not self.holder_is_held():
+                    gave_up.append(time.monotonic())
+                return bool(gave_up)
+
+            def waiter_done() -> bool:
+                holder_gave_up()          # the holder's is_held is read at every poll, while the waiter tries
+                return bool(acquired or failed)
+
+            patience = 30 + 6 * self.timeout
+            wait_until(waiter_done, f"{self.topology}: the waiter to get the lock", patience, POLL,
+                       error=TimeoutError(f"{self.topology}: the waiter did not get the lock within "
+                                          f"{patience:.0f} s of the fault"))
             if failed:
                 raise failed[0]
-            if not acquired:
-                raise TimeoutError(f"{self.topology}: the waiter did not get the lock within "
-                                   f"{deadline - fault_at:.0f} s of the fault")
             # Unsafe if it still believes it holds: go on reading, to say how late it gave up.
-            believed_until = acquired[0] + 2 * self.timeout
-            while gave_up is None and time.monotonic() < believed_until:
-                if not self.holder_is_held():
-                    gave_up = time.monotonic()
-                time.sleep(POLL)
+            became_true(holder_gave_up, max(0.0, acquired[0] + 2 * self.timeout - time.monotonic()), POLL)
         finally:
             self.lab.heal()
             self.close()
         self.settle()
         return RaceRun(self.recipe, self.topology, self.rule, float(self.timeout),
-                       None if gave_up is None else 1000 * (gave_up - fault_at), 1000 * (acquired[0] - fault_at))
+                       1000 * (gave_up[0] - fault_at) if gave_up else None, 1000 * (acquired[0] - fault_at))
 
     def _waiter(self, acquired: list[float], failed: list[BaseException]) -> None:
         try:
@@ -275,15 +277,18 @@ class _EtcdRace(_Race):
     def waiter_acquire(self) -> None:
         # While the majority elects a new leader, its members answer "leader changed": a real
         # client asks again (the lock's key is named by the lease, so asking again is safe).
-        deadline = time.monotonic() + 30 + 6 * self.timeout
-        while True:
+        patience = 30 + 6 * self.timeout
+        deadline, last_error = time.monotonic() + patience, []
+
+        def acquired() -> bool:
             try:
                 self.waiter.acquire(timeout=max(deadline - time.monotonic(), 0.1))
-                return
-            except (etcd3.exceptions.ConnectionFailedError, etcd3.exceptions.ConnectionTimeoutError):
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
+                return True
+            except (etcd3.exceptions.ConnectionFailedError, etcd3.exceptions.ConnectionTimeoutError) as error:
+                last_error[:] = [error]
+                return False
+
+        wait_until(acquired, "the waiter's acquire", patience, 0.05, error=lambda: last_error[0])
 
     def wait_queued(self) -> None:
         prefix = self.holder.prefix

@@ -34,6 +34,7 @@ from labkit.locks.registry import lock_factory
 from labkit.plots import new_axes
 from labkit.record.history import History
 from labkit.servers.secret import login_for
+from labkit.timing import wait_until
 from labkit.vocabulary import ERROR_COLOUR, GUIDE_COLOUR, STATE_COLOURS
 
 if TYPE_CHECKING:
@@ -76,18 +77,19 @@ def kill_just_after_heartbeat(client: LockClient, zookeeper: ZooKeeperService, t
     the kill. The server has just heard from it, so it waits a full session timeout.
     Raises TimeoutError if no server sees the session or no heartbeat comes in time."""
     session_id = client.session["session_id"]
-    deadline = time.monotonic() + timeout
-    before = packets_received(zookeeper, session_id)
-    while True:
+    before = [packets_received(zookeeper, session_id)]
+
+    def packet_arrived() -> bool:
         now = packets_received(zookeeper, session_id)
-        if before is not None and now is not None and now > before:
-            break                                 # a packet just arrived: kill before the next one
-        before = before if before is not None else now
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"no server received a heartbeat of {client.name}'s session {session_id:#x} "
-                               f"within {timeout:.0f} s: is the client process alive and connected?")
-        time.sleep(0.002)
-    client.kill()
+        if before[0] is None:                     # no server saw the session yet: count from the first
+            before[0] = now
+            return False
+        return now is not None and now > before[0]
+
+    wait_until(packet_arrived, f"a heartbeat of {client.name}", timeout, 0.002,
+               error=TimeoutError(f"no server received a heartbeat of {client.name}'s session {session_id:#x} "
+                                  f"within {timeout:.0f} s: is the client process alive and connected?"))
+    client.kill()                                 # a packet just arrived: kill before the next one
     return time.time()
 
 
@@ -154,7 +156,7 @@ class NaiveLock:
             raise ConnectionLoss(f"could not create a node under {self.path} in 3 tries")
         self.node = created.rsplit("/", 1)[1]
         deadline = time.monotonic() + timeout
-        while True:
+        while True:                               # the recipe as a learner reads it: a watch wakes it, not a poll
             children = sorted(self.client.get_children(self.path))
             if children[0] == self.node:
                 return True

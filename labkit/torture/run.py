@@ -21,6 +21,7 @@ from labkit.locks.registry import RECIPES, connections_of
 from labkit.record.fencing import FencedStore
 from labkit.record.history import History
 from labkit.servers import up
+from labkit.timing import wait_until
 from labkit.torture.nemesis import Nemesis
 from labkit.torture.request import TortureError, check_request
 from labkit.torture.report import TortureResult, Trial
@@ -168,8 +169,9 @@ def _run_trial(lab: Any, store_lab: Any, relay: TcpLink | None, service: str, pa
         workload.start()
         try:
             runner.start()
-            while time.time() < start + parameters["duration"]:
-                time.sleep(0.1)  # the main thread only waits, so that Ctrl-C reaches it at once
+            # the main thread only waits, in short sleeps, so that Ctrl-C reaches it at once
+            wait_until(lambda: time.time() >= start + parameters["duration"], "the end of the trial",
+                       timeout=parameters["duration"] + 1.0, poll=0.1)
             interrupted = False
         finally:
             stop.set()
