@@ -265,6 +265,7 @@ class LockClient:
     def wait_for_state(self, *states: str, timeout: float = 10.0) -> str:
         """Poll until the client is in one of ``states``; raises ClientTimeout otherwise."""
         deadline = time.monotonic() + timeout
+        # not wait_until: the Condition wakes this at once on every event and reply, a poll would lag
         while (state := self.state) not in states:
             if time.monotonic() > deadline:
                 raise ClientTimeout(f"{self.name} is {state}, not {' or '.join(states)}, after {timeout:.1f} s")

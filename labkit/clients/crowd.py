@@ -88,6 +88,7 @@ class _Worker:
                 self.process.stdin.flush()
             deadline = None if timeout is None else time.monotonic() + timeout
             # one Event per call: a reply wakes its own caller, not the hundred others waiting
+            # (not wait_until: a thousand polls at once would cost the CPU the bench measures)
             while not answered.wait(5.0 if deadline is None else max(0.0, min(5.0, deadline - time.monotonic()))):
                 if self.crowd.closing.is_set() or client in self.crowd.abandoned:
                     raise CrowdError(f"{client or 'crowd'}: abandoned while waiting for {op!r} (the crowd is closing)")

@@ -48,7 +48,7 @@ def sample_leases(etcd: EtcdService, lease_ids: dict[str, int], key: str, ttl: f
     the server reports it, -1 once it is gone}, does ``key`` exist). Stops one second after
     ``key`` is gone, or ``ttl + 8`` seconds after the call."""
     started, samples = time.monotonic(), []
-    while time.monotonic() - started < ttl + 8:
+    while time.monotonic() - started < ttl + 8:   # a sampler, not a wait: every reading is kept
         exists = etcd.get(key)[0] is not None
         ttls = {name: etcd.get_lease_info(lease_id).TTL for name, lease_id in lease_ids.items()}
         samples.append((time.monotonic() - started, ttls, exists))
@@ -149,6 +149,7 @@ def careless_holder(careless: EtcdMutex, successor: EtcdMutex, plain_key: str, g
 
         def write_carelessly() -> None:
             after_successor, deadline = 0, time.monotonic() + timeout
+            # the experiment itself (writes at a pace), not a wait for something: it stays a loop
             while after_successor < writes_after_successor and time.monotonic() < deadline:
                 late = successor_wrote.is_set()
                 number = len(run.writes) // 2

@@ -53,7 +53,7 @@ def pttl_until(redis_client: Any, key: str, done: Callable[[], bool], since: flo
     without raising: the caller's asserts say what should have happened."""
     samples: list[tuple[float, int]] = []
     deadline = time.monotonic() + timeout
-    while not done() and time.monotonic() < deadline:
+    while not done() and time.monotonic() < deadline:   # a sampler, not a wait: every reading is kept
         samples.append((time.time() - since, redis_client.pttl(key)))
         time.sleep(every)
     return samples

@@ -202,7 +202,7 @@ def zookeeper_session_across_step(lab: Lab, step: float = 30.0, session_timeout:
         client.create(f"{path}-probe", b"", ephemeral=True)
         ctime_ahead = client.exists(f"{path}-probe").created - time.time()
         alive, until = True, time.monotonic() + watch
-        while time.monotonic() < until:
+        while time.monotonic() < until:   # a sampler: the node must be there at every look
             alive = alive and client.exists(path) is not None
             time.sleep(0.1)
         return ZooKeeperStep(step, session_timeout, watch, alive, client.client_id == session, ctime_ahead)
@@ -242,7 +242,7 @@ def etcd_lease_countdown(lab: Lab, ttl: int = 5, watch: float = 2.5, every: floa
     lease = client.lease(ttl)
     try:
         granted, samples = time.monotonic(), []
-        while time.monotonic() - granted < watch:
+        while time.monotonic() - granted < watch:   # a sampler, not a wait: every reading is kept
             samples.append((time.monotonic() - granted, int(lease.remaining_ttl)))
             time.sleep(every)
         return EtcdLease(refusal, samples)

@@ -107,6 +107,7 @@ class EtcdSession:
         # Like Go's client: refresh every TTL/3. Unlike it, the deadline counts from when an
         # acknowledged keep-alive was sent (see the module docstring), and when it passes
         # this client gives up on its own, whatever the server might still answer later.
+        # (Work at a pace, not a poll: it stays a loop.)
         interval = max(self.ttl / 3.0, 0.1)
         next_refresh = time.monotonic() + interval
         while True:

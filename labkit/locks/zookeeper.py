@@ -291,7 +291,7 @@ class ZooKeeperLock:
         """Re-check until mine is the lowest node (True) or the deadline passes (False)."""
         # A wake-up only says "something changed", never "it is yours": the predecessor may
         # have gone because its session died while an earlier node still holds the lock.
-        # So every wake-up goes back to listing the children.
+        # So every wake-up goes back to listing the children. (A watch wakes this, not a poll.)
         while not self._session_lost:
             self._wake.clear()
             try:
@@ -423,7 +423,7 @@ class ZooKeeperLock:
         # The acquire's own last request was just answered (heard_at is fresh): the first
         # heartbeat can wait one interval. Sent at once, it was a fourth request per lock op.
         next_beat = time.monotonic() + self.heartbeat
-        while not hold_over.is_set():
+        while not hold_over.is_set():             # work at a pace (a heartbeat), not a poll: it stays a loop
             now, give_up_at = time.monotonic(), self.give_up_at()
             if now >= give_up_at:
                 self._give_up(hold_over)

@@ -155,7 +155,7 @@ class History:
         Raises TimeoutError naming what was missing."""
         deadline = time.monotonic() + timeout
         with self._lock:
-            while True:
+            while True:   # not wait_until: every new event notifies the Condition, so this wakes at once
                 found = self.events(client=client, kind=kind)
                 if len(found) >= count:
                     return found

@@ -95,7 +95,7 @@ class ClientDriver:
     def _hold(self) -> None:
         started = time.monotonic()
         step = 0
-        while time.monotonic() - started < self.hold_seconds():
+        while time.monotonic() - started < self.hold_seconds():   # the hold's work (a write a second), not a wait
             if self.client.state == "lost":
                 return  # it knows it lost the lock: a careful worker stops here
             if self.writes:

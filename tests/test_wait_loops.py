@@ -1,0 +1,152 @@
+"""One wait: ``labkit.timing.wait_until`` is the polled wait with a deadline, and it takes the
+error to raise (docs/ARCHITECTURE.md). This test counts the deadline loops written by hand
+in labkit and fails when one appears that is not listed below with the reason it stays.
+
+A hand-rolled deadline loop, as read from the source with ``ast``: a ``while`` loop that
+sleeps or waits in its body (``sleep(...)``, ``.wait(...)``) and checks a clock or a
+deadline either in its condition or in an ``if`` that leaves the loop (break, return,
+raise). A clock is ``time.monotonic()``, ``time.time()`` or ``time.perf_counter()``; a
+deadline is a name like ``deadline``, ``until``, ``remaining``, ``lost_by``,
+``give_up_at``. Nothing is imported."""
+from __future__ import annotations
+
+import ast
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.no_servers
+
+LABKIT = Path(__file__).resolve().parent.parent / "labkit"
+CLOCKS = {"monotonic", "time", "perf_counter"}
+DEADLINE_WORDS = ("deadline", "until", "remaining", "lost_by", "give_up_at")
+
+# The loops that stay, by (file, function), each with why. Nothing else may poll a deadline
+# by hand: use wait_until (error= for the error to raise), wait_for_value, became_true or
+# seconds_until.
+ALLOWED = {
+    ("labkit/timing.py", "wait_until"): "the one polled wait itself",
+    ("labkit/clients/client.py", "LockClient.wait_for_state"):
+        "waits on a Condition that the reader thread notifies at every event and reply: it wakes at "
+        "once, where a poll would lag; only the process's exit is polled",
+    ("labkit/clients/crowd.py", "_Worker.call"):
+        "one Event per call, set by that call's own reply: with a thousand contenders waiting, a poll "
+        "each would cost the CPU the benchmark measures",
+    ("labkit/record/history.py", "History.wait_for"):
+        "waits on the history's Condition, notified by every new event: it wakes at once",
+    ("labkit/locks/zookeeper.py", "ZooKeeperLock._wait_until_lowest"):
+        "the recipe a learner reads: it waits on a watch, not a poll, and re-checks at every wake-up",
+    ("labkit/locks/zookeeper.py", "ZooKeeperLock._deadline_watch"):
+        "the holder's heartbeat: sends a request every beat while it holds (work, not a poll)",
+    ("labkit/locks/etcd_session.py", "EtcdSession._keep_alive"):
+        "the session's keep-alive: sends a refresh every TTL/3 (work, not a poll)",
+    ("labkit/lessons/zookeeper_recipe.py", "NaiveLock.acquire"):
+        "the naive recipe a learner reads next to the real one: it waits on a watch, not a poll",
+    ("labkit/lessons/etcd_experiments.py", "sample_leases"):
+        "a sampler: reads every lease's TTL at a pace for a time; each reading is kept",
+    ("labkit/lessons/etcd_experiments.py", "careless_holder.write_carelessly"):
+        "the experiment itself: the careless holder writes at a pace until it has written enough",
+    ("labkit/lessons/redis_vs_consensus.py", "pttl_until"): "a sampler: each PTTL read is kept",
+    ("labkit/lessons/redlock_and_clocks.py", "zookeeper_session_across_step"):
+        "a sampler: checks the node at a pace for the whole watch, to see that it stayed",
+    ("labkit/lessons/redlock_and_clocks.py", "etcd_lease_countdown"): "a sampler: each TTL read is kept",
+    ("labkit/widgets/driver.py", "ClientDriver._hold"):
+        "the hold a panel shows: writes once a second for the hold's length, stops when the panel closes",
+}
+# servers/ is being reorganised (issue #24): its loops are left to do. The count may only go
+# down; lower it here when a loop becomes a wait_until.
+SERVERS_TO_DO = 9
+
+
+def reads_clock(node: ast.AST) -> bool:
+    for inner in ast.walk(node):
+        if isinstance(inner, ast.Call) and called(inner) in CLOCKS:
+            return True
+        if isinstance(inner, ast.Name) and any(word in inner.id for word in DEADLINE_WORDS):
+            return True
+    return False
+
+
+def called(call: ast.Call) -> str | None:
+    function = call.func
+    return function.attr if isinstance(function, ast.Attribute) else function.id if isinstance(function, ast.Name) \
+        else None
+
+
+def is_deadline_loop(node: ast.AST) -> bool:
+    if not isinstance(node, ast.While):
+        return False
+    if not any(isinstance(inner, ast.Call) and called(inner) in ("sleep", "wait") for inner in ast.walk(node)):
+        return False
+    leaves = (ast.Break, ast.Return, ast.Raise)
+    return reads_clock(node.test) or any(
+        isinstance(inner, ast.If) and reads_clock(inner.test) and any(isinstance(n, leaves) for n in ast.walk(inner))
+        for inner in ast.walk(node))
+
+
+def deadline_loops(path: Path) -> list[tuple[str, int]]:
+    """(enclosing function, as Class.method or outer.inner, line) of each deadline loop."""
+    found = []
+
+    def visit(node: ast.AST, where: list[str]) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                visit(child, where + [child.name])
+            else:
+                if is_deadline_loop(child):
+                    found.append((".".join(where) or "<module>", child.lineno))
+                visit(child, where)
+
+    visit(ast.parse(path.read_text(), str(path)), [])
+    return found
+
+
+def all_loops() -> dict[tuple[str, str], list[int]]:
+    loops: dict[tuple[str, str], list[int]] = {}
+    for path in sorted(LABKIT.rglob("*.py")):
+        for function, line in deadline_loops(path):
+            loops.setdefault((str(path.relative_to(LABKIT.parent)), function), []).append(line)
+    return loops
+
+
+def test_no_deadline_loop_by_hand_outside_the_allowed_ones():
+    found = {key: lines for key, lines in all_loops().items() if not key[0].startswith("labkit/servers/")}
+    new = [f"{path}:{line} in {function}" for (path, function), lines in sorted(found.items())
+           if (path, function) not in ALLOWED for line in lines]
+    assert not new, "a deadline loop written by hand: use labkit.timing.wait_until (error= says what to " \
+                    "raise), or list it in ALLOWED with why it must stay:\n" + "\n".join(new)
+    twice = [f"{path} {function}" for (path, function), lines in found.items() if len(lines) > 1]
+    assert not twice, f"one allowed loop per function: {twice}"
+
+
+def test_every_allowed_loop_is_still_there():
+    gone = sorted(set(ALLOWED) - set(all_loops()))
+    assert not gone, f"drop from ALLOWED (the loop is gone or moved): {gone}"
+
+
+def test_servers_loops_only_go_down():
+    counts = Counter(path for (path, _), lines in all_loops().items() if path.startswith("labkit/servers/")
+                     for _ in lines)
+    assert sum(counts.values()) <= SERVERS_TO_DO, \
+        f"servers/ has {sum(counts.values())} deadline loops by hand, at most {SERVERS_TO_DO} allowed: {dict(counts)}"
+
+
+def test_a_loop_is_found_in_a_sample(tmp_path):
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "import time\n"
+        "def ready(probe, timeout):\n"
+        "    deadline = time.monotonic() + timeout\n"
+        "    while not probe():\n"                                   # found: an if with raise
+        "        if time.monotonic() > deadline:\n"
+        "            raise TimeoutError('late')\n"
+        "        time.sleep(0.01)\n"
+        "class Sampler:\n"
+        "    def run(self, until):\n"
+        "        while time.monotonic() < until:\n"                  # found: the condition
+        "            self.stop.wait(0.1)\n"
+        "    def loop(self):\n"
+        "        while not self.stop.is_set():\n"                    # not a deadline
+        "            self.stop.wait(1.0)\n")
+    assert deadline_loops(sample) == [("ready", 4), ("Sampler.run", 10)]
