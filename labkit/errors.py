@@ -2,6 +2,13 @@
 from __future__ import annotations
 
 
+def with_log_tail(message: str, log_tail: str) -> str:
+    """``message`` followed by a server's last log lines, indented (none: the message alone)."""
+    if not log_tail:
+        return message
+    return f"{message}\n  last log lines:\n" + "\n".join("    " + line for line in log_tail.splitlines())
+
+
 class LabError(Exception):
     """Base of every labkit error. ``hint`` is the next thing to try."""
 
@@ -28,9 +35,17 @@ class NodeStartError(LabError):
 
     def __init__(self, message: str, hint: str | None = None, log_tail: str = ""):
         self.log_tail = log_tail
-        if log_tail:
-            message = f"{message}\n  last log lines:\n" + "\n".join("    " + line for line in log_tail.splitlines())
-        super().__init__(message, hint)
+        super().__init__(with_log_tail(message, log_tail), hint)
+
+
+class WaitTimedOut(LabError, TimeoutError):
+    """Something awaited with a deadline (``labkit.timing.wait_until``) did not happen in
+    time. A TimeoutError too, so ``except TimeoutError`` still catches it; carries the last
+    log lines of the server concerned when the caller has them."""
+
+    def __init__(self, message: str, hint: str | None = None, log_tail: str = ""):
+        self.log_tail = log_tail
+        super().__init__(with_log_tail(message, log_tail), hint)
 
 
 class UnknownNode(LabError):

@@ -11,6 +11,8 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Union
 
+from labkit.errors import WaitTimedOut
+
 # What to raise at the deadline: an exception, or a function that makes one then (so that
 # it can read the server's last log lines at the moment of the timeout, not before).
 TimeoutErrorSource = Union[BaseException, Callable[[], BaseException]]
@@ -18,10 +20,11 @@ TimeoutErrorSource = Union[BaseException, Callable[[], BaseException]]
 
 def timed_out(what: str, timeout: float, error: TimeoutErrorSource | None = None) -> BaseException:
     """The exception a wait for ``what`` raises after ``timeout`` seconds: ``error`` (or
-    what ``error()`` returns), else a TimeoutError that names what was awaited."""
+    what ``error()`` returns), else a WaitTimedOut (a LabError and a TimeoutError) that
+    names what was awaited."""
     if error is None:
-        return TimeoutError(f"waited {timeout:.1f} s for {what}; it did not happen "
-                            "(is the machine overloaded, or a server down?)")
+        return WaitTimedOut(f"waited {timeout:.1f} s for {what}; it did not happen",
+                            hint="is the machine overloaded, or a server down? (labkit status)")
     return error if isinstance(error, BaseException) else error()
 
 
@@ -30,7 +33,7 @@ def wait_until(condition: Callable[[], Any], what: str, timeout: float = 10.0, p
     """Poll ``condition()`` every ``poll`` seconds until it is true; return the seconds it
     took. If it is still false after ``timeout`` seconds, raise ``error`` (a LabError that
     carries a hint and the server's last log lines, or a function returning one, called at
-    the deadline); without ``error``, a TimeoutError naming ``what`` was awaited. Whatever
+    the deadline); without ``error``, a WaitTimedOut (a TimeoutError) naming ``what``. Whatever
     ``condition()`` raises is raised at once."""
     started = time.monotonic()
     while not condition():

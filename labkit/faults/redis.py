@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import time
 
+from labkit.errors import WaitTimedOut
 from labkit.timing import wait_until
 
 POLL_INTERVAL = 0.002  # seconds; a local GET takes ~0.1 ms, so this costs little and measures well
@@ -43,8 +44,8 @@ def wait_until_gone(client, key: str, timeout: float, poll_interval: float = POL
     measured is the key's real end, not that of Redis's background expiry cycle.
     Raises TimeoutError after ``timeout`` seconds if the key is still there."""
     return wait_until(lambda: not client.exists(key), f"key {key!r} to be gone", timeout, poll_interval,
-                      error=lambda: TimeoutError(f"key {key!r} still exists after {timeout:.2f} s (PTTL now "
-                                                 f"{client.pttl(key)} ms); wait longer than its TTL or delete it"))
+                      error=lambda: WaitTimedOut(f"key {key!r} still exists after {timeout:.2f} s (PTTL now "
+                                                 f"{client.pttl(key)} ms)", hint="wait longer than its TTL or delete it"))
 
 
 def connected_replicas(client) -> int:
@@ -88,8 +89,9 @@ def cut_replication(service, timeout: float = 5.0):
         # write can travel to it, not even into its socket buffer
         primary.execute_command("CLIENT", "KILL", "TYPE", "replica")
         wait_until(lambda: connected_replicas(primary) == 0, "the primary to drop its replica", timeout,
-                   POLL_INTERVAL, error=TimeoutError(f"the primary still reports a replica {timeout:.1f} s after "
-                                                     "CLIENT KILL; is another replica attached? look at INFO replication"))
+                   POLL_INTERVAL, error=WaitTimedOut(f"the primary still reports a replica {timeout:.1f} s after "
+                                                     "CLIENT KILL", hint="is another replica attached? look at INFO "
+                                                     "replication"))
     except BaseException:
         replica.resume()
         raise
@@ -111,8 +113,9 @@ def fail_over(service, timeout: float = 10.0):
     replica.wait_ready(timeout)
     service.promote(replica)
     wait_until(lambda: replica.role == "primary", f"{replica.name} to report role primary", timeout, POLL_INTERVAL,
-               error=lambda: TimeoutError(f"{replica.name} does not report role primary {timeout:.0f} s after "
-                                          f"REPLICAOF NO ONE (role: {replica.role}); look at replica.log_tail()"))
+               error=lambda: WaitTimedOut(f"{replica.name} does not report role primary {timeout:.0f} s after "
+                                          f"REPLICAOF NO ONE (role: {replica.role})",
+                                          hint="is it still loading its data? its log says", log_tail=replica.log_tail()))
     return replica
 
 
