@@ -7,6 +7,7 @@ Pure logic: the modules are read with ``ast``, nothing is imported."""
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections import defaultdict
 from pathlib import Path
@@ -51,6 +52,7 @@ def top_level_names(path: Path) -> set[str]:
     return {name for name in names if not name.startswith("_")}
 
 
+@functools.cache
 def definitions() -> dict[str, list[str]]:
     where = defaultdict(list)
     for path in sorted(LABKIT.rglob("*.py")):

@@ -11,6 +11,7 @@ deadline is a name like ``deadline``, ``until``, ``remaining``, ``lost_by``,
 from __future__ import annotations
 
 import ast
+import functools
 from collections import Counter
 from pathlib import Path
 
@@ -102,6 +103,7 @@ def deadline_loops(path: Path) -> list[tuple[str, int]]:
     return found
 
 
+@functools.cache
 def all_loops() -> dict[tuple[str, str], list[int]]:
     loops: dict[tuple[str, str], list[int]] = {}
     for path in sorted(LABKIT.rglob("*.py")):
