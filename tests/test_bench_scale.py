@@ -20,7 +20,7 @@ HERDS = ("zookeeper parent", "etcd python-etcd3 Lock")
 
 @pytest.fixture(scope="module")
 def tiny_run(lab):
-    return bench_scale.run(lab, **bench_scale.SETTINGS["tiny"])
+    return bench_scale.run(lab, **bench_scale.SCALE_SETTINGS["tiny"])
 
 
 def worker_pids() -> set[int]:

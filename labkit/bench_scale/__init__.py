@@ -18,10 +18,10 @@ import logging
 from pathlib import Path
 
 from labkit.bench_scale.crowd_handoff import BenchTimeout, measure_crowd
-from labkit.bench_scale.report import SETTINGS, load_and_plot, plot, report, run
+from labkit.bench_scale.report import SCALE_SETTINGS, load_and_plot, plot, report, run
 from labkit.servers.lab import Lab, attach, up
 
-__all__ = ["BenchTimeout", "SETTINGS", "load_and_plot", "main", "measure_crowd", "plot", "report", "run"]
+__all__ = ["BenchTimeout", "SCALE_SETTINGS", "load_and_plot", "main", "measure_crowd", "plot", "report", "run"]
 
 
 def main(size: str = "full", json_path: str | None = None, attach_to_lab: bool = False) -> int:
@@ -29,7 +29,7 @@ def main(size: str = "full", json_path: str | None = None, attach_to_lab: bool =
     logging.getLogger("kazoo.client").setLevel(logging.ERROR)   # every close on purpose is a warning
     lab: Lab = attach() if attach_to_lab else up(zookeeper=1, etcd=1, redis=False, quiet=True)
     try:
-        results = run(lab, **SETTINGS[size])
+        results = run(lab, **SCALE_SETTINGS[size])
     finally:
         if not attach_to_lab:
             lab.down()

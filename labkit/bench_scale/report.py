@@ -33,7 +33,7 @@ TARGET_RELEASES = {"zookeeper predecessor": 30, "etcd EtcdMutex": 30}
 # second yardstick: every thread on the path (client, server) starts asleep. Measured here:
 # an op after 0.3 s of quiet took 1.3-1.5 ms longer than in a tight loop, same client.
 QUIET_S = 0.3
-SETTINGS = {
+SCALE_SETTINGS = {
     "full": {"counts": (10, 100, 1000), "workers": 10, "iterations": 200, "throughput_s": 5.0,
              "contenders": 50, "sizes": (1, 3, 5), "releases": TARGET_RELEASES, "after_quiet": 40},
     "quick": {"counts": (10, 100, 300), "workers": 4, "iterations": 100, "throughput_s": 3.0,

@@ -186,7 +186,7 @@ def holds_across_cut(lab, keys: dict[str, int], options: dict[str, str], cut_sec
             cut = time.monotonic()
             for name, holder in holders.items():
                 holder.close()   # the client gives up and goes: its goodbye waits behind the cut
-            while time.monotonic() - cut < cut_seconds:
+            while time.monotonic() - cut < cut_seconds:   # a sampler: the cut lasts its time, each freeing is noted
                 for name, key in keys.items():
                     if name not in freed and lock_is_free(observer, key):
                         freed[name] = time.monotonic() - cut
