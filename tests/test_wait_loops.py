@@ -42,6 +42,10 @@ ALLOWED = {
         "the holder's heartbeat: sends a request every beat while it holds (work, not a poll)",
     ("labkit/locks/etcd_session.py", "EtcdSession._keep_alive"):
         "the session's keep-alive: sends a refresh every TTL/3 (work, not a poll)",
+    ("labkit/locks/zookeeper_semaphore.py", "ZooKeeperSemaphore._wait_for_slot"):
+        "the semaphore recipe a learner reads: it waits on a watch of the leases, not a poll",
+    ("labkit/lessons/semaphores.py", "_loop_together.loop"):
+        "the run itself: each contender acquires, holds and releases until the time is up (work, not a wait)",
     ("labkit/lessons/zookeeper_recipe.py", "NaiveLock.acquire"):
         "the naive recipe a learner reads next to the real one: it waits on a watch, not a poll",
     ("labkit/lessons/etcd_experiments.py", "sample_leases"):

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from labkit.clients.client import START_TIMEOUT, STOP_GRACE, ClientError, LockClient
-from labkit.locks.registry import RECIPES, check_holders, connections_of, etcd_client_for
+from labkit.locks.registry import check_holders, connections_of, etcd_client_for
 from labkit.record.history import History
 from labkit.servers.live_labs import this_process
 from labkit.servers.runners.process import process_start_time

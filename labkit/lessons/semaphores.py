@@ -276,7 +276,7 @@ def _loop_together(handles: list[RecipeHandle], peer: CuratorPeer, seconds: floa
 
     def loop(name: str, lock: Any) -> None:
         try:
-            while time.monotonic() < stop:
+            while time.monotonic() < stop:   # the work of the run (acquire, hold, release), not a wait
                 token = lock.acquire(timeout=30)
                 resource.write(name, token, "begin")
                 time.sleep(hold)

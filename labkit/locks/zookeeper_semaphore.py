@@ -186,7 +186,7 @@ class ZooKeeperSemaphore:
     def _wait_for_slot(self, deadline: float | None) -> bool:
         """List the leases until at most ``limit`` exist (mine among them). False at the deadline."""
         watch = None                              # the first look arms no watch: most acquires need none
-        while True:
+        while True:                               # the recipe as a learner reads it: a watch wakes it, not a poll
             self._changed.clear()
             try:
                 children = self.client.get_children(self.leases_path, watch=watch)
