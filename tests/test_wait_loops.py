@@ -40,6 +40,11 @@ ALLOWED = {
         "the recipe a learner reads: it waits on a watch, not a poll, and re-checks at every wake-up",
     ("labkit/locks/zookeeper.py", "ZooKeeperLock._deadline_watch"):
         "the holder's heartbeat: sends a request every beat while it holds (work, not a poll)",
+    ("labkit/locks/redis_lock.py", "RedisLock.acquire"):
+        "the recipe a learner reads: Redis cannot say when a key goes, so SET NX is retried in plain sight, "
+        "and a timeout is the recipe's own LockTimeout (None waits forever)",
+    ("labkit/locks/redlock.py", "Redlock.acquire"):
+        "the algorithm a learner reads: a round on every instance, a random pause, again; LockTimeout at the end",
     ("labkit/locks/etcd_session.py", "EtcdSession._keep_alive"):
         "the session's keep-alive: sends a refresh every TTL/3 (work, not a poll)",
     ("labkit/locks/zookeeper_semaphore.py", "ZooKeeperSemaphore._wait_for_slot"):
@@ -86,9 +91,16 @@ def is_deadline_loop(node: ast.AST) -> bool:
         return False
     if not any(isinstance(inner, ast.Call) and called(inner) in ("sleep", "wait") for inner in ast.walk(node)):
         return False
+    # a name the loop sets from a clock (waited = time.monotonic() - started) is a clock too
+    timed = {target.id for inner in ast.walk(node) if isinstance(inner, ast.Assign) and reads_clock(inner.value)
+             for target in inner.targets if isinstance(target, ast.Name)}
+
+    def checks_time(test: ast.AST) -> bool:
+        return reads_clock(test) or any(isinstance(name, ast.Name) and name.id in timed for name in ast.walk(test))
+
     leaves = (ast.Break, ast.Return, ast.Raise)
-    return reads_clock(node.test) or any(
-        isinstance(inner, ast.If) and reads_clock(inner.test) and any(isinstance(n, leaves) for n in ast.walk(inner))
+    return checks_time(node.test) or any(
+        isinstance(inner, ast.If) and checks_time(inner.test) and any(isinstance(n, leaves) for n in ast.walk(inner))
         for inner in ast.walk(node))
 
 
@@ -150,6 +162,13 @@ def test_a_loop_is_found_in_a_sample(tmp_path):
         "        if time.monotonic() > deadline:\n"
         "            raise TimeoutError('late')\n"
         "        time.sleep(0.01)\n"
+        "def gone(client, timeout):\n"
+        "    started = time.monotonic()\n"
+        "    while client.exists('k'):\n"                           # found: a name set from the clock
+        "        waited = time.monotonic() - started\n"
+        "        if waited > timeout:\n"
+        "            raise TimeoutError('still there')\n"
+        "        time.sleep(0.01)\n"
         "class Sampler:\n"
         "    def run(self, until):\n"
         "        while time.monotonic() < until:\n"                  # found: the condition
@@ -157,4 +176,4 @@ def test_a_loop_is_found_in_a_sample(tmp_path):
         "    def loop(self):\n"
         "        while not self.stop.is_set():\n"                    # not a deadline
         "            self.stop.wait(1.0)\n")
-    assert deadline_loops(sample) == [("ready", 4), ("Sampler.run", 10)]
+    assert deadline_loops(sample) == [("ready", 4), ("gone", 10), ("Sampler.run", 17)]

@@ -166,7 +166,7 @@ class Redlock(HeldInside):
             raise RuntimeError(f"{self.identifier} already holds {self.name!r}; release it before acquiring again")
         started = time.monotonic()
         self.on_event("requested", name=self.name)
-        while not self._one_round():
+        while not self._one_round():              # the algorithm's retry, in plain sight for the learner
             waited = time.monotonic() - started
             if timeout is not None and waited >= timeout:
                 self.on_event("timeout", waited=waited)
