@@ -36,7 +36,7 @@ from labkit.record.history import History
 from labkit.record.resource_log import ResourceLog
 from labkit.stats import summarize, take_turns
 from labkit.timing import wait_for_value, wait_until
-from labkit.torture.workload import Workload
+from labkit.torture.workload import TortureWorkload
 
 SEMAPHORES = {"zookeeper": "zookeeper-semaphore", "etcd": "etcd-semaphore"}
 MUTEXES = {"zookeeper": "zookeeper", "etcd": "etcd"}
@@ -81,7 +81,7 @@ def never_more_than(lab: Any, recipe: str, limit: int = 2, clients: int = 5, sec
     killed = 0
     with spawn_clients(lab, recipe, n=clients, name=name, history=history, store=store, hold=hold,
                        session_timeout=timeout, ttl=timeout, holders=limit) as group:
-        workload = Workload(group, hold)
+        workload = TortureWorkload(group, hold)
         workload.start()
         try:
             started = time.monotonic()
