@@ -100,7 +100,7 @@ class EtcdctlCandidate:
 
 
 @dataclass
-class Interop:
+class ElectionInterop:
     """Who each side saw as leader, step by step: ``steps`` rows of (what happened, the
     leader labkit saw, the leader the peer saw)."""
 
@@ -111,12 +111,12 @@ class Interop:
         self.steps.append({"step": what, "labkit sees": labkit_sees, "peer sees": peer_sees})
 
 
-def etcdctl_interop(lab: Lab, name: str) -> Interop:
+def etcdctl_interop(lab: Lab, name: str) -> ElectionInterop:
     """labkit campaigns first and leads; ``etcdctl elect`` campaigns behind it and an
     ``etcdctl elect -l`` observer watches; labkit resigns, etcdctl is elected and labkit's
     observer sees it; labkit campaigns again, etcdctl resigns (SIGINT), labkit leads again
     and etcdctl's observer prints it."""
-    outcome = Interop()
+    outcome = ElectionInterop()
     client = lab.etcd.client()
     session = EtcdSession(client, ttl=5)
     ours = EtcdElection(session, name, identifier="labkit")
@@ -148,11 +148,11 @@ def etcdctl_interop(lab: Lab, name: str) -> Interop:
     return outcome
 
 
-def kazoo_interop(lab: Lab, path: str) -> Interop:
+def kazoo_interop(lab: Lab, path: str) -> ElectionInterop:
     """labkit's ZooKeeperElection leads; kazoo's own ``Election.run`` waits behind it; labkit
     resigns and kazoo's leader function runs; labkit campaigns again and leads once kazoo's
     function returns. Each step reads who leads from both sides."""
-    outcome = Interop()
+    outcome = ElectionInterop()
     ours_client, kazoo_client = lab.zookeeper.client(timeout=4.0), lab.zookeeper.client(timeout=4.0)
     ours = ZooKeeperElection(ours_client, path, identifier="labkit")
     theirs = Election(kazoo_client, path, "kazoo")
@@ -207,7 +207,7 @@ def paused_leaders(lab: Lab, timeout: float = 1.0, pause: float = 3.0) -> dict[s
 
 # ---- Kubernetes-style lease election ----------------------------------------------------------
 @dataclass
-class Failover:
+class ElectionFailover:
     """A leader killed, a follower taking over: ``seconds`` from the kill to the follower's
     "acquired"; ``worst_case`` from the durations; ``timeout`` the lease's."""
 
@@ -221,7 +221,7 @@ class Failover:
         return self.seconds / self.timeout
 
 
-def kill_and_time_failover(lab: Lab, recipe: str, ttl: float, name: str | None = None) -> Failover:
+def kill_and_time_failover(lab: Lab, recipe: str, ttl: float, name: str | None = None) -> ElectionFailover:
     """Two client processes of ``recipe`` (an election); the first leads, the second
     campaigns behind it; the leader is SIGKILLed and the time until the second leads is
     measured from the kill, both stamped on this machine's clock."""
@@ -238,10 +238,10 @@ def kill_and_time_failover(lab: Lab, recipe: str, ttl: float, name: str | None =
     killed = next(event.time for event in history.events(kind="fault") if event.detail.get("target") == leader.name)
     took_over = history.events(client=follower.name, kind="acquired")[0].time
     worst = lease_durations_for(ttl).worst_case_failover() if recipe == "lease-election" else None
-    return Failover(recipe, took_over - killed, ttl, worst)
+    return ElectionFailover(recipe, took_over - killed, ttl, worst)
 
 
-def lease_failover(lab: Lab, lease_duration: float = 1.5) -> Failover:
+def lease_failover(lab: Lab, lease_duration: float = 1.5) -> ElectionFailover:
     """``kill_and_time_failover`` for the lease election, durations in client-go's
     proportions (lease_duration, 2/3 of it, 2/15 of it)."""
     return kill_and_time_failover(lab, "lease-election", lease_duration)

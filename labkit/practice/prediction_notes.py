@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-DATA = Path(__file__).with_name("predictions.json")
+NOTES_FILE = Path(__file__).with_name("predictions.json")
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,7 @@ class PredictionNote:
     misconception: str | None
 
 
-def _load(path: Path = DATA) -> tuple[dict[str, str], dict[str, PredictionNote]]:
+def _load(path: Path = NOTES_FILE) -> tuple[dict[str, str], dict[str, PredictionNote]]:
     raw = json.loads(path.read_text(encoding="utf-8"))
     notes = {entry["question"]: PredictionNote(entry["lesson"], entry["misconception"]) for entry in raw["predictions"]}
     unknown = {n.misconception for n in notes.values()} - set(raw["misconceptions"])
