@@ -30,9 +30,8 @@ ALLOWED = {
 # Left to do, with why; remove an entry once its name has one definition (the test then
 # says so). Only these may still be defined twice.
 TO_DO = {
-    "HOST": "servers/ (network.py, node.py, proxy.py) and faults/relay.py each write 127.0.0.1: one "
-            "constant once servers/ is reorganised (issue #24, in progress)",
-    "Network": "servers/network.py and servers/proxy.py: being renamed with the servers/ reorganisation",
+    "HOST": "servers/ (network/links.py, network/proxy.py, services/node.py) and faults/relay.py each write "
+            "127.0.0.1: one constant in servers/, imported by the others",
     "Contender": "locks/zookeeper.py's queue entry vs practice/exercises/contention.py's exercise "
                  "contender: practice/ is being changed under issue #27",
     "Verdict": "record/checker.py's verdict vs practice/sandbox.py's: practice/ is being changed under issue #27",

@@ -57,5 +57,5 @@ def close_all_panels() -> None:
         panel.close()
 
 
-def forget(panel: Closes) -> None:
+def forget_panel(panel: Closes) -> None:
     _LIVE_PANELS.discard(panel)

@@ -44,7 +44,7 @@ from labkit.record.history import History
 from labkit.timing import wait_for_value
 from labkit.widgets import figure, narration
 from labkit.widgets.driver import ClientDriver
-from labkit.widgets.lifetime import close_all_panels, forget, register, start_timer
+from labkit.widgets.lifetime import close_all_panels, forget_panel, register, start_timer
 from labkit.widgets.view import PanelView
 
 if TYPE_CHECKING:
@@ -355,7 +355,7 @@ class LockPanel:
         try:
             self.clients.close()
         finally:
-            forget(self)
+            forget_panel(self)
             self.view.show_closed(reason)
 
     def _close_with_lab(self) -> str | None:
