@@ -166,7 +166,39 @@ def cmd_doctor(args) -> int:
 
 
 def cmd_bench(args) -> int:
+    if "--lesson10" in args.rest:
+        return bench_lesson10("--tiny" in args.rest, "--quick" in args.rest)
     return bench.main(args.rest) or 0
+
+
+def bench_lesson10(tiny: bool = False, quick: bool = False) -> int:
+    """`labkit bench --lesson10`: lesson 10's numbers on one lab of its own (3 ZooKeeper, 3 etcd,
+    Redis, PostgreSQL): semaphore against mutex, election failover against the lease's timeout,
+    fenced against unfenced UPDATE. The measurements are the lesson's own functions (as
+    `labkit races` runs the holder-safety lesson's batches), printed with PASS / MISS."""
+    from labkit.lessons import databases, elections, semaphores
+
+    iterations, runs = (10, 1) if tiny else (100, 3) if quick else (300, 5)
+    with lab_module.up(zookeeper=3, etcd=3, redis=True, postgres=True, quiet=True) as lab:
+        semaphore = semaphores.bench_semaphore_vs_mutex(lab, iterations=iterations)
+        update = databases.measure_fenced_update(lab, iterations=iterations)
+        failover = elections.measure_failover(lab, runs=runs)
+    print(f"lesson 10 ({iterations} iterations, {runs} failover run(s) per recipe)")
+    targets = []
+    for service, row in semaphore.items():
+        print(f"  {service} semaphore / mutex acquire+release p50: {row['semaphore']['p50_ms']:.3f} / "
+              f"{row['mutex']['p50_ms']:.3f} ms = {row['ratio']:.2f}")
+        targets.append((f"{service} semaphore <= 1.5 x the mutex", row["ratio"] <= 1.5, row["ratio"]))
+    print(f"  fenced / unfenced UPDATE p50: {update['fenced']['p50_ms']:.3f} / {update['unfenced']['p50_ms']:.3f} ms"
+          f" = {update['ratio']:.2f}")
+    targets.append(("fenced UPDATE <= 1.2 x the unfenced one", update["ratio"] <= 1.2, update["ratio"]))
+    for recipe, row in failover.items():
+        print(f"  {recipe} failover p50 {row['failover_s']:.2f} s against a {row['timeout_s']:g} s timeout "
+              f"= {row['ratio']:.2f} (runs {row['runs']})")
+    print("targets")
+    for target, met, measured in targets:
+        print(f"  {'PASS' if met else 'MISS'}  {target}  (measured {measured})")
+    return 0
 
 
 def cmd_torture(args) -> int:

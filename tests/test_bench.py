@@ -79,3 +79,18 @@ def test_the_price_of_a_private_lab_is_measured_and_printed(tiny_results):
         assert set(rows) == set(bench.AUTH_COST_RECIPES)
         assert all(value > 0 for row in rows.values() for value in row.values())
     assert "the price of a private lab" in printed and "zookeeper connect" in printed
+
+
+@pytest.mark.slow
+def test_lesson_10_numbers_come_with_their_targets(capsys):
+    """`labkit bench --lesson10 --tiny`: semaphore against mutex on both services, the fenced
+    UPDATE against the unfenced one, each with PASS or MISS, and a failover per election."""
+    from labkit import cli
+
+    assert cli.main(["bench", "--lesson10", "--tiny"]) == 0
+    out = capsys.readouterr().out
+    for line in ("zookeeper semaphore / mutex", "etcd semaphore / mutex", "fenced / unfenced UPDATE",
+                 "etcd-election failover", "zookeeper-election failover", "lease-election failover"):
+        assert line in out, out
+    verdicts = [line.split()[0] for line in out.split("targets\n", 1)[1].splitlines()]
+    assert len(verdicts) == 3 and set(verdicts) <= {"PASS", "MISS"}, out
