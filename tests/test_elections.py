@@ -44,6 +44,7 @@ def session(lab):
     client.close()
 
 
+@pytest.mark.backend   # servers in containers on the Docker leg
 def test_labkit_and_etcdctl_each_see_the_other_lead_in_turn(lab, unique_name):
     outcome = elections.etcdctl_interop(lab, "elections" + unique_name)
     print(outcome.steps)
@@ -96,6 +97,7 @@ def test_a_paused_old_leaders_write_is_refused_by_its_epoch(lab):
         assert one_leader.ok and "2 epoch(s)" in one_leader.summary, one_leader.explain()
 
 
+@pytest.mark.backend   # servers in containers on the Docker leg
 def test_lease_election_fails_over_within_the_worst_case_of_its_durations(lab):
     # C31: leaseDuration + 2 x retryPeriod bounds the failover after a SIGKILL of the leader
     failover = elections.lease_failover(lab, lease_duration=1.5)

@@ -38,6 +38,7 @@ def test_the_peers_refuse_what_their_library_cannot_take():
     assert RedisPyLock(client, "x").token is None and PythonRedisLock(client, "x").key == "lock:x"
 
 
+@pytest.mark.backend   # servers in containers on the Docker leg
 def test_a_paused_holder_loses_the_lock_with_every_library_and_no_token_fences_it(lab):
     runs = peers.pause_each(lab, ttl=1.0, pause=3.0)
     assert set(runs) == set(peers.REDIS_LOCKS)
@@ -52,6 +53,7 @@ def test_a_paused_holder_loses_the_lock_with_every_library_and_no_token_fences_i
     assert runs["python-redis-lock"].events["client-1"].count("lost") >= 1
 
 
+@pytest.mark.backend   # servers in containers on the Docker leg
 def test_a_failover_grants_the_lock_twice_with_every_library():
     runs = peers.failover_each()
     for library, run in runs.items():

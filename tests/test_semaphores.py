@@ -131,6 +131,7 @@ def test_never_more_than_n_holders_with_killed_holders(lab, service):
     assert not check_at_most_holders(run.writes, 1, history=run.history).ok
 
 
+@pytest.mark.backend   # servers in containers on the Docker leg
 @pytest.mark.parametrize("service", sorted(SEMAPHORES))
 def test_a_dead_holder_frees_its_slot_at_its_timeout_a_release_at_once(lab, service):
     run = slot_after_death(lab, SEMAPHORES[service], limit=2, timeout=TIMEOUT)
@@ -140,6 +141,7 @@ def test_a_dead_holder_frees_its_slot_at_its_timeout_a_release_at_once(lab, serv
     assert run.released_freed_after < 0.5 and run.released_freed_after < run.killed_freed_after / 4, run
 
 
+@pytest.mark.backend   # servers in containers on the Docker leg
 @pytest.mark.parametrize("service", sorted(SEMAPHORES))
 def test_a_freed_slot_wakes_one_waiter(lab, service):
     limit, waiters = 2, 3
