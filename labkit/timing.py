@@ -29,22 +29,26 @@ def timed_out(what: str, timeout: float, error: TimeoutErrorSource | None = None
 
 
 def wait_until(condition: Callable[[], Any], what: str, timeout: float = 10.0, poll: float = 0.01,
-               error: TimeoutErrorSource | None = None) -> float:
+               error: TimeoutErrorSource | None = None, max_poll: float | None = None) -> float:
     """Poll ``condition()`` every ``poll`` seconds until it is true; return the seconds it
     took. If it is still false after ``timeout`` seconds, raise ``error`` (a LabError that
     carries a hint and the server's last log lines, or a function returning one, called at
     the deadline); without ``error``, a WaitTimedOut (a TimeoutError) naming ``what``. Whatever
-    ``condition()`` raises is raised at once."""
+    ``condition()`` raises is raised at once. With ``max_poll``, the pause grows by half at
+    each poll up to ``max_poll``: a quick answer is seen quickly, and a slow starter (a JVM)
+    is not probed fifty times a second while it boots."""
     started = time.monotonic()
     while not condition():
         if time.monotonic() - started > timeout:
             raise timed_out(what, timeout, error)
         time.sleep(poll)
+        if max_poll is not None:
+            poll = min(poll * 1.5, max_poll)
     return time.monotonic() - started
 
 
 def wait_for_value(read: Callable[[], Any], what: str, timeout: float = 10.0, poll: float = 0.01,
-                   error: TimeoutErrorSource | None = None) -> Any:
+                   error: TimeoutErrorSource | None = None, max_poll: float | None = None) -> Any:
     """``wait_until`` for a reading: poll ``read()`` until it returns something true, and
     return that value. Raises like ``wait_until``."""
     seen: list[Any] = [None]
@@ -53,7 +57,7 @@ def wait_for_value(read: Callable[[], Any], what: str, timeout: float = 10.0, po
         seen[0] = read()
         return seen[0]
 
-    wait_until(ready, what, timeout, poll, error)
+    wait_until(ready, what, timeout, poll, error, max_poll)
     return seen[0]
 
 

@@ -18,6 +18,7 @@ from labkit.servers.runners.docker_container import reap_orphan_containers, remo
 from labkit.servers.runners.process import process_cmdline, process_start_time
 from labkit.servers.services.postgres_leftovers import forget_postgres
 from labkit.servers.run_folder import current_file, labkit_home, labs_dir, read_state, write_state
+from labkit.timing import became_true
 
 __all__ = ["current_file", "labkit_home", "labs_dir", "read_state", "write_state"]  # where a lab lives, re-exported
 
@@ -60,23 +61,24 @@ def stop_recorded_nodes(state: dict, run_dir: Path) -> list[str]:
 
 
 def _wait_gone(pid: int, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            done, _ = os.waitpid(pid, os.WNOHANG)  # our own child: reap the zombie
-            if done:
-                return
-        except ChildProcessError:
-            pass
-        if process_start_time(pid) is None:
-            return
-        try:
-            with open(f"/proc/{pid}/stat") as stat:
-                if stat.read().rsplit(")", 1)[1].split()[0] == "Z":
-                    return
-        except OSError:
-            return
-        time.sleep(0.02)
+    became_true(lambda: _gone(pid), timeout, poll=0.02)
+
+
+def _gone(pid: int) -> bool:
+    """True once the process is reaped, gone, or a zombie that is not ours to reap."""
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)  # our own child: reap the zombie
+        if done:
+            return True
+    except ChildProcessError:
+        pass
+    if process_start_time(pid) is None:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
 
 
 def remove_lab(run_dir: Path) -> None:

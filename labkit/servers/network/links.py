@@ -24,6 +24,7 @@ from pathlib import Path
 from labkit.errors import LabError, UnknownNode
 from labkit.servers.runners.process import LocalProcess
 from labkit.servers.ports import PortPool
+from labkit.timing import wait_until
 
 HOST = "127.0.0.1"
 
@@ -96,15 +97,22 @@ class Network:
         """Wait until the proxy answers on its control port, then open the routes chosen
         before it did. Raises LabError with the proxy's log if it does not start."""
         proxy = str(Path(__file__).resolve().with_name("proxy.py"))
-        deadline = time.monotonic() + timeout
         port_file = self.run_dir / "proxy.port"
-        while not port_file.exists():
-            if self.runner.state() == "stopped" or time.monotonic() > deadline:
-                self.runner.kill()
-                log = Path(self.runner.log_path).read_text(errors="replace")[-2000:]
-                raise LabError(f"the lab's network proxy did not start:\n{log}",
-                               f"run `{sys.executable} {proxy} DIR` to see why")
-            time.sleep(0.01)
+
+        def did_not_start() -> LabError:
+            self.runner.kill()
+            log = Path(self.runner.log_path).read_text(errors="replace")[-2000:]
+            return LabError(f"the lab's network proxy did not start:\n{log}",
+                            f"run `{sys.executable} {proxy} DIR` to see why")
+
+        def started() -> bool:
+            if port_file.exists():
+                return True
+            if self.runner.state() == "stopped":
+                raise did_not_start()
+            return False
+
+        wait_until(started, "the lab's network proxy to write its port", timeout, poll=0.01, error=did_not_start)
         self.control_port = int(port_file.read_text())
         planned, self._planned = self._planned, None
         if planned:

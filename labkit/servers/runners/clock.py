@@ -36,6 +36,7 @@ from pathlib import Path
 
 from labkit.errors import ClockUnavailable, InvalidClockChange
 from labkit.servers.run_folder import labkit_home
+from labkit.timing import became_true
 
 SHIM_SOURCE = Path(__file__).with_name("clock_shim.c")
 CLOCK_FILE_ENV = "LABKIT_CLOCK_FILE"
@@ -217,13 +218,15 @@ class Clock:
 
     def _read_file(self) -> bytes:
         path = self._check()
-        deadline = time.monotonic() + 1.0  # a writer killed halfway leaves the sequence odd
-        while True:  # odd: another process is halfway through a change
+        data = [b""]
+
+        def settled() -> bool:  # odd: another process is halfway through a change
             with open(path, "rb") as file:
-                data = file.read(FILE_SIZE).ljust(FILE_SIZE, b"\0")
-            if LAYOUT.unpack_from(data)[1] % 2 == 0 or time.monotonic() > deadline:
-                return data
-            time.sleep(0.001)
+                data[0] = file.read(FILE_SIZE).ljust(FILE_SIZE, b"\0")
+            return LAYOUT.unpack_from(data[0])[1] % 2 == 0
+
+        became_true(settled, 1.0, poll=0.001)  # a writer killed halfway leaves it odd: after 1 s, take it
+        return data[0]
 
     def _read(self) -> tuple[int, int, int, float]:
         """The wall clock's (sequence, anchor_real, anchor_fake, rate)."""

@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 import types
 import urllib.request
 
@@ -20,6 +19,7 @@ from labkit.errors import NoLeader, ServerNotFound
 from labkit.servers.runners.discovery import find_etcdctl
 from labkit.servers.services.node import HOST, Node, Service
 from labkit.servers.secret import LabSecret
+from labkit.timing import wait_for_value
 
 
 def mend_python_etcd3() -> None:
@@ -200,16 +200,17 @@ class EtcdService(Service):
                        "a majority of members must be running; use wait_for_leader(timeout) after a crash")
 
     def wait_for_leader(self, timeout: float = 15.0) -> EtcdNode:
-        deadline = time.monotonic() + timeout
-        while True:
-            roles = {node.name: node.role for node in self.nodes}
+        roles: dict = {}
+
+        def ready_leader() -> EtcdNode | None:
+            roles.clear()
+            roles.update({node.name: node.role for node in self.nodes})
             leaders = [n for n in self.nodes if roles[n.name] == "leader"]
-            if len(leaders) == 1 and leaders[0].is_ready():
-                return leaders[0]
-            if time.monotonic() > deadline:
-                raise NoLeader(f"no etcd leader within {timeout:.0f} s (roles now: {roles})",
-                               "a majority of members must be running; restart stopped members")
-            time.sleep(0.05)
+            return leaders[0] if len(leaders) == 1 and leaders[0].is_ready() else None
+
+        return wait_for_value(ready_leader, "an etcd leader", timeout, poll=0.05,
+                              error=lambda: NoLeader(f"no etcd leader within {timeout:.0f} s (roles now: {roles})",
+                                                     "a majority of members must be running; restart stopped members"))
 
     def client(self, node: EtcdNode | None = None, via: str | None = None, **kwargs):
         """An etcd3 client on one member (the first running one unless named).

@@ -7,12 +7,12 @@ lets the Docker backend reuse every probe and every fault.
 from __future__ import annotations
 
 import os
-import time
 
 from labkit.errors import NodeStartError, UnknownNode
 from labkit.servers.runners.clock import Clock
 from labkit.servers.network.links import Network, not_enabled
 from labkit.servers.secret import LabSecret
+from labkit.timing import wait_until
 
 HOST = "127.0.0.1"
 
@@ -114,21 +114,17 @@ class Node:
         Raises NodeStartError with the last log lines if the process dies or the deadline
         passes."""
         timeout = self.start_timeout if timeout is None else timeout
-        began = time.monotonic()
-        deadline = began + timeout
-        delay = 0.02
-        while True:
+
+        def ready() -> bool:
             if self.state == "stopped":
                 raise NodeStartError(f"{self.kind} node {self.name} exited while starting "
                                      f"(port {self.port})", self.start_hint, self.log_tail())
-            if self.is_ready():
-                return time.monotonic() - began
-            if time.monotonic() > deadline:
-                raise NodeStartError(f"{self.kind} node {self.name} did not become ready on "
-                                     f"{self.endpoint} within {timeout:.0f} s", self.start_hint,
-                                     self.log_tail())
-            time.sleep(delay)
-            delay = min(delay * 1.5, 0.2)
+            return self.is_ready()
+
+        return wait_until(ready, f"{self.kind} node {self.name} to answer", timeout, poll=0.02, max_poll=0.2,
+                          error=lambda: NodeStartError(f"{self.kind} node {self.name} did not become ready on "
+                                                       f"{self.endpoint} within {timeout:.0f} s", self.start_hint,
+                                                       self.log_tail()))
 
     def log_tail(self, lines: int = 15) -> str:
         try:

@@ -10,7 +10,6 @@ replica by itself.
 from __future__ import annotations
 
 import socket
-import time
 
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import redis
 from labkit.errors import NodeStartError, UnknownNode
 from labkit.servers.services.node import HOST, Node, Service
 from labkit.servers.secret import LabSecret
+from labkit.timing import wait_until
 
 
 def redis_argv(redis_server: str, port: int, data_dir: str, replica_of: int | None = None,
@@ -157,21 +157,23 @@ class RedisService(Service):
         replica = self.replica
         if replica is None:
             return
-        deadline = time.monotonic() + timeout
         primary = self.primary
-        while True:
+
+        def acknowledged() -> bool:  # a probe write, then WAIT 1 for up to 200 ms
             try:
                 _command(primary.host, primary.port, "SET", "labkit:replication-probe", "1", secret=primary.secret)
                 acked = _command(primary.host, primary.port, "WAIT", "1", "200", timeout=2.0, secret=primary.secret)
                 if acked.startswith(b":") and int(acked[1:].strip() or 0) >= 1:
                     _command(primary.host, primary.port, "DEL", "labkit:replication-probe", secret=primary.secret)
-                    return
+                    return True
             except OSError:
                 pass
-            if time.monotonic() > deadline:
-                raise NodeStartError(f"redis replica {replica.name} did not acknowledge the primary's writes "
-                                     f"within {timeout:.0f} s", "look at both nodes' logs", replica.log_tail())
-            time.sleep(0.05)
+            return False
+
+        wait_until(acknowledged, f"redis replica {replica.name} to acknowledge", timeout, poll=0.05,
+                   error=lambda: NodeStartError(f"redis replica {replica.name} did not acknowledge the primary's "
+                                                f"writes within {timeout:.0f} s", "look at both nodes' logs",
+                                                replica.log_tail()))
 
     def now_primary(self, endpoint: str) -> RedisNode:
         """Take the node at ``endpoint`` ("127.0.0.1:port") as the primary from now on (Sentinel

@@ -17,7 +17,6 @@ binary under another name), so every place that has Redis has Sentinel.
 """
 from __future__ import annotations
 
-import time
 from collections import Counter
 
 import redis
@@ -28,6 +27,7 @@ from labkit.errors import LabError, NodeStartError
 from labkit.servers.services.node import HOST, Node, Service
 from labkit.servers.services.redis import RedisNode, RedisService
 from labkit.servers.secret import LabSecret
+from labkit.timing import wait_for_value, wait_until
 
 PRIMARY_NAME = "labkit"        # the name the sentinels monitor the primary under
 DOWN_AFTER_MS = 1000           # silence before a sentinel calls the primary down
@@ -178,49 +178,45 @@ class SentinelService(Service):
     def wait_until_watching(self, timeout: float = 30.0) -> float:
         """Wait until every sentinel names the primary, has found every other sentinel and
         knows the replica: only then can a failover happen. Returns the seconds it took."""
-        began = time.monotonic()
-        deadline = began + timeout
+        def not_watching() -> NodeStartError:
+            tails = "\n".join(f"[{node.name}] {line}"
+                              for node in self.nodes for line in node.log_tail(6).splitlines())
+            return NodeStartError(f"the sentinels did not all see each other and the replica within {timeout:.0f} s",
+                                  "sentinels find each other through the primary every 2 s; "
+                                  "check that the primary and the replica run", tails)
+
         # CKQUORUM passes once a majority is known; a lab is ready only when each knows them all
-        while not all(node.quorum_reachable() and node.known_sentinels() == len(self.nodes) - 1
-                      and node.knows_replica() for node in self.nodes):
-            if time.monotonic() > deadline:
-                tails = "\n".join(f"[{node.name}] {line}"
-                                  for node in self.nodes for line in node.log_tail(6).splitlines())
-                raise NodeStartError(f"the sentinels did not all see each other and the replica within {timeout:.0f} s",
-                                     "sentinels find each other through the primary every 2 s; "
-                                     "check that the primary and the replica run", tails)
-            time.sleep(0.1)
-        return time.monotonic() - began
+        return wait_until(lambda: all(node.quorum_reachable() and node.known_sentinels() == len(self.nodes) - 1
+                                      and node.knows_replica() for node in self.nodes),
+                          "every sentinel to watch", timeout, poll=0.1, error=not_watching)
 
     def wait_for_new_primary(self, old_endpoint: str, timeout: float = 30.0) -> str:
         """Wait until a majority names a primary other than ``old_endpoint`` and that
         server reports ``role:master``; returns its address."""
-        deadline = time.monotonic() + timeout
-        while True:
+        def promoted() -> str | None:
             try:
                 endpoint = self.primary_endpoint()
             except SentinelDisagree:
-                endpoint = None
-            if endpoint and endpoint != old_endpoint:
-                host, port = endpoint.rsplit(":", 1)
-                client = redis.Redis(host=host, port=int(port), socket_timeout=0.5, socket_connect_timeout=0.5,
-                                     retry=Retry(NoBackoff(), 0), **(self.secret.redis if self.secret else {}))
-                try:
-                    role = client.execute_command("ROLE")[0]
-                except (redis.RedisError, OSError):
-                    role = None
-                finally:
-                    client.close()
-                if role in (b"master", "master"):
-                    return endpoint
-            if time.monotonic() > deadline:
-                raise FailoverTimeout(
-                    f"the sentinels did not promote a replica within {timeout:.0f} s "
-                    f"(they name {self.named_primaries()}; the old primary was {old_endpoint})",
-                    f"a failover needs the primary silent for {DOWN_AFTER_MS} ms, a quorum that agrees and a "
-                    "healthy replica; look for +sdown, +odown, +switch-master or -failover-abort below",
-                    {node.name: node.log_tail(10) for node in self.nodes})
-            time.sleep(0.05)
+                return None
+            if not endpoint or endpoint == old_endpoint:
+                return None
+            host, port = endpoint.rsplit(":", 1)
+            client = redis.Redis(host=host, port=int(port), socket_timeout=0.5, socket_connect_timeout=0.5,
+                                 retry=Retry(NoBackoff(), 0), **(self.secret.redis if self.secret else {}))
+            try:
+                role = client.execute_command("ROLE")[0]
+            except (redis.RedisError, OSError):
+                role = None
+            finally:
+                client.close()
+            return endpoint if role in (b"master", "master") else None
+
+        return wait_for_value(promoted, "a new primary", timeout, poll=0.05, error=lambda: FailoverTimeout(
+            f"the sentinels did not promote a replica within {timeout:.0f} s "
+            f"(they name {self.named_primaries()}; the old primary was {old_endpoint})",
+            f"a failover needs the primary silent for {DOWN_AFTER_MS} ms, a quorum that agrees and a "
+            "healthy replica; look for +sdown, +odown, +switch-master or -failover-abort below",
+            {node.name: node.log_tail(10) for node in self.nodes}))
 
     def wait_for_failover(self, redis: RedisService, timeout: float = 30.0) -> RedisNode:
         """Wait until a majority names a primary other than ``redis.primary`` and that node

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import socket
-import time
 
 from kazoo.client import KazooClient
 
@@ -17,6 +16,7 @@ from labkit.servers.runners.discovery import ZooKeeperInstall
 from labkit.servers.network.links import not_enabled
 from labkit.servers.services.node import HOST, Node, Service
 from labkit.servers.secret import ZOOKEEPER_AUTH_CONFIG
+from labkit.timing import wait_for_value
 
 TICK_MS = 200
 # How often the server looks for empty container nodes (Curator's lock parents) to delete.
@@ -194,17 +194,18 @@ class ZooKeeperService(Service):
     def wait_for_leader(self, timeout: float = 15.0) -> ZooKeeperNode:
         """Poll `srvr` on every node until one says leader (or standalone) and every other
         running node is serving as a follower."""
-        deadline = time.monotonic() + timeout
-        while True:
-            roles = {node.name: node.role for node in self.nodes}
+        roles: dict = {}
+
+        def settled_leader() -> ZooKeeperNode | None:
+            roles.clear()
+            roles.update({node.name: node.role for node in self.nodes})
             leaders = [n for n in self.nodes if roles[n.name] in ("leader", "standalone")]
             settled = all(r in ("leader", "follower", "standalone", "stopped", "paused") for r in roles.values())
-            if len(leaders) == 1 and settled:
-                return leaders[0]
-            if time.monotonic() > deadline:
-                raise NoLeader(f"no ZooKeeper leader within {timeout:.0f} s (roles now: {roles})",
-                               "a majority of the ensemble must be running; restart stopped nodes")
-            time.sleep(0.05)
+            return leaders[0] if len(leaders) == 1 and settled else None
+
+        return wait_for_value(settled_leader, "a ZooKeeper leader", timeout, poll=0.05,
+                              error=lambda: NoLeader(f"no ZooKeeper leader within {timeout:.0f} s (roles now: {roles})",
+                                                     "a majority of the ensemble must be running; restart stopped nodes"))
 
     def watch_count(self) -> int:
         """Watches the running servers hold now, summed (each watch lives on the server its
