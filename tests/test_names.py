@@ -29,13 +29,7 @@ ALLOWED = {
 }
 # Left to do, with why; remove an entry once its name has one definition (the test then
 # says so). Only these may still be defined twice.
-TO_DO = {
-    "HOST": "servers/ (network/links.py, network/proxy.py, services/node.py) and faults/relay.py each write "
-            "127.0.0.1: one constant in servers/, imported by the others",
-    "Contender": "locks/zookeeper.py's queue entry vs practice/exercises/contention.py's exercise "
-                 "contender: practice/ is being changed under issue #27",
-    "Verdict": "record/checker.py's verdict vs practice/sandbox.py's: practice/ is being changed under issue #27",
-}
+TO_DO: dict[str, str] = {}
 
 
 def top_level_names(path: Path) -> set[str]:
@@ -70,6 +64,16 @@ def test_a_public_name_is_defined_in_one_module():
 def test_the_allowed_names_are_still_shared():
     shared = definitions()
     assert set(ALLOWED) <= set(shared), f"drop from ALLOWED, now defined once: {sorted(set(ALLOWED) - set(shared))}"
+
+
+def test_the_proxy_script_binds_the_lab_host():
+    """network/proxy.py runs on the standard library alone, so it keeps a private copy of
+    servers/ports.py's HOST: the two must agree."""
+    def host(path: Path, name: str) -> str:
+        return next(node.value.value for node in ast.parse(path.read_text()).body if isinstance(node, ast.Assign)
+                    and any(isinstance(t, ast.Name) and t.id == name for t in node.targets))
+
+    assert host(LABKIT / "servers/network/proxy.py", "_HOST") == host(LABKIT / "servers/ports.py", "HOST")
 
 
 def test_a_second_definition_is_found_in_a_sample(tmp_path):

@@ -16,7 +16,7 @@ import socket
 import threading
 from typing import Any
 
-HOST = "127.0.0.1"
+from labkit.servers.ports import HOST
 
 
 class TcpLink:

@@ -70,8 +70,9 @@ def heartbeat_for(session_timeout: float) -> float:
     return min(session_timeout / 10, 0.1)
 
 
-class Contender(NamedTuple):
-    """One entry of the queue, lowest sequence first."""
+class QueuedNode(NamedTuple):
+    """One node of the lock's queue as the server lists it (``ZooKeeperLock.contenders``): its
+    sequence, its name and the identifier its owner wrote in it."""
 
     sequence: int
     node: str
@@ -502,7 +503,7 @@ class ZooKeeperLock:
         self.node = self.sequence = self.token = self.czxid = None
         self._held = False
 
-    def contenders(self) -> list[Contender]:
+    def contenders(self) -> list[QueuedNode]:
         """The queue as the server sees it now: holder first, with each node's identifier."""
         queue = []
         for node in sorted_contenders(self.client.get_children(self.path)):
@@ -510,7 +511,7 @@ class ZooKeeperLock:
                 data, _ = self.client.get(f"{self.path}/{node}")
             except NoNodeError:
                 continue                          # it left while we were reading
-            queue.append(Contender(sequence_of(node), node, (data or b"").decode(errors="replace")))
+            queue.append(QueuedNode(sequence_of(node), node, (data or b"").decode(errors="replace")))
         return queue
 
     def __enter__(self) -> "ZooKeeperLock":

@@ -344,8 +344,10 @@ class Sandbox:
 
 
 @dataclass
-class Verdict:
-    """What ``evaluate`` found: booleans to assert on, and plain words (``print(verdict)``)."""
+class StrategyVerdict:
+    """What ``evaluate`` found about one strategy: booleans to assert on, and plain words
+    (``print(verdict)``). Not record/checker.py's ``Verdict``, which judges one property of
+    a real run."""
 
     strategy: str
     mutual_exclusion: bool          # never two holders at once
@@ -362,7 +364,7 @@ class Verdict:
         return "\n".join([f"strategy {self.strategy}: " + ("passes" if self.ok else "fails")] + self.lines)
 
 
-def evaluate(strategy: str | Callable[[View], str], clients: int = 10) -> Verdict:
+def evaluate(strategy: str | Callable[[View], str], clients: int = 10) -> StrategyVerdict:
     """Run a strategy through the recipe's hard cases: a full queue drained one release at
     a time, and the waiter right behind the holder (c2) dying. Raises StrategyError if the
     strategy returns something the recipe cannot act on, LabError if clients < 3."""
@@ -391,7 +393,7 @@ def evaluate(strategy: str | Callable[[View], str], clients: int = 10) -> Verdic
     herd = max(queue.wakeups_per_release() + middle.wakeups_per_release(), default=0)
     lines.append(f"- wakeups: at most {herd} per release" + (" (a herd: all wake, one can win)" if herd > 1 else ""))
     name = strategy if isinstance(strategy, str) else strategy.__name__
-    return Verdict(name, not violations, fifo, progress, herd, lines)
+    return StrategyVerdict(name, not violations, fifo, progress, herd, lines)
 
 
 def _resolve(strategy: str | Callable[[View], str]) -> Callable[[View], str]:

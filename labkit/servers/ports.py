@@ -14,6 +14,10 @@ from pathlib import Path
 
 from labkit.errors import PortBusy
 
+# The one address of a lab: every server, proxy link and relay binds it, every client dials it.
+# (network/proxy.py, a script of the standard library alone, keeps a copy of its own.)
+HOST = "127.0.0.1"
+
 
 def free_ports(count: int) -> list[int]:
     """Ports free on 127.0.0.1 right now, all distinct, chosen below the kernel's ephemeral

@@ -23,10 +23,8 @@ from pathlib import Path
 
 from labkit.errors import LabError, UnknownNode
 from labkit.servers.runners.process import LocalProcess
-from labkit.servers.ports import PortPool
+from labkit.servers.ports import HOST, PortPool
 from labkit.timing import wait_until
-
-HOST = "127.0.0.1"
 
 
 class NetworkNotEnabled(LabError):

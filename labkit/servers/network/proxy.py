@@ -43,7 +43,7 @@ import sys
 import time
 from pathlib import Path
 
-HOST = "127.0.0.1"
+_HOST = "127.0.0.1"  # labkit.servers.ports.HOST: a copy, as this script imports nothing of labkit
 RETRANSMIT = 0.2
 CHUNK = 65536
 
@@ -90,7 +90,7 @@ class ProxyRules:
         if key not in self.routes:
             route = {"src": src, "dst": dst, "target": target, "kind": kind, "peers": list(peers)}
             # port: chosen by the lab before this process ran (the servers started meanwhile)
-            server = await asyncio.start_server(lambda r, w: self.accept(route, r, w), HOST, port)
+            server = await asyncio.start_server(lambda r, w: self.accept(route, r, w), _HOST, port)
             route["port"] = server.sockets[0].getsockname()[1]
             route["server"] = server
             self.routes[key] = route
@@ -123,7 +123,7 @@ class ProxyRules:
             _reset(writer)
             return
         try:
-            up_reader, up_writer = await asyncio.open_connection(HOST, route["target"])
+            up_reader, up_writer = await asyncio.open_connection(_HOST, route["target"])
         except OSError:
             _reset(writer)
             return
@@ -150,7 +150,7 @@ class ProxyRules:
         address = await reader.readexactly(length)
         back = self.routes.get((route["dst"], route["src"], "zk-election"))
         if back is not None:
-            address = f"{HOST}:{back['port']}".encode()
+            address = f"{_HOST}:{back['port']}".encode()
         return struct.pack(">qqi", version, sid, len(address)) + address
 
     async def pump(self, reader, writer, src, dst, peers, head: bytes = b"") -> None:
@@ -275,7 +275,7 @@ def _reset(writer) -> None:
 
 async def serve(run_dir: Path) -> None:
     network = ProxyRules(run_dir)
-    control = await asyncio.start_server(network.control, HOST, 0)
+    control = await asyncio.start_server(network.control, _HOST, 0)
     port_file = run_dir / "proxy.port"
     port_file.with_suffix(".tmp").write_text(str(control.sockets[0].getsockname()[1]))
     os.replace(port_file.with_suffix(".tmp"), port_file)

@@ -17,7 +17,8 @@ import etcd3.watch
 
 from labkit.errors import NoLeader, ServerNotFound
 from labkit.servers.runners.discovery import find_etcdctl
-from labkit.servers.services.node import HOST, Node, Service
+from labkit.servers.ports import HOST
+from labkit.servers.services.node import Node, Service
 from labkit.servers.secret import LabSecret
 from labkit.timing import wait_for_value
 

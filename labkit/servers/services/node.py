@@ -11,10 +11,9 @@ import os
 from labkit.errors import NodeStartError, UnknownNode
 from labkit.servers.runners.clock import Clock
 from labkit.servers.network.links import Network, not_enabled
+from labkit.servers.ports import HOST
 from labkit.servers.secret import LabSecret
 from labkit.timing import wait_until
-
-HOST = "127.0.0.1"
 
 
 class Node:

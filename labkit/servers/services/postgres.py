@@ -43,7 +43,8 @@ from psycopg import sql
 from labkit.errors import LabError, NodeStartError
 from labkit.timing import became_true
 from labkit.servers.runners import versions
-from labkit.servers.services.node import HOST, Node, Service
+from labkit.servers.ports import HOST
+from labkit.servers.services.node import Node, Service
 from labkit.servers.runners.process import process_state
 from labkit.servers.services.postgres_leftovers import OUTSIDE_MARK, release_shared_memory
 from labkit.servers.run_folder import labkit_home

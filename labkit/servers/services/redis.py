@@ -16,7 +16,8 @@ from pathlib import Path
 import redis
 
 from labkit.errors import NodeStartError, UnknownNode
-from labkit.servers.services.node import HOST, Node, Service
+from labkit.servers.ports import HOST
+from labkit.servers.services.node import Node, Service
 from labkit.servers.secret import LabSecret
 from labkit.timing import wait_until
 

@@ -24,7 +24,8 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from labkit.errors import LabError, NodeStartError
-from labkit.servers.services.node import HOST, Node, Service
+from labkit.servers.ports import HOST
+from labkit.servers.services.node import Node, Service
 from labkit.servers.services.redis import RedisNode, RedisService
 from labkit.servers.secret import LabSecret
 from labkit.timing import wait_for_value, wait_until

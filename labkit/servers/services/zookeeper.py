@@ -14,7 +14,8 @@ from kazoo.client import KazooClient
 from labkit.errors import NoLeader
 from labkit.servers.runners.discovery import ZooKeeperInstall
 from labkit.servers.network.links import not_enabled
-from labkit.servers.services.node import HOST, Node, Service
+from labkit.servers.ports import HOST
+from labkit.servers.services.node import Node, Service
 from labkit.servers.secret import ZOOKEEPER_AUTH_CONFIG
 from labkit.timing import wait_for_value
 
