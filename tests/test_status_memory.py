@@ -22,8 +22,9 @@ def test_labkit_status_prints_memory_per_node_and_in_total(tmp_path):
     subprocess.run([*labkit, "up", "--zookeeper", "0", "--etcd", "0", "--redis"], env=environment, check=True,
                    capture_output=True, timeout=120)
     try:
-        shown = subprocess.run([*labkit, "status"], env=environment, check=True, capture_output=True, text=True,
-                               timeout=60).stdout
+        status = subprocess.run([*labkit, "status"], env=environment, capture_output=True, text=True, timeout=60)
+        assert status.returncode == 0, f"labkit status failed:\n{status.stdout}\n{status.stderr}"
+        shown = status.stdout
     finally:
         subprocess.run([*labkit, "down"], env=environment, capture_output=True, timeout=60)
     assert "private" in shown.splitlines()[0]
