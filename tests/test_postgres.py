@@ -20,14 +20,13 @@ from labkit.errors import NodeStartError, ServerNotFound
 from labkit.lessons import databases
 from labkit.record.fenced_table import FencedTable, InvalidToken, NoPostgres, check_token
 from labkit.servers.runners import discovery, versions
+from labkit.servers.runners.docker_container import DockerContainer, image_binaries, lab_containers
 from labkit.servers import state as lab_state
 from labkit.servers.services.postgres import child_processes, template
 from labkit.servers.services.postgres_leftovers import release_shared_memory, shared_memory_id
 from labkit.servers.runners.process import process_state
 from labkit.timing import became_true
 
-# PostgreSQL runs on the local backend only (the lab's image has none yet)
-pytestmark = [pytest.mark.local_backend]
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +44,19 @@ def all_gone(pids) -> bool:
     return all(process_state(pid) == "stopped" for pid in pids)
 
 
+def in_containers() -> bool:
+    """The Docker leg: a container's shared memory segment lives in the container's own IPC
+    namespace (the host's ``ipcs`` never lists it) and goes with the container."""
+    return os.environ.get("LABKIT_BACKEND") == "docker"
+
+
+def server_pid(runner: dict) -> int:
+    """The server's pid as the host sees it, from a node's recorded runner."""
+    return DockerContainer.from_state(runner).pid if runner["backend"] == "docker" else runner["pid"]
+
+
 # ---- the server ---------------------------------------------------------------------------
+@pytest.mark.backend
 def test_postgres_listens_on_loopback_only_and_asks_for_the_labs_password(pg_lab):
     node = pg_lab.postgres.node
     with pg_lab.postgres.connect() as conn:
@@ -63,6 +74,7 @@ def test_postgres_listens_on_loopback_only_and_asks_for_the_labs_password(pg_lab
     assert described == [{"name": "pg1", "endpoint": node.endpoint, "role": "primary", "state": "running"}]
 
 
+@pytest.mark.backend
 def test_a_client_link_through_the_proxy_can_be_cut(pg_lab):
     with pg_lab.postgres.connect(via="client-1", connect_timeout=3) as conn:
         assert conn.execute("SELECT 1").fetchone() == (1,)
@@ -74,6 +86,7 @@ def test_a_client_link_through_the_proxy_can_be_cut(pg_lab):
         pg_lab.heal()
 
 
+@pytest.mark.backend
 def test_pause_freezes_the_open_sessions_too(pg_lab):
     node = pg_lab.postgres.node
     with pg_lab.postgres.connect() as session, ThreadPoolExecutor(1) as pool:
@@ -87,6 +100,7 @@ def test_pause_freezes_the_open_sessions_too(pg_lab):
         assert answer.result(timeout=10) == (1,)
 
 
+@pytest.mark.backend
 def test_down_leaves_no_process_no_segment_and_no_folder():
     lab = labkit.up(zookeeper=0, etcd=0, redis=False, postgres=True, quiet=True)
     node = lab.postgres.node
@@ -94,13 +108,15 @@ def test_down_leaves_no_process_no_segment_and_no_folder():
         conn.execute("SELECT 1")
     postmaster, workers = node.pid, child_processes(node.pid)
     segment = shared_memory_id(node.data_dir)
-    assert workers and segment is not None and segment_exists(segment)
+    assert workers and segment is not None and (in_containers() or segment_exists(segment))
     lab.down()
     assert became_true(lambda: all_gone([postmaster, *workers]), 10)
-    assert not segment_exists(segment)
+    assert in_containers() or not segment_exists(segment)
+    assert not in_containers() or not lab_containers(lab.id)
     assert not lab.run_dir.exists() and not Path(node.data_dir).exists()
 
 
+@pytest.mark.backend
 def test_a_postgres_lab_whose_owner_was_killed_is_reaped():
     script = textwrap.dedent("""
         import os, signal, labkit
@@ -116,10 +132,12 @@ def test_a_postgres_lab_whose_owner_was_killed_is_reaped():
     assert process_state(int(pid)) != "stopped" and workers and segment is not None
     assert lab_id in lab_state.reap_orphans(log=None)
     assert became_true(lambda: all_gone([int(pid), *workers]), 10)
-    assert not segment_exists(segment) and not Path(data_dir).exists()
+    assert (in_containers() or not segment_exists(segment)) and not Path(data_dir).exists()
+    assert not in_containers() or not lab_containers(lab_id)
     assert not (lab_state.labs_dir() / lab_id).exists()
 
 
+@pytest.mark.local_backend   # the host's own PostgreSQL
 @pytest.mark.no_servers
 def test_missing_postgres_says_how_to_install(monkeypatch):
     monkeypatch.setenv("LABKIT_POSTGRES_BIN", "/nonexistent/bin")
@@ -131,6 +149,7 @@ def test_missing_postgres_says_how_to_install(monkeypatch):
     assert set(os.listdir(lab_state.labs_dir())) == before
 
 
+@pytest.mark.local_backend   # the host's own PostgreSQL
 @pytest.mark.no_servers
 def test_doctor_reads_the_postgres_version_and_knows_lesson_10_needs_14():
     assert versions.parse_postgres("postgres (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)") == (15, 18)
@@ -141,6 +160,7 @@ def test_doctor_reads_the_postgres_version_and_knows_lesson_10_needs_14():
 
 
 # ---- the fenced table (C29) -------------------------------------------------------------------
+@pytest.mark.backend
 def test_c29_the_database_refuses_the_paused_old_leaders_late_write(pg_lab):
     unfenced = databases.late_write(pg_lab, fenced=False)
     assert unfenced.late_accepted and unfenced.corrupted
@@ -150,6 +170,7 @@ def test_c29_the_database_refuses_the_paused_old_leaders_late_write(pg_lab):
     assert fenced.final == fenced.new_written == fenced.start + 50
 
 
+@pytest.mark.backend
 def test_a_claim_refuses_the_old_token_before_the_new_holder_writes(pg_lab):
     with FencedTable(pg_lab, "claims") as old, FencedTable(pg_lab, "claims", via="client-2") as new:
         old.put("row", 7)
@@ -177,6 +198,7 @@ def test_a_fenced_table_on_a_lab_without_postgres_says_how_to_get_one():
         assert "postgres=True" in str(info.value)
 
 
+@pytest.mark.backend
 def test_fenced_and_unfenced_update_are_measured(pg_lab):
     result = databases.measure_fenced_update(pg_lab, iterations=30)
     assert result["fenced"]["samples"] == result["unfenced"]["samples"] == 30
@@ -184,6 +206,7 @@ def test_fenced_and_unfenced_update_are_measured(pg_lab):
 
 
 # ---- the advisory lock (C30) -------------------------------------------------------------------
+@pytest.mark.backend
 def test_c30_an_advisory_lock_outlives_its_client_until_the_server_notices(pg_lab):
     began = time.monotonic()
     holds = databases.advisory_holds(pg_lab, check_interval=0.2, keepalive=(1, 1, 1), query_seconds=2.0)
@@ -198,6 +221,7 @@ def test_c30_an_advisory_lock_outlives_its_client_until_the_server_notices(pg_la
         assert held >= holds.cut_seconds > holds.keepalive_bound
 
 
+@pytest.mark.backend
 def test_a_killed_server_starts_again_with_its_rows_and_a_restart_keeps_them():
     with labkit.up(zookeeper=0, etcd=0, redis=False, postgres=True, quiet=True) as lab:
         node = lab.postgres.node
@@ -213,6 +237,7 @@ def test_a_killed_server_starts_again_with_its_rows_and_a_restart_keeps_them():
             assert rows.read("row") == (1, 3)         # committed before the crash: recovered from the WAL
 
 
+@pytest.mark.backend
 @pytest.mark.slow   # three runs of the labkit command: ~7 s
 def test_cli_up_postgres_status_and_down():
     labkit_cli = [sys.executable, "-m", "labkit.cli"]
@@ -224,7 +249,7 @@ def test_cli_up_postgres_status_and_down():
         assert "pg1" in status.stdout and "primary" in status.stdout, status.stdout
         run_dir = lab_state.labs_dir() / lab_state.current_file().read_text().strip()
         [pg] = [node for node in lab_state.read_state(run_dir)["nodes"] if node["kind"] == "postgres"]
-        pid, data_dir = pg["runner"]["pid"], pg["data_dir"]
+        pid, data_dir = server_pid(pg["runner"]), pg["data_dir"]
         workers = child_processes(pid)
     finally:
         stopped = subprocess.run(labkit_cli + ["down"], capture_output=True, text=True, timeout=60, env=os.environ)
@@ -233,9 +258,11 @@ def test_cli_up_postgres_status_and_down():
     assert not Path(data_dir).exists() and not run_dir.exists()
 
 
+@pytest.mark.backend
 def test_a_server_that_cannot_start_reports_its_log_and_leaves_nothing(tmp_path, monkeypatch):
     monkeypatch.setenv("LABKIT_HOME", str(tmp_path))   # a template of its own, which we break
-    folder = template(discovery.find_postgres())
+    backend = os.environ.get("LABKIT_BACKEND", "local")
+    folder = template(image_binaries()["postgres"] if backend == "docker" else discovery.find_postgres(), backend)
     config = folder / "data" / "postgresql.conf"
     config.write_text(config.read_text() + "\nshared_buffers = 'lots'\n")
     made = []   # every folder the lab makes outside its run folder (a root lab's data), recorded as made
@@ -251,6 +278,7 @@ def test_a_server_that_cannot_start_reports_its_log_and_leaves_nothing(tmp_path,
     assert not any(Path(folder).exists() for folder in made)
 
 
+@pytest.mark.local_backend   # the host's own PostgreSQL
 @pytest.mark.no_servers
 def test_a_stale_postmaster_pid_never_removes_another_programs_segment(tmp_path):
     libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)

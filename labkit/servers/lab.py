@@ -253,7 +253,7 @@ def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = Fa
     (off by default, as in etcd 3.4, which Debian 12 ships; etcd 3.5 turns it on): a member
     cut off from the others then stops bumping its term, so it rejoins without forcing an
     election (labkit/lessons/pre_vote.py measures it). postgres: a PostgreSQL server pg1 as
-    ``lab.postgres`` (local backend only; labkit/servers/services/postgres.py).
+    ``lab.postgres`` (labkit/servers/services/postgres.py).
 
     keep_previous: keep running the labs this process started before outside a ``with``
     block. Without it they are stopped first, with the client groups and panels bound to

@@ -11,7 +11,7 @@ builds the lab the same way. There is no second mapping to keep in step.
 
 Nothing here starts anything. What can fail: ``InvalidClusterSize`` for a size labkit
 refuses (even ensembles, Sentinel without a replica), ``ServerNotFound`` for a missing binary,
-``LabError`` for PostgreSQL on the Docker backend (its image has none yet).
+``NodeStartError`` when PostgreSQL's template cannot be made (initdb runs here, once).
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from labkit.errors import InvalidClusterSize, LabError
+from labkit.errors import InvalidClusterSize
 from labkit.servers.network.links import Network, etcd_member_id
 from labkit.servers.ports import PortPool
 from labkit.servers.runners import discovery
@@ -30,7 +30,8 @@ from labkit.servers.runners.process import LocalProcess
 from labkit.servers.secret import LabSecret, etcd_token_flag, redis_acl, write_private, zookeeper_jaas
 from labkit.servers.services.etcd import EtcdNode, EtcdService, etcd_argv
 from labkit.servers.services.node import Node, Service
-from labkit.servers.services.postgres import PostgresNode, PostgresService, data_folder, postgres_argv, template
+from labkit.servers.services.postgres import (PostgresNode, PostgresService, container_mounts, data_folder,
+                                              postgres_argv, template)
 from labkit.servers.services.redis import RedisNode, RedisService, RedlockNode, RedlockService, redis_argv
 from labkit.servers.services.sentinel import SentinelNode, SentinelService, sentinel_argv, sentinel_config
 from labkit.servers.services.zookeeper import ZooKeeperNode, ZooKeeperService, zookeeper_argv, zookeeper_config
@@ -212,13 +213,14 @@ class Layout:
         self.run_dir = plan.run_dir
 
     def add(self, node_class: type[Node], name: str, ports: dict[str, int], folder: Path, argv: list[str],
-            cwd: Path | None = None, settings: dict | None = None) -> None:
-        """A node whose server runs ``argv``: a process or a container; with the lab's
-        clocks on, it preloads the clock shim (unless that kind of server cannot be stepped: etcd)."""
+            cwd: Path | None = None, settings: dict | None = None, mounts: dict | None = None) -> None:
+        """A node whose server runs ``argv``: a process or a container (which also mounts
+        ``mounts``, {host path: path inside}); with the lab's clocks on, it preloads the clock
+        shim (unless that kind of server cannot be stepped: etcd)."""
         log_path, cwd = str(self.run_dir / f"{name}.log"), str(cwd or folder)
         env = prepare_clock(self.run_dir, name) if self.plan.clocks and node_class.clock_problem is None else {}
         if self.plan.backend == "docker":
-            runner = DockerContainer(argv, log_path, cwd, lab_id=self.plan.id, name=name, env=env)
+            runner = DockerContainer(argv, log_path, cwd, lab_id=self.plan.id, name=name, env=env, mounts=mounts)
         else:
             runner = LocalProcess(argv, log_path, cwd, env)
         self.plan.nodes.append(NodePlan(name, node_class.kind, ports["client"], ports, str(folder), runner.to_state(),
@@ -343,11 +345,9 @@ class Layout:
     def postgres(self) -> None:
         """pg1, a PostgreSQL server (labkit/servers/services/postgres.py): its data is copied
         from a template at its first start."""
-        if self.plan.backend == "docker":
-            raise LabError("postgres=True runs on the local backend only: the lab's Docker image has no PostgreSQL yet",
-                           "use LABKIT_BACKEND=local (Debian's postgresql package on this machine)")
-        bin_dir = self.binaries.get("postgres", "")
-        made_from = template(bin_dir)
-        port, data = self.ports.take(), data_folder(self.run_dir, "pg1")
-        self.add(PostgresNode, "pg1", {"client": port}, data, postgres_argv(bin_dir, str(data), port), cwd=data.parent,
-                 settings={"template_dir": str(made_from), "trusts_everyone": self.secret is None})
+        bin_dir, backend = self.binaries.get("postgres", ""), self.plan.backend
+        made_from = template(bin_dir, backend)
+        port, data = self.ports.take(), data_folder(self.run_dir, "pg1", backend)
+        self.add(PostgresNode, "pg1", {"client": port}, data, postgres_argv(bin_dir, str(data), port, backend),
+                 cwd=data.parent, settings={"template_dir": str(made_from), "trusts_everyone": self.secret is None},
+                 mounts=container_mounts(self.run_dir, data, backend))

@@ -151,10 +151,11 @@ def find_postgres() -> str:
         if all(os.access(os.path.join(folder, name), os.X_OK) for name in ("initdb", "postgres")):
             return folder
     where = f"$LABKIT_POSTGRES_BIN={explicit}" if explicit else "PATH, /usr/lib/postgresql/*/bin and Homebrew"
-    ways = INSTALL["postgres"]  # no Docker alternative yet: the lab's image has no PostgreSQL
+    ways = INSTALL["postgres"]
     raise ServerNotFound(f"PostgreSQL's initdb and postgres were not found (looked at {where})",
                          f"install it — Debian/Ubuntu: {ways['debian']}; Homebrew: {ways['brew']}; "
-                         f"conda: {ways['conda']}; or set LABKIT_POSTGRES_BIN to the folder that has them")
+                         f"conda: {ways['conda']}; or set LABKIT_POSTGRES_BIN to the folder that has them; "
+                         f"or run the servers in Docker (LABKIT_BACKEND=docker)")
 
 
 def _output(argv: list[str]) -> str:

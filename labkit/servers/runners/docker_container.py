@@ -42,6 +42,7 @@ IMAGE_BINARIES = {
                                   "Debian's libzookeeper-java in the server image"),
     "etcd": "/usr/bin/etcd",
     "redis": "/usr/bin/redis-server",
+    "postgres": "/usr/lib/postgresql/15/bin",   # Debian's postgresql-15: initdb, postgres, psql
 }
 # The server's stdout and stderr go to its log in the mounted run folder, so the log
 # reader and the error messages work as for a local process.
@@ -70,13 +71,15 @@ class DockerContainer:
     backend = "docker"
 
     def __init__(self, argv: list[str], log_path: str, cwd: str, lab_id: str, name: str,
-                 container_id: str | None = None, image: str | None = None, env: dict | None = None):
+                 container_id: str | None = None, image: str | None = None, env: dict | None = None,
+                 mounts: dict | None = None):
         self.argv = argv
         self.log_path = log_path
         self.cwd = cwd
         self.lab_id = lab_id
         self.name = name
         self.env = env or {}  # e.g. the clock shim's LD_PRELOAD: its files are in the mounted run folder
+        self.mounts = mounts or {}   # more host paths than the run folder: {host path: path inside}
         self.container_id = container_id
         self.image = image
 
@@ -120,7 +123,7 @@ class DockerContainer:
             self.image, command=WRAPPER + list(self.argv), name=self.container_name, labels=labels,
             network_mode="host", user=f"{os.getuid()}:{os.getgid()}", working_dir=self.cwd,
             environment={**self.env, "LABKIT_LOG": self.log_path, "HOME": "/tmp"},
-            volumes={run_dir: {"bind": run_dir, "mode": "rw"}})
+            volumes=volumes({run_dir: run_dir, **self.mounts}))
         self.container_id = container.id
         return container
 
@@ -144,6 +147,17 @@ class DockerContainer:
         """The server's pid as the host sees it (0 → None when it is not running)."""
         container = self._container()
         return (container.attrs["State"].get("Pid") or None) if container is not None else None
+
+    def signal(self, signum: int) -> None:
+        """One signal to the server (the container's first process), through the engine."""
+        import docker.errors
+
+        container = self._container()
+        if container is not None and STATES.get(container.status) is not None:
+            try:
+                container.kill(signal=int(signum))
+            except docker.errors.APIError:
+                pass  # it exited meanwhile
 
     def kill(self) -> None:
         import docker.errors
@@ -184,12 +198,41 @@ class DockerContainer:
     def to_state(self) -> dict:
         return {"backend": "docker", "argv": self.argv, "log_path": self.log_path, "cwd": self.cwd,
                 "lab_id": self.lab_id, "name": self.name, "container_id": self.container_id, "image": self.image,
-                "env": self.env}
+                "env": self.env, "mounts": self.mounts}
 
     @classmethod
     def from_state(cls, data: dict) -> "DockerContainer":
         return cls(data["argv"], data["log_path"], data["cwd"], lab_id=data["lab_id"], name=data["name"],
-                   container_id=data.get("container_id"), image=data.get("image"), env=data.get("env"))
+                   container_id=data.get("container_id"), image=data.get("image"), env=data.get("env"),
+                   mounts=data.get("mounts"))
+
+
+def volumes(mounts: dict) -> dict:
+    """Docker's volumes for {host path: path inside}: read-write, but /etc/passwd read-only."""
+    return {host: {"bind": inside, "mode": "ro" if inside == "/etc/passwd" else "rw"} for host, inside in mounts.items()}
+
+
+def run_once(argv: list[str], mounts: dict, user: str, timeout: float = 120) -> tuple[int, str]:
+    """Run ``argv`` once in a throwaway container of the server image (host network, ``mounts``
+    as in ``volumes``, as ``user``); returns its exit code and its output (e.g. PostgreSQL's
+    initdb, when the host has no PostgreSQL). Labelled with its owner, so the reaper removes
+    it if its owner dies meanwhile."""
+    import docker.errors
+
+    container = docker_client().containers.create(
+        server_image_tag(), command=argv, network_mode="host", user=user, environment={"HOME": "/tmp"},
+        volumes=volumes(mounts),
+        labels={LAB_LABEL: "run-once", OWNER_LABEL: str(os.getpid()),
+                OWNER_START_LABEL: str(process_start_time(os.getpid()))})
+    try:
+        container.start()
+        code = container.wait(timeout=timeout)["StatusCode"]
+        return code, container.logs().decode(errors="replace")
+    finally:
+        try:
+            container.remove(force=True)
+        except docker.errors.APIError:
+            pass
 
 
 def lab_containers(lab_id: str | None = None) -> list:

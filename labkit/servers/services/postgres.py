@@ -1,4 +1,4 @@
-"""PostgreSQL: one server run as a local process, the database a lesson fences
+"""PostgreSQL: one server, a local process or a container, the database a lesson fences
 (labkit/record/fenced_table.py, labkit/lessons/databases.py). ``labkit.up(postgres=True)``.
 
 How it starts fast: ``initdb`` runs once per PostgreSQL version into a template folder,
@@ -18,13 +18,24 @@ the data folder then lives in a folder of its own under the system's temporary f
 removed with the lab (labkit/servers/services/postgres_leftovers.py). A learner is not root and never
 meets this.
 
+Docker (``LABKIT_BACKEND=docker``): the server image (docker/Dockerfile) has PostgreSQL 15,
+and initdb runs once in a throwaway container of it (the host needs no PostgreSQL), into a
+template of that image's own. A container runs as the host user, as every node does, with
+two differences. A non-root host user has no entry in the image's /etc/passwd, and initdb
+refuses to run without one (it looks its user's name up), so labkit writes a small passwd
+file that names that uid and mounts it on /etc/passwd, read-only. A root host does what the
+local backend does, with the image's own ``postgres`` user, whose uid is fixed at 999 by the
+Dockerfile so that the host can hand the data folder to that number: the container starts as
+root, its wrapper opens the log, then ``setpriv`` drops to 999 and execs the server, which
+stays the container's first process. The data folder outside the run folder is mounted at
+its own path. That way needs no user on the host and nothing of the image changed at run time.
+
 ``labkit.servers.plan`` lays pg1 out (``Layout.postgres``): its port, its data folder
 (``data_folder``), its command line (``postgres_argv``) and its template (``template``).
 
 What can fail: ServerNotFound (no initdb or postgres, with the install command),
 NodeStartError with the server's last log lines (a busy port, a broken template: remove
-``$LABKIT_HOME/templates`` and start again), LabError for the Docker backend, which has no
-PostgreSQL yet.
+``$LABKIT_HOME/templates`` and start again), or with initdb's output.
 """
 from __future__ import annotations
 
@@ -44,6 +55,8 @@ from labkit.errors import LabError, NodeStartError
 from labkit.timing import became_true
 from labkit.servers.runners import versions
 from labkit.servers.ports import HOST
+from labkit.servers.runners.docker_container import run_once
+from labkit.servers.runners.docker_image import server_image_tag
 from labkit.servers.services.node import Node, Service
 from labkit.servers.runners.process import process_state
 from labkit.servers.services.postgres_leftovers import OUTSIDE_MARK, release_shared_memory
@@ -60,6 +73,7 @@ SETTINGS = {
     "log_connections": "off",
 }
 SOCKET_PATH_LIMIT = 100   # sun_path holds 108 bytes on Linux, 104 on macOS
+IMAGE_POSTGRES_ID = 999   # the uid and gid of the server image's postgres user (docker/Dockerfile)
 
 
 def server_user() -> str | None:
@@ -76,8 +90,12 @@ def server_user() -> str | None:
     return user
 
 
-def as_server_user() -> list[str]:
-    """The prefix that runs a program as ``server_user()`` (nothing when we are not root)."""
+def as_server_user(backend: str = "local") -> list[str]:
+    """The prefix that runs a program as ``server_user()`` (nothing when we are not root);
+    in a container, as the image's postgres user."""
+    if backend == "docker":
+        root = os.geteuid() == 0
+        return ["/usr/bin/setpriv", f"--reuid={IMAGE_POSTGRES_ID}", f"--regid={IMAGE_POSTGRES_ID}", "--clear-groups"] if root else []
     user = server_user()
     if user is None:
         return []
@@ -88,16 +106,49 @@ def as_server_user() -> list[str]:
     return [setpriv, f"--reuid={user}", f"--regid={user}", "--clear-groups"]
 
 
-def give_to_server_user(path: Path) -> None:
+def give_to_server_user(path: Path, backend: str = "local") -> None:
     """Hand a file or folder (recursively) to the server's user (only when we are root)."""
-    user = server_user()
-    if user is None:
+    if os.geteuid() != 0:
         return
-    entry = pwd.getpwnam(user)
+    if backend == "docker":
+        uid = gid = IMAGE_POSTGRES_ID
+    else:
+        entry = pwd.getpwnam(server_user())
+        uid, gid = entry.pw_uid, entry.pw_gid
     for root, folders, files in os.walk(path):
         for name in [*folders, *files]:
-            os.lchown(os.path.join(root, name), entry.pw_uid, entry.pw_gid)
-    os.lchown(path, entry.pw_uid, entry.pw_gid)
+            os.lchown(os.path.join(root, name), uid, gid)
+    os.lchown(path, uid, gid)
+
+
+def passwd_file(folder: Path) -> Path:
+    """A passwd file for a container run as a non-root host user: it names that uid (initdb
+    refuses a user it cannot look up). Mounted read-only on the image's /etc/passwd."""
+    return write_private(folder / "passwd", f"root:x:0:0:root:/root:/bin/sh\n"
+                                            f"labkit:x:{os.getuid()}:{os.getgid()}:labkit:/tmp:/bin/sh\n")
+
+
+def container_mounts(run_dir: Path, data: Path, backend: str) -> dict:
+    """What a PostgreSQL container mounts beside the run folder: the passwd file (a non-root
+    host user), or the data folder that lives outside the run folder (a root host)."""
+    if backend != "docker":
+        return {}
+    if os.geteuid() == 0:
+        return {str(data.parent): str(data.parent)}
+    return {str(passwd_file(run_dir)): "/etc/passwd"}
+
+
+def run_initdb(argv: list[str], building: Path, backend: str) -> tuple[int, str]:
+    """initdb's exit code and output: a local process, or a throwaway container of the server
+    image (as root, whose argv drops to the image's postgres user, or as the host user with
+    the passwd file)."""
+    if backend != "docker":
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+        return done.returncode, done.stdout + done.stderr
+    mounts = {str(building): str(building)}
+    if os.geteuid() != 0:
+        mounts[str(passwd_file(building))] = "/etc/passwd"
+    return run_once(argv, mounts, user=f"{os.getuid()}:{os.getgid()}")
 
 
 def server_version(bin_dir: str) -> str:
@@ -105,11 +156,15 @@ def server_version(bin_dir: str) -> str:
     return versions.as_text(versions.parse_postgres(done.stdout) if done.returncode == 0 else None)
 
 
-def template(bin_dir: str) -> Path:
+def template(bin_dir: str, backend: str = "local") -> Path:
     """The initdb'd template folder of this PostgreSQL, made on first use (initdb took 1.2 to
     1.5 s on a busy 2-core machine; a copy of it, ~0.1 s, is what every later lab pays): it holds
-    ``data/`` and ``password`` (0600). Two labs making it at once: the first rename wins."""
-    version = server_version(bin_dir)
+    ``data/`` and ``password`` (0600). Two labs making it at once: the first rename wins.
+    On the Docker backend the template is the server image's (named by its tag)."""
+    if backend == "docker":
+        version = "docker-" + server_image_tag().replace(":", "-").replace("/", "-")
+    else:
+        version = server_version(bin_dir)
     owner = "root-" if os.geteuid() == 0 else ""
     home = labkit_home() / "templates"
     folder = home / f"postgres-{owner}{version}"
@@ -120,16 +175,15 @@ def template(bin_dir: str) -> Path:
     password = secrets.token_hex(20)
     write_private(building / "password", password)
     pwfile = write_private(building / "pwfile", password + "\n")
-    give_to_server_user(building)
-    done = subprocess.run([*as_server_user(), os.path.join(bin_dir, "initdb"), "-D", str(building / "data"),
-                           "-U", USER, f"--pwfile={pwfile}", "--auth-host=scram-sha-256", "--auth-local=reject",
-                           "-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions"],
-                          capture_output=True, text=True, timeout=120)
+    give_to_server_user(building, backend)
+    code, output = run_initdb([*as_server_user(backend), os.path.join(bin_dir, "initdb"), "-D", str(building / "data"),
+                               "-U", USER, f"--pwfile={pwfile}", "--auth-host=scram-sha-256", "--auth-local=reject",
+                               "-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions"], building, backend)
     pwfile.unlink()
-    if done.returncode != 0:
+    (building / "passwd").unlink(missing_ok=True)
+    if code != 0:
         shutil.rmtree(building, ignore_errors=True)
-        raise NodeStartError("initdb could not make the PostgreSQL template", "run `labkit doctor`",
-                             (done.stdout + done.stderr)[-2000:])
+        raise NodeStartError("initdb could not make the PostgreSQL template", "run `labkit doctor`", output[-2000:])
     try:
         os.rename(building, folder)
     except OSError:   # made meanwhile by another lab (or on another file system: copy it)
@@ -139,11 +193,11 @@ def template(bin_dir: str) -> Path:
     return folder
 
 
-def postgres_argv(bin_dir: str, data_dir: str, port: int) -> list[str]:
+def postgres_argv(bin_dir: str, data_dir: str, port: int, backend: str = "local") -> list[str]:
     settings = dict(SETTINGS, port=str(port))
     socket_dir = data_dir if len(data_dir) + len(f"/.s.PGSQL.{port}.lock") < SOCKET_PATH_LIMIT else ""
     settings["unix_socket_directories"] = socket_dir   # '' = no unix socket at all
-    argv = [*as_server_user(), os.path.join(bin_dir, "postgres"), "-D", data_dir]
+    argv = [*as_server_user(backend), os.path.join(bin_dir, "postgres"), "-D", data_dir]
     for name, value in settings.items():
         argv += ["-c", f"{name}={value}"]
     return argv
@@ -164,12 +218,12 @@ def child_processes(pid: int) -> list[int]:
     return [int(line) for line in listed.split()]
 
 
-def data_folder(run_dir: Path, name: str) -> Path:
+def data_folder(run_dir: Path, name: str, backend: str = "local") -> Path:
     """Where a node's data lives: in the run folder, or (root) outside it (see the module's text)."""
     if os.geteuid() != 0:
         return run_dir / name
     outside = Path(tempfile.mkdtemp(prefix=f"{OUTSIDE_MARK}{run_dir.name}-"))
-    give_to_server_user(outside)
+    give_to_server_user(outside, backend)
     return outside / name
 
 
@@ -206,13 +260,14 @@ class PostgresNode(Node):
     def kill(self) -> None:
         """SIGKILL to the postmaster and every backend (each runs in a session of its own, so
         one by one, the postmaster frozen first so that it forks no new one), then wait until
-        all are gone: a start right after a crash finds no process on the old shared memory."""
+        all are gone: a start right after a crash finds no process on the old shared memory.
+        In a container the engine's SIGKILL ends every process of it: labkit only waits."""
         pid = self.pid
         backends = []
         if pid is not None and self.state != "stopped":
             self.runner.signal(signal.SIGSTOP)
-            backends = child_processes(pid)
-            for backend in backends:
+            backends = self.backends()
+            for backend in backends if self.runner.backend != "docker" else []:
                 try:
                     os.kill(backend, signal.SIGKILL)
                 except (ProcessLookupError, PermissionError):
@@ -221,18 +276,29 @@ class PostgresNode(Node):
         became_true(lambda: all(process_state(backend) == "stopped" for backend in backends), 10)
         release_shared_memory(self.data_dir)
 
+    def backends(self) -> list[int]:
+        """The postmaster's children as this host sees them (a container's too, on Linux; none
+        where the engine runs in a virtual machine, whose pids are not the host's)."""
+        if not self.pid or (self.runner.backend == "docker" and not os.path.isdir("/proc/self")):
+            return []
+        return child_processes(self.pid)
+
+    def frozen_together(self) -> bool:
+        """True in a container: its freezer stops (and thaws) every backend with the postmaster."""
+        return self.runner.backend == "docker"
+
     def pause(self) -> None:
         """Freeze the postmaster and every backend (SIGSTOP each): freezing the postmaster alone
         would leave the open sessions answering."""
         self.runner.pause()
-        for backend in child_processes(self.pid) if self.pid else []:
+        for backend in [] if self.frozen_together() else self.backends():
             try:
                 os.kill(backend, signal.SIGSTOP)
             except (ProcessLookupError, PermissionError):
                 pass
 
     def resume(self) -> None:
-        for backend in child_processes(self.pid) if self.pid else []:
+        for backend in [] if self.frozen_together() else self.backends():
             try:
                 os.kill(backend, signal.SIGCONT)
             except (ProcessLookupError, PermissionError):
@@ -244,7 +310,7 @@ class PostgresNode(Node):
         data.chmod(0o700)   # PostgreSQL refuses a data folder others can read
         hba = "host all all 127.0.0.1/32 " + ("trust" if self.trusts_everyone else "scram-sha-256") + "\n"
         (data / "pg_hba.conf").write_text("local all all reject\n" + hba)
-        give_to_server_user(data)
+        give_to_server_user(data, self.runner.backend)
 
     def program(self, name: str) -> str:
         """The path of one of PostgreSQL's programs next to this server's (``psql``, ``pg_isready``)."""
