@@ -209,7 +209,8 @@ class DockerContainer:
 
 def volumes(mounts: dict) -> dict:
     """Docker's volumes for {host path: path inside}: read-write, but /etc/passwd read-only."""
-    return {host: {"bind": inside, "mode": "ro" if inside == "/etc/passwd" else "rw"} for host, inside in mounts.items()}
+    return {host: {"bind": inside, "mode": "ro" if inside == "/etc/passwd" else "rw"}
+            for host, inside in mounts.items()}
 
 
 def run_once(argv: list[str], mounts: dict, user: str, timeout: float = 120) -> tuple[int, str]:

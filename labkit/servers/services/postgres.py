@@ -94,8 +94,9 @@ def as_server_user(backend: str = "local") -> list[str]:
     """The prefix that runs a program as ``server_user()`` (nothing when we are not root);
     in a container, as the image's postgres user."""
     if backend == "docker":
-        root = os.geteuid() == 0
-        return ["/usr/bin/setpriv", f"--reuid={IMAGE_POSTGRES_ID}", f"--regid={IMAGE_POSTGRES_ID}", "--clear-groups"] if root else []
+        if os.geteuid() != 0:
+            return []
+        return ["/usr/bin/setpriv", f"--reuid={IMAGE_POSTGRES_ID}", f"--regid={IMAGE_POSTGRES_ID}", "--clear-groups"]
     user = server_user()
     if user is None:
         return []
@@ -267,7 +268,7 @@ class PostgresNode(Node):
         if pid is not None and self.state != "stopped":
             self.runner.signal(signal.SIGSTOP)
             backends = self.backends()
-            for backend in backends if self.runner.backend != "docker" else []:
+            for backend in [] if self.in_container else backends:
                 try:
                     os.kill(backend, signal.SIGKILL)
                 except (ProcessLookupError, PermissionError):
@@ -279,26 +280,27 @@ class PostgresNode(Node):
     def backends(self) -> list[int]:
         """The postmaster's children as this host sees them (a container's too, on Linux; none
         where the engine runs in a virtual machine, whose pids are not the host's)."""
-        if not self.pid or (self.runner.backend == "docker" and not os.path.isdir("/proc/self")):
+        if not self.pid or (self.in_container and not os.path.isdir("/proc/self")):
             return []
         return child_processes(self.pid)
 
-    def frozen_together(self) -> bool:
-        """True in a container: its freezer stops (and thaws) every backend with the postmaster."""
+    @property
+    def in_container(self) -> bool:
+        """True on the Docker backend, whose freezer and kill take every backend with the postmaster."""
         return self.runner.backend == "docker"
 
     def pause(self) -> None:
         """Freeze the postmaster and every backend (SIGSTOP each): freezing the postmaster alone
         would leave the open sessions answering."""
         self.runner.pause()
-        for backend in [] if self.frozen_together() else self.backends():
+        for backend in [] if self.in_container else self.backends():
             try:
                 os.kill(backend, signal.SIGSTOP)
             except (ProcessLookupError, PermissionError):
                 pass
 
     def resume(self) -> None:
-        for backend in [] if self.frozen_together() else self.backends():
+        for backend in [] if self.in_container else self.backends():
             try:
                 os.kill(backend, signal.SIGCONT)
             except (ProcessLookupError, PermissionError):
