@@ -350,4 +350,4 @@ class Layout:
         port, data = self.ports.take(), data_folder(self.run_dir, "pg1", backend)
         self.add(PostgresNode, "pg1", {"client": port}, data, postgres_argv(bin_dir, str(data), port, backend),
                  cwd=data.parent, settings={"template_dir": str(made_from), "trusts_everyone": self.secret is None},
-                 mounts=container_mounts(self.run_dir, data, backend))
+                 mounts=container_mounts(data, backend))

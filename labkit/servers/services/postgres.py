@@ -22,8 +22,9 @@ Docker (``LABKIT_BACKEND=docker``): the server image (docker/Dockerfile) has Pos
 and initdb runs once in a throwaway container of it (the host needs no PostgreSQL), into a
 template of that image's own. A container runs as the host user, as every node does, with
 two differences. A non-root host user has no entry in the image's /etc/passwd, and initdb
-refuses to run without one (it looks its user's name up), so labkit writes a small passwd
-file that names that uid and mounts it on /etc/passwd, read-only. A root host does what the
+refuses to run without one ("could not look up effective user ID"), so its container gets a
+small passwd file that names that uid, mounted read-only on /etc/passwd (the server itself
+looks no user up: it needs none). A root host does what the
 local backend does, with the image's own ``postgres`` user, whose uid is fixed at 999 by the
 Dockerfile so that the host can hand the data folder to that number: the container starts as
 root, its wrapper opens the log, then ``setpriv`` drops to 999 and execs the server, which
@@ -123,20 +124,18 @@ def give_to_server_user(path: Path, backend: str = "local") -> None:
 
 
 def passwd_file(folder: Path) -> Path:
-    """A passwd file for a container run as a non-root host user: it names that uid (initdb
-    refuses a user it cannot look up). Mounted read-only on the image's /etc/passwd."""
+    """A passwd file for initdb's container run as a non-root host user: it names that uid
+    (initdb refuses a user it cannot look up). Mounted read-only on the image's /etc/passwd."""
     return write_private(folder / "passwd", f"root:x:0:0:root:/root:/bin/sh\n"
                                             f"labkit:x:{os.getuid()}:{os.getgid()}:labkit:/tmp:/bin/sh\n")
 
 
-def container_mounts(run_dir: Path, data: Path, backend: str) -> dict:
-    """What a PostgreSQL container mounts beside the run folder: the passwd file (a non-root
-    host user), or the data folder that lives outside the run folder (a root host)."""
-    if backend != "docker":
+def container_mounts(data: Path, backend: str) -> dict:
+    """What a PostgreSQL container mounts beside the run folder: on a root host, the data
+    folder that lives outside the run folder."""
+    if backend != "docker" or os.geteuid() != 0:
         return {}
-    if os.geteuid() == 0:
-        return {str(data.parent): str(data.parent)}
-    return {str(passwd_file(run_dir)): "/etc/passwd"}
+    return {str(data.parent): str(data.parent)}
 
 
 def run_initdb(argv: list[str], building: Path, backend: str) -> tuple[int, str]:
