@@ -95,13 +95,15 @@ def test_each_leg_selects_by_markers():
         "local": "local", "quick": "local", "docker": "docker", "pythons": "local"}
 
 
-def test_test_workers_takes_a_number_and_defaults_to_three():
-    def workers(value):
+def test_test_workers_takes_a_number_and_defaults_to_three_or_the_legs_own():
+    def workers(value, leg_default=""):
         environment = "" if value is None else f"LABKIT_TEST_WORKERS={value} "
-        return subprocess.run(["bash", "-c", f"source scripts/lib.sh && {environment}test_workers"], cwd=ROOT,
-                              capture_output=True, text=True, timeout=30)
+        return subprocess.run(["bash", "-c", f"source scripts/lib.sh && {environment}test_workers {leg_default}"],
+                              cwd=ROOT, capture_output=True, text=True, timeout=30)
     assert workers(None).stdout.strip() == "3"
     assert workers(0).stdout.strip() == "0"
+    assert workers(None, "0").stdout.strip() == "0" and workers(2, "0").stdout.strip() == "2"
+    assert "workers=$(test_workers 0)" in (ROOT / "scripts" / "ci" / "local.sh").read_text()  # timing races: one file at a time
     refused = workers("many")
     assert refused.returncode != 0 and "LABKIT_TEST_WORKERS=many" in refused.stderr
 

@@ -16,7 +16,7 @@ case "${1:-}" in
     --notebooks) shift; paths=(tests notebooks); extra=(--nbval-lax) ;;
 esac
 export LABKIT_HOME="${LABKIT_HOME:-$HOME/.local/state/labkit-tests}"
-workers=$(test_workers)
+workers=$(test_workers 0)
 say "running the tests (leg $leg) on real servers (local processes), $workers files at a time: ${paths[*]}"
 status=0
 # whole files side by side, the timing races one after another (tests/conftest.py, work_unit)

@@ -60,7 +60,7 @@ as_learner .venv/bin/python -m pip install -q --disable-pip-version-check --requ
 say "copy and venv for $NONROOT_USER ready in $((SECONDS - began)) s"
 if [ -n "${LABKIT_NONROOT_NOTEBOOKS:-}" ]; then read -r -a notebooks <<< "$LABKIT_NONROOT_NOTEBOOKS"
 else mapfile -t notebooks < <(notebooks_longest_first); fi
-workers=$(test_workers)
+workers=$(test_workers 3)
 say "running ${#notebooks[@]} notebooks as $NONROOT_USER (uid $(id -u "$NONROOT_USER")), $workers at a time"
 status=0
 # each notebook whole on one worker (its cells share one kernel), in the order given

@@ -78,7 +78,7 @@ for line in "${skipped[@]}"; do say "  $line"; done
 [ ${#found[@]} -gt 0 ] || { say "Python-versions leg skipped: no CPython 3.10+ found"; exit 77; }
 
 export LABKIT_HOME="${LABKIT_HOME:-$HOME/.local/state/labkit-tests}"
-workers=$(test_workers)
+workers=$(test_workers 3)
 status=0 results=()
 for line in "${found[@]}"; do
     read -r minor executable <<< "$line"

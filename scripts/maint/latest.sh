@@ -19,7 +19,7 @@ say "what differs from $LOCK:"
 export LABKIT_HOME="${LABKIT_HOME:-$HOME/.local/state/labkit-tests-latest}"
 say "running the test suite and every notebook with the newest versions"
 status=0
-workers=$(test_workers)
+workers=$(test_workers 3)
 run_pytest "$venv/bin/python" -m pytest tests notebooks --nbval-lax -n "$workers" --dist loadfile "$@" || status=$?
 labkit_down_quietly "$venv/bin/python"
 if [ "$status" -eq 0 ]; then
