@@ -97,12 +97,7 @@ def check_mutual_exclusion(history_or_writes: History | Iterable[Any], history: 
     "write" events are stamped by each client after the store replied. An empty record
     is not OK: nothing was written, so nothing was shown.
     """
-    if isinstance(history_or_writes, History):
-        history = history_or_writes
-        raw = [{"time": e.time, "client": e.client, "token": e.detail.get("token"),
-                "accepted": e.detail.get("accepted", True)} for e in history.events(kind="write")]
-    else:
-        raw = [_as_dict(item) for item in history_or_writes]
+    raw, history = _raw_writes(history_or_writes, history)
     writes = _assign_holds(raw, history)
     accepted = [write for write in writes if write.accepted]
     origin = writes[0].time if writes else 0.0
@@ -126,6 +121,16 @@ def _as_dict(item: Any) -> dict[str, Any]:
     if isinstance(item, dict):
         return item
     return {name: getattr(item, name) for name in ("time", "client", "token", "accepted")}
+
+
+def _raw_writes(history_or_writes: Any, history: History | None) -> tuple[list[dict], History | None]:
+    """The writes as dicts, from a history's "write" events or from the store's record (then
+    ``history``, if given, is the one that tells who held when)."""
+    if isinstance(history_or_writes, History):
+        return ([{"time": e.time, "client": e.client, "token": e.detail.get("token"),
+                  "accepted": e.detail.get("accepted", True)} for e in history_or_writes.events(kind="write")],
+                history_or_writes)
+    return [_as_dict(item) for item in history_or_writes], history
 
 
 def _assign_holds(raw: list[dict[str, Any]], history: History | None) -> list[Write]:
@@ -309,12 +314,7 @@ def check_at_most_holders(history_or_writes: History | Iterable[Any], limit: int
     holders carry N different tokens, so a lower token after a higher one proves nothing).
     ``Verdict.most`` is the most holds seen acting at once.
     """
-    if isinstance(history_or_writes, History):
-        history = history_or_writes
-        raw = [{"time": e.time, "client": e.client, "token": e.detail.get("token"),
-                "accepted": e.detail.get("accepted", True)} for e in history.events(kind="write")]
-    else:
-        raw = [_as_dict(item) for item in history_or_writes]
+    raw, history = _raw_writes(history_or_writes, history)
     claim = f"at most {limit} hold(s) wrote to the resource during the same period"
     accepted = [write for write in _assign_holds(raw, history) if write.accepted]
     if not accepted:
