@@ -22,7 +22,7 @@ import redis
 from matplotlib.axes import Axes
 
 from labkit.clients import spawn_clients
-from labkit.locks.redlock import Redlock, instance_clients
+from labkit.locks.redlock import OBSERVE_TIMEOUT_MS, Redlock, instance_clients
 from labkit.plots import hold_timeline
 from labkit.record.checker import Verdict, check_mutual_exclusion
 from labkit.record.fencing import FencedStore, StoreWrite
@@ -37,11 +37,13 @@ if TYPE_CHECKING:
 def holders_on(redlock: RedlockService, name: str, owners: dict[str, str] | None = None) -> list[str]:
     """Whose value each instance (r1 first) has for the key ``name`` right now, read straight
     from the servers: a client's identifier, or "-" for no key. A stopped instance reads "down".
+    The reads wait up to ``OBSERVE_TIMEOUT_MS`` per instance, not the 50 ms a Redlock vote
+    waits: on a loaded machine a slow reply is not a missing key.
     labkit's values start with the identifier; ``owners`` names the others (a library's
     random values: {value: identifier})."""
     holders = []
     owners = owners or {}
-    for client in instance_clients(redlock.endpoints):
+    for client in instance_clients(redlock.endpoints, timeout_ms=OBSERVE_TIMEOUT_MS):
         try:
             raw = client.get(name)
             holders.append("-" if not raw else owners.get(raw.decode(), raw.decode().split(":")[0]))

@@ -30,7 +30,7 @@ import redis_lock
 
 from labkit.locks.contract import HeldInside
 from labkit.locks.errors import LockTimeout
-from labkit.locks.redlock import instance_clients
+from labkit.locks.redlock import OBSERVE_TIMEOUT_MS, instance_clients
 from labkit.record.events import EventSink, ignore_events
 
 
@@ -201,14 +201,20 @@ class PotteryRedlock(HeldInside):
 
     @property
     def acquired_on(self) -> list[str]:
-        """The instances that have my value right now (pottery does not say who voted)."""
+        """The instances that have my value right now (pottery does not say who voted), read
+        with an observer's patience (``OBSERVE_TIMEOUT_MS``), not the 50 ms of a vote."""
         mine = []
         for endpoint, client in zip(self.endpoints, self.clients):
+            given = client.connection_pool.connection_kwargs
+            login = {key: given[key] for key in ("username", "password") if given.get(key)}
+            observer, = instance_clients([endpoint], OBSERVE_TIMEOUT_MS, auth=login)
             try:
-                if self.held and client.get(self.key) == self.peer._uuid.encode():
+                if self.held and observer.get(self.key) == self.peer._uuid.encode():
                     mine.append(endpoint)
             except (redis.RedisError, OSError):
                 pass
+            finally:
+                observer.close()
         return mine
 
     def acquire(self, timeout: float | None = None) -> None:

@@ -56,6 +56,7 @@ from labkit.servers.secret import login_for
 # Same compare-and-delete as RedisLock: never delete a key someone else now holds.
 _RELEASE = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end"
 INSTANCE_TIMEOUT_MS = 50  # for connect and for the reply, per instance; far below a TTL of seconds
+OBSERVE_TIMEOUT_MS = 2000  # for reading what the instances hold (lessons, tests): an observer may wait
 
 
 def instance_clients(endpoints: Sequence[str], timeout_ms: float = INSTANCE_TIMEOUT_MS,
