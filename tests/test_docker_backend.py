@@ -158,3 +158,30 @@ def test_etcdctl_comes_from_the_image_when_the_host_has_none(lab, monkeypatch, u
     assert shutil.which("/nonexistent/etcdctl") is None
     lab.etcd.etcdctl("put", unique_name, "from the image")
     assert lab.etcd.client().get(unique_name)[0] == b"from the image"
+
+
+@pytest.mark.docker
+def test_listing_the_containers_survives_one_removed_between_the_list_and_its_inspect(monkeypatch):
+    """docker-py lists ids, then inspects each: another lab stopping in between removed one.
+    Side by side (pytest -n) this made `labkit down`, `labkit status` and attach fail with
+    "No such container" in three tests of one fresh-clone run."""
+    from labkit.servers.runners import docker_container
+    from labkit.servers.runners.docker_engine import docker_client
+
+    lab = labkit.up(zookeeper=0, etcd=0, redis=True, quiet=True)
+    try:
+        api = docker_client().api
+        list_ids = api.containers
+
+        def list_then_another_process_removes(*args, **kwargs):
+            found = list_ids(*args, **kwargs)
+            for container in found:
+                api.remove_container(container["Id"], force=True)
+            return found
+
+        monkeypatch.setattr(api, "containers", list_then_another_process_removes)
+        assert docker_container.lab_containers(lab.id) == []
+        monkeypatch.undo()
+    finally:
+        lab.down()
+    assert docker_container.lab_containers(lab.id) == []

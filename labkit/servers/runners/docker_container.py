@@ -239,7 +239,9 @@ def run_once(argv: list[str], mounts: dict, user: str, timeout: float = 120) -> 
 def lab_containers(lab_id: str | None = None) -> list:
     """Every labkit container (of one lab, if given), running or not."""
     label = f"{LAB_LABEL}={lab_id}" if lab_id else LAB_LABEL
-    return docker_client().containers.list(all=True, filters={"label": label})
+    # ignore_removed: the list is ids, then one inspect each; a container another process
+    # removes in between (another lab stopping) is gone, not an error
+    return docker_client().containers.list(all=True, filters={"label": label}, ignore_removed=True)
 
 
 def remove_lab_containers(lab_id: str) -> list[str]:
