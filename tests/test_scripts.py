@@ -1,6 +1,7 @@
 """lab.sh and scripts/: lab.sh keeps the learner's commands, the legs and the maintainers'
 commands live in scripts/, each thing is done in one place, and CI runs the README's command."""
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import LEGS, RACES
+from conftest import LEGS, LOAD_SENSITIVE, PARTS, RACES
 
 pytestmark = pytest.mark.no_servers  # the Python-versions leg runs these
 
@@ -45,7 +46,7 @@ def test_every_pytest_run_goes_through_run_pytest():
     for name, text in shell_text().items():
         for line in text.splitlines():
             if re.search(r"-m pytest|bin/pytest", line) and not line.lstrip().startswith("#"):
-                assert line.lstrip().startswith("run_pytest "), f"{name}: {line.strip()}"
+                assert line.lstrip().startswith(("run_pytest ", "run_pytest_in_parts ")), f"{name}: {line.strip()}"
 
 
 @pytest.mark.parametrize("code, expected", [(0, 0), (1, 1), (5, 1)])
@@ -103,7 +104,6 @@ def test_test_workers_takes_a_number_and_defaults_to_three_or_the_legs_own():
     assert workers(None).stdout.strip() == "3"
     assert workers(0).stdout.strip() == "0"
     assert workers(None, "0").stdout.strip() == "0" and workers(2, "0").stdout.strip() == "2"
-    assert "workers=$(test_workers 0)" in (ROOT / "scripts" / "ci" / "local.sh").read_text()  # timing races: one file at a time
     refused = workers("many")
     assert refused.returncode != 0 and "LABKIT_TEST_WORKERS=many" in refused.stderr
 
@@ -111,8 +111,46 @@ def test_test_workers_takes_a_number_and_defaults_to_three_or_the_legs_own():
 def test_every_leg_runs_its_files_side_by_side():
     for name in ("ci/local.sh", "ci/nonroot.sh", "ci/docker.sh", "ci/pythons.sh", "maint/latest.sh"):
         text = (ROOT / "scripts" / name).read_text().replace("\\\n", " ")   # one line per command
-        calls = [line for line in text.splitlines() if line.lstrip().startswith("run_pytest ")]
-        assert calls and all('-n "$workers" --dist loadfile' in line for line in calls), (name, calls)
+        calls = [line for line in text.splitlines() if line.lstrip().startswith(("run_pytest ", "run_pytest_in_parts "))]
+        assert calls and all('-n "$workers" --dist loadfile' in line or 'run_pytest_in_parts "$workers"' in line
+                             for line in calls), (name, calls)
+    for name in ("ci/local.sh", "ci/docker.sh"):   # the legs with timing races run those alone first
+        assert 'run_pytest_in_parts "$workers"' in (ROOT / "scripts" / name).read_text(), name
+
+
+FAKE_PYTEST = """import json, os, sys
+with open(os.environ["RECORD"], "a") as record:
+    record.write(json.dumps(sys.argv[1:]) + "\\n")
+part = sys.argv[sys.argv.index("--part") + 1] if "--part" in sys.argv else "all"
+sys.exit(int(os.environ["EXIT_" + part.upper()]))
+"""
+
+
+@pytest.mark.parametrize("workers, races, rest, expected", [
+    (3, 0, 0, 0), (3, 5, 0, 0), (3, 0, 5, 0), (3, 5, 5, 1), (3, 1, 0, 1), (3, 0, 2, 2), (0, 0, 0, 0)])
+def test_run_pytest_in_parts_runs_the_races_alone_then_the_rest_side_by_side(tmp_path, workers, races, rest,
+                                                                              expected):
+    fake, record = tmp_path / "fake_pytest.py", tmp_path / "record.jsonl"
+    fake.write_text(FAKE_PYTEST)
+    environment = dict(os.environ, RECORD=str(record), EXIT_RACES=str(races), EXIT_REST=str(rest), EXIT_ALL="0")
+    done = subprocess.run(["bash", "-c", f'source scripts/lib.sh && run_pytest_in_parts {workers} '
+                                         f'"{sys.executable}" "{fake}" --leg local'],
+                          cwd=ROOT, capture_output=True, text=True, timeout=30, env=environment)
+    assert done.returncode == expected, done.stdout + done.stderr
+    calls = [json.loads(line) for line in record.read_text().splitlines()]
+    if workers == 0:
+        assert calls == [["--leg", "local", "-p", "no:cacheprovider"]]
+    else:
+        assert calls == [["--leg", "local", "--part", "races", "-p", "no:cacheprovider"],
+                         ["--leg", "local", "--part", "rest", "-n", "3", "--dist", "loadfile", "-p", "no:cacheprovider"]]
+
+
+def test_the_parts_split_the_test_files_in_two():
+    names = [path.name for path in (ROOT / "tests").glob("test_*.py")]
+    races = {name for name in names if PARTS["races"](name)}
+    rest = {name for name in names if PARTS["rest"](name)}
+    assert races and rest and not races & rest and races | rest == set(names) and all(PARTS["all"](n) for n in names)
+    assert races == set(RACES) | set(LOAD_SENSITIVE)
 
 
 def test_the_races_name_test_files_that_exist():

@@ -79,10 +79,10 @@ status=0 began=$SECONDS
 install_hub_extras || say "node-configurable-http-proxy could not be installed: tests/test_hub.py will skip"
 say "images ready in $((SECONDS - began)) s"
 if [ "$status" -eq 0 ]; then
-    workers=$(test_workers 0)
+    workers=$(test_workers 3)
     say "running the tests that depend on where servers run, with every server in a Docker container, $workers files at a time"
     phase=$SECONDS
-    run_pytest "$PY" -m pytest tests --leg docker -n "$workers" --dist loadfile "$@" || status=$?
+    run_pytest_in_parts "$workers" "$PY" -m pytest tests --leg docker "$@" || status=$?
     say "tests on Docker took $((SECONDS - phase)) s"
     labkit_down_quietly "$PY"
     no_labkit_containers_left || status=1

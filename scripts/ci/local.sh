@@ -5,7 +5,8 @@
 #     --quick      without the slow tests and the browser (pytest --leg quick), no notebooks
 #     --notebooks  every notebook too (when the non-root leg does not run them)
 # Run after ./lab.sh setup; LABKIT_HOME keeps the tests' labs apart from a learner's lab.
-# LABKIT_TEST_WORKERS: how many test files run side by side (default 3; 0: one at a time).
+# LABKIT_TEST_WORKERS: how many test files run side by side (default 3; 0: one at a time); with
+# workers, the timing races run first, alone (scripts/lib.sh run_pytest_in_parts).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/lib.sh
@@ -16,10 +17,10 @@ case "${1:-}" in
     --notebooks) shift; paths=(tests notebooks); extra=(--nbval-lax) ;;
 esac
 export LABKIT_HOME="${LABKIT_HOME:-$HOME/.local/state/labkit-tests}"
-workers=$(test_workers 0)
+workers=$(test_workers 3)
 say "running the tests (leg $leg) on real servers (local processes), $workers files at a time: ${paths[*]}"
 status=0
-# whole files side by side, the timing races one after another (tests/conftest.py, work_unit)
-run_pytest "$PY" -m pytest "${paths[@]}" --leg "$leg" -n "$workers" --dist loadfile "${extra[@]}" "$@" || status=$?
+# the timing races alone, then whole files side by side (tests/conftest.py: --part, work_unit)
+run_pytest_in_parts "$workers" "$PY" -m pytest "${paths[@]}" --leg "$leg" "${extra[@]}" "$@" || status=$?
 labkit_down_quietly "$PY"
 exit "$status"
