@@ -33,9 +33,11 @@ a lock is never freed within its deadline.
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 
@@ -138,18 +140,29 @@ def lock_is_free(observer, key: int) -> bool:
     return False
 
 
+# the client of hold_after_crash: log in (login as JSON, the password from PGPASSWORD), take
+# the advisory lock, run the long query; it is killed before the query ends
+CRASHING_CLIENT = """import json, sys, psycopg
+with psycopg.connect(**json.loads(sys.argv[1]), autocommit=True) as connection:
+    connection.execute(sys.argv[2])
+    connection.execute(sys.argv[3])
+"""
+
+
 def hold_after_crash(lab, key: int, check_interval: float | None, keepalive,
                      query_seconds: float) -> tuple[float, float]:
-    """A psql client takes the lock, runs ``pg_sleep(query_seconds)`` and is SIGKILLed mid-query.
-    Returns (seconds until another session could take the lock, seconds the query still had
-    to run when the client was killed, by the server's clock)."""
+    """A client process takes the lock, runs ``pg_sleep(query_seconds)`` and is SIGKILLed
+    mid-query. Returns (seconds until another session could take the lock, seconds the query
+    still had to run when the client was killed, by the server's clock). The client is Python
+    with psycopg (libpq reads PGOPTIONS and PGPASSWORD), not psql: on the Docker backend the
+    host may have no PostgreSQL programs at all."""
     service = postgres_of(lab)
     login = service.login()
-    env = dict(os.environ, PGPASSWORD=login.get("password", ""), PGOPTIONS=session_options(check_interval, keepalive),
+    password = login.pop("password", "")
+    env = dict(os.environ, PGPASSWORD=password, PGOPTIONS=session_options(check_interval, keepalive),
                PGCONNECT_TIMEOUT="5")
     query = f"SELECT {key}, pg_sleep({query_seconds})"   # the key tells this query apart in pg_stat_activity
-    argv = [service.node.program("psql"), "-X", "-q", "-h", login["host"], "-p", str(login["port"]), "-U", login["user"],
-            "-d", login["dbname"], "-c", f"SELECT pg_advisory_lock({key})", "-c", query]
+    argv = [sys.executable, "-c", CRASHING_CLIENT, json.dumps(login), f"SELECT pg_advisory_lock({key})", query]
     client = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     running = "SELECT extract(epoch FROM clock_timestamp() - query_start) FROM pg_stat_activity WHERE query = %s"
     try:
