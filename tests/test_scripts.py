@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import LEGS, LOAD_SENSITIVE, PARTS, RACES
+from legs import LEGS, LOAD_SENSITIVE, PARTS, RACES
 
 pytestmark = pytest.mark.no_servers  # the Python-versions leg runs these
 
@@ -153,6 +153,15 @@ def test_the_parts_split_the_test_files_in_two():
     assert races == set(RACES) | set(LOAD_SENSITIVE)
 
 
+def test_the_tests_and_a_notebook_collect_together():
+    """The Python-versions leg collects tests/ and notebook 00 in one run: two conftest.py
+    files, so a test that imports ``conftest`` by name may get the notebooks' one (it did)."""
+    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                           "--nbval-lax", "--leg", "pythons", "tests/test_scripts.py", "notebooks/00_start_here.ipynb"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+
 def test_the_races_name_test_files_that_exist():
     assert all((ROOT / "tests" / name).is_file() for name in RACES), RACES
 
@@ -173,6 +182,7 @@ def test_workers_run_whole_files_with_a_labkit_home_each_and_the_races_together(
     # a real pytest -n 2 run with this folder's conftest, on four small files: two named like
     # RACES, one with a slow test
     pytester.makeconftest((Path(__file__).parent / "conftest.py").read_text())
+    pytester.makepyfile(legs=(Path(__file__).parent / "legs.py").read_text())
     races = sorted(RACES)[:2]
     files = {name.removesuffix(".py"): RECORDING_TEST for name in races}
     files["test_plain"] = RECORDING_TEST

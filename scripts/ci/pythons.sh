@@ -4,18 +4,23 @@
 # start no server (pytest --leg pythons) and notebook 00 (on real servers, with nbval).
 #
 #   scripts/ci/pythons.sh [MINOR...]    e.g. `scripts/ci/pythons.sh 3.10 3.13`: only those
+#   scripts/ci/pythons.sh --ends        the oldest and the newest found (what ./lab.sh test runs)
 #
 # Interpreters: python3.10 ... python3.19 on PATH, then /usr/bin/python3.1*, then pyenv's
 # ($PYENV_ROOT or ~/.pyenv)/versions/3.1*/bin/python. One per minor version (the first found):
-# it prints which it found, which it skipped and why. The venvs stay in .venv-pythons/MINOR
-# and are reinstalled only when the lock or pyproject.toml changes (~1 min each the first
-# time). Not in the full ./lab.sh test: with the lock installed once per interpreter it would
-# take the full run past its 20 minutes. Exits 77 (skipped) when it finds no interpreter.
+# it prints which it found, which it skipped and why. The venvs are kept outside the checkout,
+# in ~/.cache/labkit/pythons/MINOR-<hash of the lock> (LABKIT_PYTHONS_CACHE), so that every
+# clone reuses them; the first install takes ~1 min per interpreter, then only labkit itself
+# is installed again (pip --no-deps -e ., seconds). ./lab.sh test runs it with --ends: the
+# oldest supported Python (where 3.11+ syntax breaks imports) and the newest.
+# Exits 77 (skipped) when it finds no interpreter.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/lib.sh
-CACHE="$ROOT/.venv-pythons"
+CACHE="${LABKIT_PYTHONS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/labkit/pythons}"
 NOTEBOOK=notebooks/00_start_here.ipynb
+ends=no
+if [ "${1:-}" = --ends ]; then ends=yes; shift; fi
 wanted=("$@")
 
 candidates() {
@@ -39,17 +44,18 @@ describe() {
 }
 
 make_venv_for() {
-    # make_venv_for PYTHON FOLDER: the lock and labkit in FOLDER, unless they already are
-    local python=$1 venv=$2 stamp want
-    stamp="$venv/.labkit-installed"
-    want=$(cat pyproject.toml "$LOCK" | sha1sum | cut -d' ' -f1)
-    [ "$(cat "$stamp" 2>/dev/null)" = "$want" ] && return 0
-    rm -rf "$venv"
-    "$python" -m venv "$venv" &&
-        pip_quiet "$venv/bin/python" --upgrade pip &&
-        pip_quiet "$venv/bin/python" --require-hashes -r "$LOCK" &&
-        pip_quiet "$venv/bin/python" --no-deps -e . &&
-        echo "$want" > "$stamp"
+    # make_venv_for PYTHON FOLDER: the lock in FOLDER unless it is there already (a stamp
+    # written last says so), then this checkout's labkit (editable, no dependencies)
+    local python=$1 venv=$2 stamp=$2/.labkit-lock-installed
+    if [ ! -e "$stamp" ]; then
+        rm -rf "$venv"
+        mkdir -p "$(dirname "$venv")"
+        "$python" -m venv "$venv" &&
+            pip_quiet "$venv/bin/python" --upgrade pip &&
+            pip_quiet "$venv/bin/python" --require-hashes -r "$LOCK" &&
+            touch "$stamp" || return 1
+    fi
+    pip_quiet "$venv/bin/python" --no-deps -e .
 }
 
 declare -A seen_minor=() seen_executable=()
@@ -70,6 +76,10 @@ while read -r candidate; do
     found+=("$minor $executable")
 done < <(candidates)
 [ ${#found[@]} -eq 0 ] || mapfile -t found < <(printf '%s\n' "${found[@]}" | sort -V)
+if [ "$ends" = yes ] && [ ${#found[@]} -gt 2 ]; then
+    for line in "${found[@]:1:${#found[@]}-2}"; do skipped+=("${line#* }: --ends tests the oldest and the newest only"); done
+    found=("${found[0]}" "${found[-1]}")
+fi
 
 say "interpreters found: ${#found[@]}"
 for line in "${found[@]}"; do say "  $line"; done
@@ -83,14 +93,15 @@ status=0 results=()
 for line in "${found[@]}"; do
     read -r minor executable <<< "$line"
     began=$SECONDS result=passed
-    say "Python $minor ($executable): venv in .venv-pythons/$minor"
-    if ! make_venv_for "$executable" "$CACHE/$minor"; then
+    venv="$CACHE/$minor-$(sha1sum "$LOCK" | cut -c1-12)"
+    say "Python $minor ($executable): venv in $venv"
+    if ! make_venv_for "$executable" "$venv"; then
         result="FAILED (installing $LOCK)"
     else
         say "Python $minor: the quick tests that start no server, and $NOTEBOOK"
-        run_pytest "$CACHE/$minor/bin/python" -m pytest tests "$NOTEBOOK" --leg pythons --nbval-lax \
+        run_pytest "$venv/bin/python" -m pytest tests "$NOTEBOOK" --leg pythons --nbval-lax \
             --nbval-current-env -q -n "$workers" --dist loadfile || result=FAILED
-        labkit_down_quietly "$CACHE/$minor/bin/python"
+        labkit_down_quietly "$venv/bin/python"
     fi
     [ "$result" = passed ] || status=1
     results+=("$(printf '%-6s %-8s %4d s  %s' "$minor" "$result" $((SECONDS - began)) "$executable")")

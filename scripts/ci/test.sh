@@ -5,12 +5,12 @@
 #   local    the tests on local processes (scripts/ci/local.sh); the notebooks too, unless the
 #            non-root leg runs them
 #   nonroot  every notebook as an unprivileged user (scripts/ci/nonroot.sh), when run as root
+#   pythons  the tests that start no server and notebook 00 on the oldest and the newest
+#            CPython 3.10+ found (scripts/ci/pythons.sh --ends; every one: ./lab.sh test --pythons)
 #   docker   the tests that depend on where servers run, in containers, and the whole-lab
 #            image (scripts/ci/docker.sh), where a Docker engine answers or can be started
 #
 # --quick: only the local leg without slow tests and notebooks (pytest --leg quick).
-# The Python-versions leg is apart (./lab.sh test --pythons): installing the lock once per
-# interpreter would take the full run past its 20 minutes.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/lib.sh
@@ -52,9 +52,11 @@ if [ "${1:-}" = --quick ]; then
 elif scripts/ci/nonroot.sh --can-run; then
     run_leg local scripts/ci/local.sh "$@"
     run_leg nonroot scripts/ci/nonroot.sh
+    run_leg pythons scripts/ci/pythons.sh --ends
     run_leg docker scripts/ci/docker.sh "$@"
 else
     run_leg local scripts/ci/local.sh --notebooks "$@"
+    run_leg pythons scripts/ci/pythons.sh --ends
     run_leg docker scripts/ci/docker.sh "$@"
 fi
 summary
