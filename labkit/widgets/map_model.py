@@ -7,6 +7,7 @@ is made: a bug in the builder, not in the run).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -117,18 +118,19 @@ class LockMap:
                 "edges": [dict(id=edge.id, source=edge.source, target=edge.target, label=edge.label,
                                protocol=edge.protocol, direction=edge.direction, effect=edge.effect,
                                consequence=edge.consequence, failure=edge.failure,
-                               steps=[{"number": step.number, "at": round(step.time - first, 4),
+                               steps=[{"number": step.number, "at": round(step.time - first, 3),
                                        "client": step.client} for step in edge.steps]) for edge in self.edges],
-                "replay": [{"edge": edge_id, "number": step.number, "at": round(step.time - first, 4)}
+                "replay": [{"edge": edge_id, "number": step.number, "at": round(step.time - first, 3)}
                            for edge_id, step in self.replay()]}
+
+
+MERMAID_CODES = {"#": "#35;", '"': "#quot;", ";": "#59;", "<": "#lt;", ">": "#gt;"}
 
 
 def mermaid_text(text: str) -> str:
     """``text`` safe inside a quoted Mermaid label: Mermaid's entity codes for the characters
     its parser reads as syntax."""
-    for character, code in (("#", "#35;"), ('"', "#quot;"), (";", "#59;"), ("<", "#lt;"), (">", "#gt;")):
-        text = text.replace(character, code)
-    return text
+    return re.sub(r'[#";<>]', lambda match: MERMAID_CODES[match.group()], text)
 
 
 def _steps_text(edge: MapEdge, first: float) -> str:

@@ -111,27 +111,27 @@ ETCD_EDGES = {
 
 # The lease flow of one contender: nodes (label, why, column, row, shape) and edges.
 FLOW_NODES = {
-    "grant": ("grant a lease (TTL)", "A session starts with a lease: a promise for TTL seconds.", 0, 1, "box"),
+    "grant": ("grant a lease (TTL)", "A session starts with a lease: a promise for TTL seconds.", 0, 0, "box"),
     "keepalive": ("keep-alive every TTL/3", "A background thread renews the lease; each acknowledged "
-                  "keep-alive pushes its end one TTL further.", 1, 0, "box"),
+                  "keep-alive pushes its end one TTL further.", 0, 2, "box"),
     "put_key": ("put prefix/lease id, bound to the lease", "One transaction: create my key if it is not there "
-                "and read the key with the smallest create revision.", 1, 1, "box"),
+                "and read the key with the smallest create revision.", 1, 0, "box"),
     "lowest": ("smallest create revision?", "The queue is the order of the create revisions: etcd's one counter "
-               "decides it, not the clients.", 2, 1, "decision"),
+               "decides it, not the clients.", 2, 0, "decision"),
     "hold": ("hold the lock, guard each write", "Write only with is_owner() in the same transaction, or hand the "
-             "create revision to a store that refuses older ones.", 3, 1, "box"),
+             "create revision to a store that refuses older ones.", 3, 0, "box"),
     "wait": ("watch the key just below mine", "Wait for the deletion of the key with the largest create revision "
-             "below mine; the other waiters are not my business.", 2, 2, "box"),
+             "below mine; the other waiters are not my business.", 2, 1, "box"),
     "deleted": ("that key is deleted: look again", "The watch says a key went; only a new read says whether I am "
-                "first now.", 3, 2, "box"),
-    "release": ("unlock: delete my key", "The key goes, and the next waiter's watch fires.", 4, 1, "box"),
+                "first now.", 3, 1, "box"),
+    "release": ("unlock: delete my key", "The key goes, and the next waiter's watch fires.", 4, 0, "box"),
     "fails": ("keep-alive fails", "No keep-alive is acknowledged any more: the process is paused, the link is "
-              "cut, or the keep-alive thread stopped.", 2, 0, "failure"),
+              "cut, or the keep-alive thread stopped.", 1, 2, "failure"),
     "stop": ("the process must stop writing", "Its own deadline (the send time of the last acknowledged "
              "keep-alive plus the TTL, less a margin) has passed: stop before the server can free the lock.",
-             3, 0, "failure"),
+             1, 3, "failure"),
     "expires": ("lease expires: etcd deletes the key", "The server ends the lease one TTL after the last "
-                "keep-alive arrived and deletes every key bound to it.", 4, 0, "failure"),
+                "keep-alive arrived and deletes every key bound to it.", 3, 2, "failure"),
 }
 
 FLOW_EDGES = {

@@ -18,6 +18,8 @@ const STYLE = `
 .labkit-map-edge .labkit-map-label-back { fill: #fcfcfc; opacity: 0.9; }
 .labkit-map-lit .labkit-map-line { stroke-width: 3.2; }
 .labkit-map-current .labkit-map-line { stroke-width: 4.5; }
+.labkit-map-selected .labkit-map-label-back, .labkit-map-selected rect, .labkit-map-selected polygon { stroke-width: 2.5; }
+.labkit-map-lit .labkit-map-label-back { opacity: 1; }
 .labkit-map-controls { margin: 6px 0; }
 .labkit-map-controls button { padding: 2px 10px; margin-right: 8px; }
 .labkit-map-details { border: 1px solid #ddd; border-radius: 6px; padding: 6px 10px; min-height: 3em;
@@ -79,13 +81,19 @@ function border(box, tx, ty) {
   return [box.x + dx * Math.min(scale, 1), box.y + dy * Math.min(scale, 1)];
 }
 
+const overlaps = (a, b) => Math.abs(a.x - b.x) * 2 < a.w + b.w && Math.abs(a.y - b.y) * 2 < a.h + b.h;
+const onCurve = (t, sx, sy, cx, cy, ex, ey) => [
+  (1 - t) * (1 - t) * sx + 2 * (1 - t) * t * cx + t * t * ex, (1 - t) * (1 - t) * sy + 2 * (1 - t) * t * cy + t * t * ey];
+
 function drawGraph(root, state, colours) {
-  const width = 170, height = 48;
-  const columnWidth = state.kind === "flow" ? 205 : 270, rowHeight = state.kind === "flow" ? 105 : 130;
+  const width = 150, height = 50;
+  const columnWidth = 300, rowHeight = state.kind === "flow" ? 125 : 210;
   const rows = Math.max(...state.nodes.map((node) => node.row)) + 1;
   const columns = Math.max(...state.nodes.map((node) => node.column)) + 1;
-  root.setAttribute("viewBox", `0 0 ${columns * columnWidth + 20} ${rows * rowHeight + 10}`);
-  root.setAttribute("width", columns * columnWidth + 20);
+  const fullWidth = columns * columnWidth + 20, fullHeight = rows * rowHeight + 10;
+  root.setAttribute("viewBox", `0 0 ${fullWidth} ${fullHeight}`);
+  root.setAttribute("width", fullWidth);
+  root.setAttribute("style", "max-width: 100%; height: auto");
   const boxes = {};
   for (const node of state.nodes) {
     boxes[node.id] = { x: 10 + columnWidth / 2 + node.column * columnWidth,
@@ -97,42 +105,52 @@ function drawGraph(root, state, colours) {
     const key = [edge.source, edge.target].sort().join("|");
     (pairs[key] = pairs[key] || []).push(edge.id);
   }
-  const edgeLayer = svg("g", {}, root), nodeLayer = svg("g", {}, root);
+  const edgeLayer = svg("g", {}, root), nodeLayer = svg("g", {}, root), labelLayer = svg("g", {}, root);
+  const taken = Object.values(boxes).map((box) => ({ x: box.x, y: box.y, w: box.w + 8, h: box.h + 8 }));
   const items = {};
   for (const edge of state.edges) {
     const from = boxes[edge.source], to = boxes[edge.target];
     const siblings = pairs[[edge.source, edge.target].sort().join("|")];
-    let bend = (siblings.indexOf(edge.id) - (siblings.length - 1) / 2) * 46;
-    if (edge.source > edge.target) bend = -bend;       // the same side for both directions of a pair
+    let bend = (siblings.indexOf(edge.id) - (siblings.length - 1) / 2) * 150;
+    if (edge.source > edge.target) bend = -bend;       // both directions of a pair keep their sides
     const mx = (from.x + to.x) / 2, my = (from.y + to.y) / 2;
     const length = Math.hypot(to.x - from.x, to.y - from.y) || 1;
     const cx = mx - ((to.y - from.y) / length) * bend, cy = my + ((to.x - from.x) / length) * bend;
     const [sx, sy] = border(from, cx, cy), [ex, ey] = border(to, cx, cy);
-    const group = svg("g", { class: "labkit-map-edge", "data-id": edge.id, tabindex: 0, role: "button" }, edgeLayer);
+    const attributes = { class: "labkit-map-edge", "data-id": edge.id, tabindex: 0, role: "button" };
+    const group = svg("g", attributes, edgeLayer);
     const d = `M ${sx} ${sy} Q ${cx} ${cy} ${ex} ${ey}`;
     svg("path", { d, class: "labkit-map-hit" }, group);
     const kind = edge.failure ? "failure" : "line";
     const line = svg("path", { d, class: "labkit-map-line", stroke: colours[kind],
       "marker-end": `url(#labkit-arrow-${kind})`, "stroke-dasharray": edge.failure ? "6 4" : "none" }, group);
+    // the label goes on the curve, where it covers no node and no other label
     const numbers = edge.steps.map((step) => step.number).join(", ");
-    const lines = wrap(edge.label, 24).concat(numbers ? [`step ${numbers}`] : []);
-    const lx = (sx + 2 * cx + ex) / 4, ly = (sy + 2 * cy + ey) / 4;
-    svg("rect", { class: "labkit-map-label-back", x: lx - 80, y: ly - lines.length * 8 - 2, width: 160,
-      height: lines.length * 15 + 2, rx: 3 }, group);
-    textBlock(group, lines, lx, ly + 4, { fill: colours.text, "font-size": "11px" });
-    items[edge.id] = { group, line, kind };
+    const lines = wrap(edge.label, 18).concat(numbers ? [`step ${numbers}`] : []);
+    const labelWidth = Math.max(...lines.map((text) => text.length)) * 6.2 + 10, labelHeight = lines.length * 13 + 4;
+    const spots = [0.5, 0.4, 0.6, 0.3, 0.7, 0.2, 0.8].map((t) => {
+      const [x, y] = onCurve(t, sx, sy, cx, cy, ex, ey);
+      return { x, y, w: labelWidth, h: labelHeight };
+    });
+    const spot = spots.find((place) => !taken.some((other) => overlaps(place, other))) || spots[0];
+    taken.push(spot);
+    const label = svg("g", attributes, labelLayer);
+    svg("rect", { class: "labkit-map-label-back", x: spot.x - labelWidth / 2, y: spot.y - labelHeight / 2,
+      width: labelWidth, height: labelHeight, rx: 3 }, label);
+    textBlock(label, lines, spot.x, spot.y + 4, { fill: colours.text, "font-size": "11px" });
+    items[edge.id] = { group, label, line, kind };
   }
   for (const node of state.nodes) {
     const box = boxes[node.id];
     const group = svg("g", { class: "labkit-map-node", "data-id": node.id, tabindex: 0, role: "button" }, nodeLayer);
     const stroke = node.shape === "failure" ? colours.failure : colours.text;
     if (node.shape === "decision") {
-      svg("polygon", { points: `${box.x},${box.y - box.h / 2 - 6} ${box.x + box.w / 2},${box.y} ${box.x},${box.y + box.h / 2 + 6} ${box.x - box.w / 2},${box.y}`, stroke }, group);
+      svg("polygon", { points: `${box.x},${box.y - box.h / 2 - 8} ${box.x + box.w / 2 + 6},${box.y} ${box.x},${box.y + box.h / 2 + 8} ${box.x - box.w / 2 - 6},${box.y}`, stroke }, group);
     } else {
       svg("rect", { x: box.x - box.w / 2, y: box.y - box.h / 2, width: box.w, height: box.h,
         rx: node.shape === "box" ? 4 : 16, stroke }, group);
     }
-    textBlock(group, wrap(node.label, 22), box.x, box.y + 4, { fill: colours.text });
+    textBlock(group, wrap(node.label, 20), box.x, box.y + 4, { fill: colours.text });
     items[node.id] = { group };
   }
   return items;
@@ -160,6 +178,8 @@ function drawSequence(root, state, colours) {
     const y = top + 30 + row * rowHeight, x1 = columns[edge.source], x2 = columns[edge.target];
     const group = svg("g", { class: "labkit-map-edge", "data-id": edge.id, tabindex: 0, role: "button" }, root);
     const d = `M ${x1} ${y} L ${x2 + (x2 > x1 ? -3 : 3)} ${y}`;
+    svg("rect", { class: "labkit-map-label-back", x: Math.min(x1, x2) + 4, y: y - 21, width: Math.abs(x2 - x1) - 8,
+      height: 18, rx: 3 }, group);
     svg("path", { d, class: "labkit-map-hit" }, group);
     const kind = edge.failure ? "failure" : "line";
     const line = svg("path", { d, class: "labkit-map-line", stroke: colours[kind],
@@ -179,6 +199,7 @@ function details(box, state, kind, id) {
   const add = (term, text) => {
     const dt = document.createElement("dt"), dd = document.createElement("dd");
     dt.textContent = term; dd.textContent = text; list.append(dt, dd);
+    return dd;
   };
   if (kind === "node") {
     const node = state.nodes.find((item) => item.id === id);
@@ -193,7 +214,7 @@ function details(box, state, kind, id) {
     add("consequence", edge.consequence);
     add("in this run", edge.steps.length
       ? edge.steps.map((step) => `step ${step.number} (${step.client}) at ${seconds(step.at)}`).join("; ")
-      : "not in this run");
+      : "not in this run").className = "labkit-map-run";
   }
   box.dataset.selected = `${kind}:${id}`;
   box.append(title, list);
@@ -228,23 +249,27 @@ function render({ model, el }) {
   el.appendChild(root);
 
   const select = (kind, id) => {
-    for (const item of Object.values(items)) item.group.classList.remove("labkit-map-selected");
-    items[id].group.classList.add("labkit-map-selected");
+    root.querySelectorAll(".labkit-map-selected").forEach((node) => node.classList.remove("labkit-map-selected"));
+    for (const group of [items[id].group, items[id].label].filter(Boolean)) group.classList.add("labkit-map-selected");
     details(box, state, kind, id);
   };
   for (const [id, item] of Object.entries(items)) {
     const kind = item.line ? "edge" : "node";
-    item.group.addEventListener("click", () => select(kind, id));
-    item.group.addEventListener("keydown", (event) => {
-      if (event.key === "Enter" || event.key === " ") { event.preventDefault(); select(kind, id); }
-    });
+    for (const group of [item.group, item.label].filter(Boolean)) {
+      group.addEventListener("click", () => select(kind, id));
+      group.addEventListener("keydown", (event) => {
+        if (event.key === "Enter" || event.key === " ") { event.preventDefault(); select(kind, id); }
+      });
+    }
   }
 
   let timer = null;
   const light = (id, on, current) => {
     const item = items[id];
-    item.group.classList.toggle("labkit-map-lit", on);
-    item.group.classList.toggle("labkit-map-current", current);
+    for (const group of [item.group, item.label].filter(Boolean)) {
+      group.classList.toggle("labkit-map-lit", on);
+      group.classList.toggle("labkit-map-current", current);
+    }
     item.line.setAttribute("stroke", on ? colours.lit : colours[item.kind]);
     item.line.setAttribute("marker-end", `url(#labkit-arrow-${on ? "lit" : item.kind})`);
   };

@@ -1,0 +1,224 @@
+"""The lock maps in a real browser (Debian's Chromium through Playwright), drawn from small real
+runs on one lab (tests/test_maps.py's runs):
+
+- every map's Mermaid export renders with the ``mermaid`` npm package in Chromium, from a page
+  on disk: npm fetches the pinned package (``npm pack``, its integrity checked) into a cache
+  folder at test time, and the page may load nothing but files;
+- in JupyterLab, selecting each node and each edge of the sequence map and of the lease flow
+  shows its text, and the replay lights the edges in the recorded order, which the kernel then
+  reads back from the widget.
+
+Skips with the reason when Chromium or Playwright is missing, and the Mermaid test when npm
+cannot fetch the package. Screenshots go to artifacts/map_*.png.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+import labkit
+from labkit.widgets import maps
+
+from test_maps import etcd_run, zookeeper_run
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
+MERMAID = "12.3.0"
+MERMAID_INTEGRITY = "sha512-4113TdXeLAsMruJ79OpFL5O8+LTFXhQqZ260rF3tgUmiNAtRm4Uume04I+65PRN6yZ69J4f8rVYWW8zRk65UYw=="
+NPM_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "labkit" / "npm"
+
+pytestmark = [pytest.mark.browser,
+              pytest.mark.skipif(not os.path.exists(CHROMIUM),
+                                 reason="Debian's chromium is not installed: apt-get install -y chromium "
+                                        "(Playwright's own browser download cannot work here)")]
+sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the test extra)")
+
+from test_browser import run_cell, serve_jupyter, wait_for_kernel  # noqa: E402  (after the skip)
+
+
+@pytest.fixture(scope="module")
+def runs():
+    with labkit.up(zookeeper=1, etcd=1, redis=False, quiet=True) as lab:
+        yield {"zookeeper": zookeeper_run(lab), "etcd": etcd_run(lab)}
+
+
+def every_map(runs) -> dict[str, maps.LockMap]:
+    return {"zookeeper sequence": maps.zookeeper_sequence(runs["zookeeper"]),
+            "zookeeper architecture": maps.zookeeper_architecture(runs["zookeeper"]),
+            "etcd lease flow": maps.etcd_lease_flow(runs["etcd"]),
+            "etcd architecture": maps.etcd_architecture(runs["etcd"])}
+
+
+def mermaid_script() -> Path:
+    """dist/mermaid.min.js of the pinned package, fetched once by npm into NPM_CACHE."""
+    script = NPM_CACHE / f"mermaid-{MERMAID}.min.js"
+    if script.exists():
+        return script
+    npm = shutil.which("npm")
+    if npm is None:
+        pytest.skip("npm is not installed (apt-get install -y nodejs npm): the mermaid package cannot be fetched")
+    NPM_CACHE.mkdir(parents=True, exist_ok=True)
+    try:
+        packed = subprocess.run([npm, "pack", f"mermaid@{MERMAID}", "--pack-destination", str(NPM_CACHE),
+                                 "--no-audit", "--no-fund"], capture_output=True, text=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        pytest.skip("npm could not fetch the mermaid package within 300 s (no registry here?)")
+    if packed.returncode != 0:
+        pytest.skip(f"npm could not fetch mermaid@{MERMAID} (no registry here?): {packed.stderr.strip()[-500:]}")
+    archive = NPM_CACHE / f"mermaid-{MERMAID}.tgz"
+    digest = "sha512-" + base64.b64encode(hashlib.sha512(archive.read_bytes()).digest()).decode()
+    assert digest == MERMAID_INTEGRITY, f"{archive} is not the pinned mermaid@{MERMAID}: {digest}"
+    with tarfile.open(archive) as package:
+        script.write_bytes(package.extractfile("package/dist/mermaid.min.js").read())
+    archive.unlink()
+    return script
+
+
+RENDER_PAGE = """<!doctype html>
+<html><head><meta charset="utf-8"><title>mermaid</title><script src="mermaid.min.js"></script></head>
+<body><div id="out"></div><script>
+const texts = %s;
+(async () => {
+  mermaid.initialize({ startOnLoad: false, securityLevel: "strict" });
+  const results = {};
+  let count = 0;
+  for (const [name, text] of Object.entries(texts)) {
+    try {
+      await mermaid.parse(text);
+      const { svg } = await mermaid.render(`map${count++}`, text);
+      const holder = document.createElement("div");
+      holder.innerHTML = svg;
+      document.getElementById("out").appendChild(holder);
+      results[name] = { ok: true, text: holder.textContent };
+    } catch (error) {
+      results[name] = { ok: false, error: String((error && error.message) || error) };
+    }
+  }
+  window.results = results;
+})();
+</script></body></html>
+"""
+
+
+@pytest.fixture
+def browser():
+    with sync_api.sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@pytest.mark.slow
+def test_every_exported_map_renders_with_mermaid_in_chromium(runs, browser, tmp_path):
+    shutil.copy(mermaid_script(), tmp_path / "mermaid.min.js")
+    drawn = every_map(runs)
+    page_file = tmp_path / "maps.html"
+    page_file.write_text(RENDER_PAGE % json.dumps({name: lock_map.to_mermaid() for name, lock_map in drawn.items()}),
+                         encoding="utf-8")
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    requests, errors = [], []
+    page.on("request", lambda request: requests.append(request.url))
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(page_file.as_uri())
+    page.wait_for_function("window.results !== undefined", timeout=60_000)
+    results = page.evaluate("window.results")
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "map_mermaid.png"), full_page=True)
+    assert errors == [], f"the page raised: {errors}"
+    assert all(url.startswith("file://") for url in requests), f"the page fetched {requests}"
+    for name, lock_map in drawn.items():
+        assert results[name]["ok"], f"Mermaid refused the {name}: {results[name].get('error')}\n{lock_map.to_mermaid()}"
+        shown = " ".join(results[name]["text"].split())
+        for node in lock_map.nodes:
+            assert " ".join(node.label.split()) in shown, f"{name}: {node.label!r} not drawn"
+
+
+CELLS = [
+    "import json\nfrom labkit.record.events import Event\nfrom labkit.record.history import History\n"
+    "from labkit.widgets import maps\n"
+    "zookeeper_run = History(Event.from_dict(row) for row in json.loads({zookeeper!r}))\n"
+    "sequence = maps.zookeeper_sequence(zookeeper_run).widget(pace=100)\nsequence",
+    "print('lit:', ' '.join(sequence.lit))",
+    "etcd_run = History(Event.from_dict(row) for row in json.loads({etcd!r}))\n"
+    "flow = maps.etcd_lease_flow(etcd_run).widget(pace=100)\nflow",
+]
+
+
+def notebook_of(runs, folder: Path) -> Path:
+    events = {name: json.dumps([event.to_dict() for event in run.events()])
+              for name, run in runs.items()}
+    cells = [{"cell_type": "code", "execution_count": None, "id": f"map-{index}", "metadata": {}, "outputs": [],
+              "source": source.format(**events)} for index, source in enumerate(CELLS)]
+    notebook = folder / "maps.ipynb"
+    notebook.write_text(json.dumps({"cells": cells, "metadata": {"kernelspec": {
+        "name": "python3", "display_name": "Python 3", "language": "python"}}, "nbformat": 4, "nbformat_minor": 5}))
+    return notebook
+
+
+def select_everything(tab, root, lock_map: maps.LockMap) -> None:
+    """Click every node and edge of the map drawn in ``root``; each shows its own text."""
+    details = root.locator(".labkit-map-details")
+    first = lock_map.started()
+    for node in lock_map.nodes:
+        root.locator(f".labkit-map-node[data-id='{node.id}']").click()
+        assert node.why in details.inner_text(), f"{node.id}: {details.inner_text()}"
+    for edge in lock_map.edges:    # an edge's label is where a learner clicks it
+        root.locator(f".labkit-map-edge[data-id='{edge.id}'] .labkit-map-label-back").click()
+        shown = " ".join(details.inner_text().split())
+        for text in (edge.protocol, edge.direction, edge.effect, edge.consequence):
+            assert " ".join(text.split()) in shown, f"{edge.id}: {shown}"
+        run = details.locator(".labkit-map-run").inner_text()
+        assert run == ("; ".join(f"step {step.number} ({step.client}) at +{step.time - first:.3f} s"
+                                 for step in edge.steps) or "not in this run"), f"{edge.id}: {run}"
+
+
+def replay_order(tab, root) -> list[str]:
+    root.locator(".labkit-map-replay").click()
+    tab.wait_for_function("root => root.dataset.replayed === 'done'", arg=root.element_handle(), timeout=30_000)
+    return root.get_attribute("data-lit").split()
+
+
+@pytest.mark.slow
+def test_select_and_replay_in_jupyterlab(runs, tmp_path):
+    sequence, flow = maps.zookeeper_sequence(runs["zookeeper"]), maps.etcd_lease_flow(runs["etcd"])
+    (tmp_path / "source").mkdir()
+    notebook = notebook_of(runs, tmp_path / "source")
+    with serve_jupyter(tmp_path, [notebook]) as [url], sync_api.sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            tab = chromium.new_page(viewport={"width": 1400, "height": 1100})
+            tab.goto(url, timeout=90_000)
+            tab.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
+            wait_for_kernel(tab)
+            run_cell(tab, 0)
+            root = tab.locator(".labkit-map[data-kind='sequence']")
+            root.wait_for(timeout=60_000)
+            select_everything(tab, root, sequence)
+            expected = [edge_id for edge_id, _ in sequence.replay()]
+            assert replay_order(tab, root) == expected, "the replay lights the edges in the recorded order"
+            ARTIFACTS.mkdir(exist_ok=True)
+            root.screenshot(path=str(ARTIFACTS / "map_sequence.png"))
+            run_cell(tab, 1)
+            said = tab.locator(".jp-Notebook .jp-Cell").nth(1).locator(".jp-OutputArea").inner_text()
+            assert said.strip() == "lit: " + " ".join(expected), f"the kernel read back {said!r}"
+
+            run_cell(tab, 2)
+            root = tab.locator(".labkit-map[data-kind='flow']")
+            root.wait_for(timeout=60_000)
+            select_everything(tab, root, flow)
+            assert replay_order(tab, root) == [edge_id for edge_id, _ in flow.replay()]
+            root.screenshot(path=str(ARTIFACTS / "map_lease_flow.png"))
+        finally:
+            chromium.close()
