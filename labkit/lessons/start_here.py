@@ -10,8 +10,6 @@
   another on ZooKeeper or etcd, each with its own session, and take the lock in turn.
 * ``lock_numbers``: every number the course uses, read live from a held ZooKeeper lock and
   a held etcd Mutex (for the glossary).
-* ``recipe_steps``: a ZooKeeper lock run (History of clients "A" and "B") as the steps of
-  the lesson's sequence diagram, for ``zookeeper_recipe.sequence_diagram``.
 
 What can fail: ``TimeoutError`` (naming what was awaited) when a deletion, a queue entry or
 a hand-off does not come in time; ``subprocess.CalledProcessError`` (with the program's
@@ -186,37 +184,3 @@ def lock_numbers(zookeeper: Any, zookeeper_lock: ZooKeeperLock, etcd: Any, etcd_
             "zxid": zookeeper.last_zxid, "session id": zookeeper.client_id[0],
             "lease id": key_value.lease, "create revision": key_value.create_revision,
             "mod revision": key_value.mod_revision, "header revision": response.header.revision}
-
-
-def _short(node: str) -> str:
-    return node.rsplit("/", 1)[-1][-16:]     # "...-lock-0000000000": the uuid prefix only makes it long
-
-
-def recipe_steps(run: History) -> list[tuple[float, str, str, str]]:
-    """The run of clients "A" and "B" (and the lab's "close session" fault on A) as arrows
-    (time, sender, receiver, message) whose messages start with the number of the matching
-    step of the lesson's nine-step diagram: 1-2 creates, 3-4 A's list and hold, 5 B's watch,
-    6 A's session closed, 7 the notification, 8-9 B's list and hold."""
-    steps = []
-    for event in run.events():
-        who, what, detail = event.client, event.kind, event.detail
-        if who == "lab" and detail.get("what") == "close session":
-            steps.append((event.time, "Client A", "ZooKeeper", "6. close session (no release)"))
-        elif what == "created":
-            steps.append((event.time, f"Client {who}", "ZooKeeper",
-                          f"{1 if who == 'A' else 2}. create …{_short(detail['node'])} EPHEMERAL_SEQUENTIAL"))
-        elif what == "acquired":
-            steps.append((event.time, f"Client {who}", "ZooKeeper",
-                          f"{3 if who == 'A' else 8}. getChildren: {who} is lowest"))
-            steps.append((event.time, "ZooKeeper", f"Client {who}",
-                          f"{4 if who == 'A' else 9}. acquired (token {detail['token']})"))
-        elif what == "watch" and who == "B":
-            steps.append((event.time, "Client B", "ZooKeeper", f"5. watch …{_short(detail['target'])}"))
-        elif what == "woke" and who == "B":
-            steps.append((event.time, "ZooKeeper", "Client B", f"7. NodeDeleted …{_short(detail['target'])}"))
-    return sorted(steps, key=lambda step: step[0])
-
-
-def step_number(step: tuple[float, str, str, str]) -> int:
-    """The lesson's step number a ``recipe_steps`` arrow carries."""
-    return int(step[3].split(".", 1)[0])
