@@ -6,7 +6,8 @@ runs on one lab (tests/test_maps.py's runs):
   folder at test time, and the page may load nothing but files;
 - in JupyterLab, selecting each node and each edge of the sequence map and of the lease flow
   shows its text, and the replay lights the edges in the recorded order, which the kernel then
-  reads back from the widget.
+  reads back from the widget;
+- the static copy a page without a widget manager gets (a course book page) replays every map.
 
 Skips with the reason when Chromium or Playwright is missing, and the Mermaid test when npm
 cannot fetch the package. Screenshots go to artifacts/map_*.png.
@@ -26,6 +27,7 @@ import pytest
 
 import labkit
 from labkit.widgets import maps
+from labkit.widgets.map_widget import static_map_html
 
 from test_maps import etcd_run, zookeeper_run
 
@@ -222,3 +224,25 @@ def test_select_and_replay_in_jupyterlab(runs, tmp_path):
             root.screenshot(path=str(ARTIFACTS / "map_lease_flow.png"))
         finally:
             chromium.close()
+
+
+def test_the_static_copy_replays_every_map_with_no_kernel(runs, browser, tmp_path):
+    """The HTML a page without a widget manager gets (a course book page): the same module,
+    loaded from a data: URL, draws each map and replays it in the recorded order."""
+    drawn = every_map(runs)
+    page_file = tmp_path / "static.html"
+    page_file.write_text('<!doctype html><html><head><meta charset="utf-8"><title>maps</title></head><body>'
+                         + "".join(static_map_html(lock_map.as_state(), f"map{index}", pace=20)
+                                   for index, lock_map in enumerate(drawn.values())) + "</body></html>",
+                         encoding="utf-8")
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    requests, errors = [], []
+    page.on("request", lambda request: requests.append(request.url))
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(page_file.as_uri())
+    page.wait_for_function(f"document.querySelectorAll('.labkit-map').length === {len(drawn)}", timeout=15_000)
+    for index, lock_map in enumerate(drawn.values()):
+        root = page.locator(f"#labkit-map-map{index} .labkit-map")
+        assert replay_order(page, root) == [edge_id for edge_id, _ in lock_map.replay()], lock_map.title
+    assert errors == [], f"the page raised: {errors}"
+    assert all(url.startswith(("file://", "data:")) for url in requests), f"the page fetched {requests}"
