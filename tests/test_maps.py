@@ -11,6 +11,7 @@ import threading
 import pytest
 
 import labkit
+from labkit.locks.errors import SessionExpired
 from labkit.locks.etcd_mutex import EtcdMutex
 from labkit.locks.etcd_session import EtcdSession
 from labkit.lessons.zookeeper_recipe import watchers_of
@@ -76,10 +77,49 @@ def etcd_run(lab, path: str = "/maps/etcd") -> History:
     return run
 
 
+def acquire_unless_expired(lock: ZooKeeperLock) -> None:
+    try:
+        lock.acquire(timeout=DEADLINE)
+    except SessionExpired:        # B's, once its session is closed: the run expects it
+        pass
+
+
+def middle_waiter_run(lab, path: str = "/maps/queue") -> History:
+    """A holds; B and C queue; B's session closes: C wakes, re-checks and watches A's node; A
+    releases and C takes the lock."""
+    run = History()
+    clients = {name: lab.zookeeper.client(timeout=4.0) for name in "ABC"}
+    locks = {name: ZooKeeperLock(client, path, identifier=name, on_event=run.sink(name))
+             for name, client in clients.items()}
+    try:
+        locks["A"].acquire(timeout=DEADLINE)
+        waiters = {}
+        for name in "BC":
+            waiters[name] = threading.Thread(target=acquire_unless_expired, args=(locks[name],), daemon=True)
+            waiters[name].start()
+            run.wait_for("watch", client=name, timeout=DEADLINE)
+        wait_until(lambda: clients["C"].client_id[0] in watchers_of(lab.zookeeper, f"{path}/{locks['B'].node}"),
+                   "the server to list C's watch on B's node")
+        run.record_fault("close session", "B")
+        clients["B"].stop()
+        run.wait_for("watch", client="C", count=2, timeout=DEADLINE)
+        wait_until(lambda: clients["C"].client_id[0] in watchers_of(lab.zookeeper, f"{path}/{locks['A'].node}"),
+                   "the server to list C's new watch, on A's node")
+        locks["A"].release()
+        waiters["C"].join(DEADLINE)
+        assert locks["C"].is_held, "C should hold the lock after A released it"
+        locks["C"].release()
+    finally:
+        for client in clients.values():
+            client.stop()
+            client.close()
+    return run
+
+
 @pytest.fixture(scope="module")
 def runs():
     with labkit.up(zookeeper=1, etcd=1, redis=False, quiet=True) as lab:
-        yield {"zookeeper": zookeeper_run(lab), "etcd": etcd_run(lab)}
+        yield {"zookeeper": zookeeper_run(lab), "etcd": etcd_run(lab), "queue": middle_waiter_run(lab)}
 
 
 def mermaid_names_everything(lock_map: LockMap) -> None:
@@ -159,6 +199,25 @@ def test_the_etcd_lease_flow_is_the_run_with_its_failure_branch(runs):
     mermaid_names_everything(architecture)
 
 
+def test_a_queue_of_three_shows_the_re_check_after_a_middle_waiter_died(runs):
+    run = runs["queue"]
+    queue = maps.zookeeper_queue(run)
+    replay = queue.replay()
+    assert [step.number for _, step in replay] == list(range(1, len(replay) + 1)), "numbered in recorded order"
+    recorded = {(event.time, event.client, event.kind) for event in run.events()}
+    assert all((step.time, step.client, step.event) in recorded for _, step in replay)
+    c_arrows = [(queue.edge(edge_id).label.split(" ")[0], step.event) for edge_id, step in replay
+                if step.client == "C"]
+    assert c_arrows == [("create", "created"), ("get(…-lock-0000000001,", "watch"), ("NodeDeleted", "woke"),
+                        ("re-check,", "watch"), ("NodeDeleted", "woke"), ("getChildren", "acquired"),
+                        ("lowest:", "acquired"), ("delete", "released")], c_arrows
+    [fault] = [queue.edge(edge_id) for edge_id, step in replay if step.event == "fault"]
+    assert fault.failure and fault.source == queue.nodes[2].id and queue.nodes[2].label == "B"
+    text = queue.to_mermaid()
+    assert len(re.findall(r"^    \w+(?:->>|--\))\w+: ", text, re.MULTILINE)) == len(queue.edges)
+    mermaid_names_everything(queue)
+
+
 def made_up(*rows) -> History:
     return History(Event(float(number), client, kind, detail) for number, (client, kind, detail) in enumerate(rows))
 
@@ -170,6 +229,8 @@ def test_a_history_without_the_events_says_what_to_record(build):
     with pytest.raises(maps.MissingEvents) as empty:
         build(History())
     assert "record a run of two lock clients" in str(empty.value)
+    with pytest.raises(maps.MissingEvents, match="record a run of ZooKeeper lock clients"):
+        maps.zookeeper_queue(History())
     alone = made_up(("A", "created", {"node": "/l/x-lock-0000000000", "key": "/l/1"}),
                     ("A", "acquired", {"token": 5}))
     with pytest.raises(maps.MissingEvents, match="'watch' event"):

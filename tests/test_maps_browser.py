@@ -29,7 +29,7 @@ import labkit
 from labkit.widgets import maps
 from labkit.widgets.map_widget import static_map_html
 
-from test_maps import etcd_run, zookeeper_run
+from test_maps import etcd_run, middle_waiter_run, zookeeper_run
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -51,14 +51,15 @@ from test_browser import run_cell, serve_jupyter, wait_for_kernel  # noqa: E402 
 @pytest.fixture(scope="module")
 def runs():
     with labkit.up(zookeeper=1, etcd=1, redis=False, quiet=True) as lab:
-        yield {"zookeeper": zookeeper_run(lab), "etcd": etcd_run(lab)}
+        yield {"zookeeper": zookeeper_run(lab), "etcd": etcd_run(lab), "queue": middle_waiter_run(lab)}
 
 
 def every_map(runs) -> dict[str, maps.LockMap]:
     return {"zookeeper sequence": maps.zookeeper_sequence(runs["zookeeper"]),
             "zookeeper architecture": maps.zookeeper_architecture(runs["zookeeper"]),
             "etcd lease flow": maps.etcd_lease_flow(runs["etcd"]),
-            "etcd architecture": maps.etcd_architecture(runs["etcd"])}
+            "etcd architecture": maps.etcd_architecture(runs["etcd"]),
+            "zookeeper queue": maps.zookeeper_queue(runs["queue"])}
 
 
 def mermaid_script() -> Path:
@@ -122,7 +123,6 @@ def browser():
             chromium.close()
 
 
-@pytest.mark.slow
 def test_every_exported_map_renders_with_mermaid_in_chromium(runs, browser, tmp_path):
     shutil.copy(mermaid_script(), tmp_path / "mermaid.min.js")
     drawn = every_map(runs)
@@ -159,8 +159,7 @@ CELLS = [
 
 
 def notebook_of(runs, folder: Path) -> Path:
-    events = {name: json.dumps([event.to_dict() for event in run.events()])
-              for name, run in runs.items()}
+    events = {name: json.dumps([event.to_dict() for event in runs[name].events()]) for name in ("zookeeper", "etcd")}
     cells = [{"cell_type": "code", "execution_count": None, "id": f"map-{index}", "metadata": {}, "outputs": [],
               "source": source.format(**events)} for index, source in enumerate(CELLS)]
     notebook = folder / "maps.ipynb"

@@ -41,7 +41,7 @@ ZOOKEEPER_EDGES = {
                 "replies on the holder's session", "from the ensemble to the holder",
                 "the holder learns that its node has the lowest number",
                 "it holds the lock; nobody else is told anything"),
-    "b_requests": ("create, getChildren, exists + watch",
+    "b_requests": ("create, getChildren, get + watch",
                    "ZooKeeper's client protocol on the waiter's own session",
                    "from the waiter to the ensemble",
                    "the waiter's node joins the queue behind the holder's; the waiter sees it is not first "
@@ -67,7 +67,8 @@ ZOOKEEPER_STEPS = {
         "{client} lists the children of the lock path", "{client} compares its number with the others"),
     4: ("ZK", "A", "lowest: {client} holds", "the reply to getChildren", "the ensemble to {client}",
         "{client}'s node has the lowest number", "{client} holds the lock; no message goes to anyone else"),
-    5: ("B", "ZK", "exists(…{short}, watch)", "a read that leaves a watch on {client}'s session",
+    5: ("B", "ZK", "get(…{short}, watch)", "a read that leaves a one-shot watch on {client}'s session (the "
+        "classic recipe calls exists(); get() fails on a missing node instead of watching for one that never comes)",
         "{client} to the ensemble", "{client} saw {other}'s node just below its own and set a watch on that "
         "node only", "the release of {other} will wake {client} and nobody else"),
     6: ("A", "ZK", "{how}", "a delete, or the end of {client}'s session", "{client} to the ensemble",
@@ -169,4 +170,31 @@ FLOW_EDGES = {
     "expires_deleted": ("expires", "deleted", "the waiter's watch fires", "an event on the waiter's Watch stream",
                         "the cluster to the next waiter", "the next waiter hears the key ahead is gone",
                         "it re-checks and takes the lock"),
+}
+
+# A queue of any length on ZooKeeper, one arrow per event (maps.zookeeper_queue): by event kind,
+# (to the ensemble?, label, protocol, effect, consequence); the direction is written from the ends.
+QUEUE_STEPS = {
+    "created": (True, "create …{short}", "create request, EPHEMERAL_SEQUENTIAL, on {client}'s session",
+                "{client}'s node joins the queue with the next number", "its place in the queue is fixed"),
+    "listed": (True, "getChildren", "a read on {client}'s session", "{client} lists the queue",
+               "it compares its number with the others"),
+    "acquired": (False, "lowest: {client} holds", "the reply to getChildren", "{client}'s node is the lowest",
+                 "{client} holds the lock; nobody else is told"),
+    "watch": (True, "get(…{short}, watch)", "a read that leaves a one-shot watch (get(), or exists() in the "
+              "classic recipe)",
+              "{client} watches only the node just below its own", "only that node's deletion will wake it"),
+    "rewatch": (True, "re-check, then get(…{short}, watch)", "getChildren, then a read that leaves a watch",
+                "{client} is still not first, so it watches its new predecessor",
+                "a deleted predecessor is not a free lock: it keeps waiting"),
+    "woke": (False, "NodeDeleted …{short}", "a watch notification, sent once",
+             "the node {client} watched is gone", "{client} must list the children again before it acts"),
+    "released": (True, "delete own node (release)", "a delete on {client}'s session",
+                 "{client}'s node is deleted", "the next waiter's watch fires"),
+    "lost": (False, "session gone: node deleted", "the end of {client}'s session",
+             "the server deleted {client}'s node", "{client} no longer holds or waits"),
+    "fault": (True, "{what}", "a fault the lab injected on {client}", "{client}'s session is ended or silenced",
+              "its node goes when the session ends"),
+    "error": (False, "error reply", "an error reply to {client}", "{client}'s request failed: {message}",
+              "{client} must start a new session to queue again"),
 }

@@ -23,7 +23,7 @@ from labkit.errors import LabError
 from labkit.record.events import Event
 from labkit.record.history import History
 from labkit.widgets.map_model import LockMap, MapEdge, MapNode, MapStep
-from labkit.widgets.map_texts import (ETCD_EDGES, ETCD_NODES, FLOW_EDGES, FLOW_NODES, ZOOKEEPER_EDGES,
+from labkit.widgets.map_texts import (ETCD_EDGES, ETCD_NODES, FLOW_EDGES, FLOW_NODES, QUEUE_STEPS, ZOOKEEPER_EDGES,
                                       ZOOKEEPER_NODES, ZOOKEEPER_STEPS)
 
 # faults that end a holder's session or silence it (History.record_fault or a client group's)
@@ -142,6 +142,53 @@ def zookeeper_architecture(run: History) -> LockMap:
     edges = tuple(MapEdge(edge_id, *ends[edge_id], *ZOOKEEPER_EDGES[edge_id],
                           steps=tuple(steps[number] for number in on_edge[edge_id])) for edge_id in ZOOKEEPER_EDGES)
     return LockMap("architecture", f"Who talks to whom in a ZooKeeper lock: {a}, the ensemble, {b}", nodes, edges)
+
+
+def zookeeper_queue(run: History) -> LockMap:
+    """Every lock event of every ZooKeeper client of the run as one arrow between the client and
+    the ensemble, numbered in recorded order: creates, holds, watches, notifications, the
+    re-checks that end in a new watch, releases, faults and errors. For a queue of any length
+    (the nine-step map is for a holder and one waiter). Raises MissingEvents."""
+    members = [event.client for event in run.events(kind="created") if "node" in event.detail]
+    if not members:
+        raise MissingEvents("the History has no 'created' event of a ZooKeeper lock",
+                            hint="record a run of ZooKeeper lock clients with on_event=history.sink(name)")
+    ids = {name: f"c{number}" for number, name in enumerate(members, start=1)}
+    woken: set[str] = set()
+    edges: list[MapEdge] = []
+
+    def arrow(kind: str, event: Event, client: str, short: str = "", failure: bool = False) -> None:
+        to_server, *texts = QUEUE_STEPS[kind]
+        names = dict(client=client, short=short, what=event.detail.get("what", ""),
+                     message=event.detail.get("message", ""))
+        label, protocol, effect, consequence = (text.format(**names) for text in texts)
+        source, target = (ids[client], "ZK") if to_server else ("ZK", ids[client])
+        direction = f"{client} to the ensemble" if to_server else f"the ensemble to {client}"
+        step = _step(len(edges) + 1, event)
+        edges.append(MapEdge(f"step{step.number}", source, target, label, protocol, direction, effect, consequence,
+                             steps=(step,), failure=failure))
+
+    for event in run.events():
+        who, kind, detail = event.client, event.kind, event.detail
+        if kind == "fault" and detail.get("target") in ids:
+            arrow("fault", event, detail["target"], failure=True)
+        elif who not in ids:
+            continue
+        elif kind == "acquired":
+            arrow("listed", event, who)
+            arrow("acquired", event, who)
+        elif kind == "watch":
+            arrow("rewatch" if who in woken else "watch", event, who, _short(detail.get("target", "")))
+        elif kind in ("created", "woke", "released", "lost", "error"):
+            if kind == "woke":
+                woken.add(who)
+            arrow(kind, event, who, _short(detail.get("node") or detail.get("target") or ""),
+                  failure=kind in ("lost", "error"))
+    nodes = (MapNode("ZK", "ZooKeeper", ZOOKEEPER_NODES["zookeeper"][1], 0),) + tuple(
+        MapNode(ids[name], name, f"A lock client of this run, number {number} in the queue (by creation). It has "
+                "its own session, and its node lives exactly as long as that session.", number)
+        for number, name in enumerate(members, start=1))
+    return LockMap("sequence", f"A ZooKeeper lock queue of {len(members)} as it ran", nodes, tuple(edges))
 
 
 # ---- etcd -----------------------------------------------------------------------------------
