@@ -68,7 +68,7 @@ function markers(root, colours) {
   const defs = svg("defs", {}, root);
   for (const [name, colour] of Object.entries({ line: colours.line, failure: colours.failure, lit: colours.lit })) {
     const marker = svg("marker", { id: `labkit-arrow-${name}`, viewBox: "0 0 10 10", refX: 9, refY: 5,
-      markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" }, defs);
+      markerWidth: 10, markerHeight: 10, markerUnits: "userSpaceOnUse", orient: "auto-start-reverse" }, defs);
     svg("path", { d: "M 0 0 L 10 5 L 0 10 z", fill: colour }, marker);
   }
 }
