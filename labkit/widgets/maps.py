@@ -1,6 +1,6 @@
 """Clickable lock maps drawn from a real run: the architecture (two clients and the ZooKeeper
-ensemble or the etcd cluster, with the lease), the ZooKeeper lock recipe as its nine steps, and
-the etcd lease flow with its "keep-alive fails, the lease expires, the process must stop
+ensemble or the etcd cluster, with the lease), the ZooKeeper lock recipe as its nine steps, a
+whole ZooKeeper queue (one arrow per event, with the re-checks), and the etcd lease flow with its "keep-alive fails, the lease expires, the process must stop
 writing" branch. Every edge carries the steps the run's History recorded on it, with their
 times; selecting a node says why it exists, selecting an edge says its protocol, direction,
 effect and consequence; the replay button lights the edges in the recorded order. The
@@ -99,6 +99,8 @@ def _zookeeper_steps(run: History) -> tuple[dict[int, MapStep], str, str]:
     end = _end_of_hold(run, a, held.time)
     if end is None:
         raise MissingEvents(f"the History has no release, loss or session end of the holder {a!r}", hint=hint)
+    # a fault is recorded when its call returned, which can be just after the server acted and
+    # the waiter heard of it: half a second of slack
     woke = _first([event for event in _after(run, b, "woke", end.time - 0.5)
                    if event.detail.get("target") == holder.detail["node"]],
                   f"'woke' event of {b!r} for {holder.detail['node']}", hint)
