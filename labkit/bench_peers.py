@@ -124,7 +124,7 @@ def where_curator_time_goes(uncontended: dict[str, dict[str, Any]]) -> list[str]
     ours, raw = (uncontended[name].get("requests_per_cycle", 0) for name in ("zookeeper", "zookeeper raw ops"))
     if raw and ours - raw >= 0.5:
         lines.append(f"  ZooKeeperLock's extra {ours - raw:.2g} request per cycle: the first heartbeat of its client-side "
-                     "deadline, sent as it starts to hold (labkit/locks/zookeeper.py, _deadline_watch)")
+                     "deadline, sent as it starts to hold (labkit/locks/zookeeper_deadline.py, HolderDeadline._watch)")
     return lines
 
 

@@ -40,7 +40,7 @@ ALLOWED = {
         "waits on the history's Condition, notified by every new event: it wakes at once",
     ("labkit/locks/zookeeper.py", "ZooKeeperLock._wait_until_lowest"):
         "the recipe a learner reads: it waits on a watch, not a poll, and re-checks at every wake-up",
-    ("labkit/locks/zookeeper.py", "ZooKeeperLock._deadline_watch"):
+    ("labkit/locks/zookeeper_deadline.py", "HolderDeadline._watch"):
         "the holder's heartbeat: sends a request every beat while it holds (work, not a poll)",
     ("labkit/locks/redis_lock.py", "RedisLock.acquire"):
         "the recipe a learner reads: Redis cannot say when a key goes, so SET NX is retried in plain sight, "

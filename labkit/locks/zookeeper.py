@@ -9,16 +9,12 @@ What can go wrong, first:
 - The client-side deadline: kazoo says LOST only once it reconnects and hears that the
   session expired. A holder cut off from the ensemble would go on believing it holds while
   the leader expires its session and gives the lock to the next waiter. So the holder
-  counts for itself (Chubby calls it "jeopardy"): it gives up at the send time of the
-  newest request its server answered, plus the negotiated session timeout, minus a margin,
-  minus ``server_lag`` -- because an answer from a *follower* does not prove that the
-  leader heard of us: a follower cut from the leader keeps answering for up to syncLimit x
-  tickTime while the leader expires the session. ``is_held`` checks that deadline every time
-  it is read, and while holding the lock sends a small heartbeat so that its newest answer
-  is never old; when the deadline passes a "lost" event says "client-side deadline". Do not
-  wait for SUSPENDED: kazoo says it only after two thirds of a timeout of silence (Curator's
-  advice is the same: treat SUSPENDED as lost). And a deadline does not replace fencing: a
-  write sent just before it can still arrive late.
+  counts for itself (Chubby calls it "jeopardy") and gives up first (``zookeeper_deadline.py``
+  says when, and why a follower's answer proves less than the leader's). ``is_held`` checks
+  that deadline every time it is read; when it passes a "lost" event says "client-side
+  deadline". Do not wait for SUSPENDED: kazoo says it only after two thirds of a timeout of
+  silence (Curator's advice is the same: treat SUSPENDED as lost). And a deadline does not
+  replace fencing: a write sent just before it can still arrive late.
 - LOST: the session expired, so the server deleted my ephemeral node and someone else may
   hold the lock already. ``is_held`` becomes False and a "lost" event is emitted; a waiter's
   ``acquire`` raises ``SessionExpired``. Start again with a new session. Closing the client
@@ -31,18 +27,17 @@ The recipe:
 
 1. create ``<path>/<uuid>-lock-`` as an EPHEMERAL + SEQUENTIAL node. ZooKeeper appends a
    10-digit sequence number: the order of the queue. Ephemeral: it dies with my session.
-2. list the children and sort them by that number; if mine is the lowest, I hold the lock.
+2. list the children and sort them by that number (``zookeeper_queue.py``); if mine is the
+   lowest, I hold the lock.
 3. otherwise watch the node just before mine (``watch="predecessor"``) or the whole
    parent (``watch="parent"``: every waiter wakes on every change, the herd), and when the
    watch fires go back to step 2: re-check, never assume.
 """
 from __future__ import annotations
 
-import re
 import threading
 import time
 import uuid
-from typing import NamedTuple
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionLoss, KazooException, NoNodeError, SessionExpiredError
@@ -50,47 +45,11 @@ from kazoo.protocol.states import EventType, KazooState, KeeperState
 
 from labkit.record.events import EventSink, ignore_events
 from labkit.locks.errors import LockError, LockTimeout, PathInUse, SessionExpired
-from labkit.locks.zookeeper_contact import server_contact
-from labkit.servers.services.zookeeper import SERVER_LAG
+from labkit.locks.zookeeper_deadline import HolderDeadline, heartbeat_for  # noqa: F401 (lessons import heartbeat_for here)
+from labkit.locks.zookeeper_queue import (NODE_MARKER, SEMAPHORE_CHILDREN, QueuedNode, delete_when_connected,
+                                         queue_of, sequence_of, sorted_contenders)
 
-# Any child ending in "lock-" or kazoo's "__lock__" plus 10 digits is a contender, whoever
-# made it: Curator's "_c_<uuid>-lock-N", kazoo's "<uuid>__lock__N" and ours "<uuid>-lock-N".
-# Sorting by the number alone (ignoring prefixes) is what lets recipes share one queue.
-# (Curator itself only understands names with "lock-": see kazoo_reference.py.)
-CONTENDER_NAME = re.compile(r"(?:__lock__|lock-)(\d{10})$")
-NODE_MARKER = "-lock-"   # Curator sorts by what follows the last "lock-": we must contain it
 WATCH_KINDS = ("predecessor", "parent")
-# The children of a counting semaphore's path (Curator's InterProcessSemaphoreV2 layout,
-# zookeeper_semaphore.py): a mutex queued beside them would exclude nobody.
-SEMAPHORE_CHILDREN = ("leases", "locks")
-
-
-def heartbeat_for(session_timeout: float) -> float:
-    """Seconds between a holder's heartbeats: a tenth of the session timeout, at most 0.1 s."""
-    return min(session_timeout / 10, 0.1)
-
-
-class QueuedNode(NamedTuple):
-    """One node of the lock's queue as the server lists it (``ZooKeeperLock.contenders``): its
-    sequence, its name and the identifier its owner wrote in it."""
-
-    sequence: int
-    node: str
-    identifier: str
-
-
-def sequence_of(node: str) -> int | None:
-    """The queue position ZooKeeper gave ``node``, or None if it is no lock contender."""
-    match = CONTENDER_NAME.search(node)
-    return int(match.group(1)) if match else None
-
-
-def sorted_contenders(children: list[str]) -> list[str]:
-    """The contender nodes among ``children``, in queue order."""
-    # Every waiter that wakes runs this over the whole queue: each name is parsed once
-    # (at a thousand contenders, parsing twice cost as much as the server's reply).
-    numbered = [(sequence_of(child), child) for child in children]
-    return [child for number, child in sorted(pair for pair in numbered if pair[0] is not None)]
 
 
 class ZooKeeperLock:
@@ -103,29 +62,11 @@ class ZooKeeperLock:
     parent deleted and re-created (Curator makes lock parents *container* nodes, which the
     server deletes when empty) starts again at 0 -- a new holder would carry a lower number.
 
-    The client-side deadline, in monotonic time: ``heard_at + session_timeout x (1 -
-    deadline_margin) - server_lag - heartbeat``, where ``heard_at`` is the send time of the
-    newest request the client's server answered (``zookeeper_contact.py``):
-
-    - ``deadline_margin``: a fraction of the session timeout kept for a server clock that runs
-      fast and a late timer thread (0.2 covers a server clock up to 25 % fast, 1 / (1 - 0.2);
-      ``lessons/clock_drift.py`` measures one 50 % fast win the race against it).
-    - ``server_lag``: seconds by which the leader's knowledge of this session can trail the
-      answers of the client's own server. A follower passes its clients' pings on to the
-      leader only when the leader pings it (every half tick), and cut from the leader it keeps
-      answering for syncLimit x tickTime: so syncLimit x tickTime + tickTime / 2. By default
-      (None) the lock asks the server once per client: a standalone server (empty
-      ``/zookeeper/config``) answers for itself, lag 0; an ensemble gets this lab's bound
-      (``lab.zookeeper.server_lag``, 1.1 s). For another ensemble, compute it from its zoo.cfg
-      (ZooKeeper's sample config: 5 x 2 s + 1 s = 11 s). 0 trusts every answer, the rule that
-      is unsafe when the holder's follower is cut from the leader (``lessons/holder_safety.py``
-      keeps it as the negative control).
-    - ``heartbeat`` (``min(timeout / 10, 0.1 s)``): while holding, the lock asks the server
-      about its own node that often, so the leader's last news of us is at most one
-      heartbeat older than what the follower last passed on.
-
-    A session too short for that (the deadline would come before the next heartbeat) is
-    refused by ``acquire`` with a ``ValueError`` that says how long it must be.
+    The client-side deadline is kept by ``self.deadline``, a ``HolderDeadline``
+    (``zookeeper_deadline.py``: when it falls, how ``deadline_margin`` and ``server_lag`` are
+    chosen): it heartbeats while the lock is held and calls the lock back when it passes. A
+    session too short to leave time to hold is refused by ``acquire`` with a ``ValueError``
+    that says how long it must be.
 
     ``node_marker`` (a class attribute) is what my node's name carries before its sequence:
     ``-lock-`` so that Curator counts it; a variant may spell it as another recipe's queue
@@ -147,19 +88,13 @@ class ZooKeeperLock:
         self.path = path.rstrip("/")
         self.identifier = identifier
         self.watch = watch
-        if not 0 <= deadline_margin < 1:
-            raise ValueError(f"deadline_margin={deadline_margin!r} is a fraction of the session timeout, in [0, 1)")
-        self.deadline_margin = deadline_margin
-        if server_lag is not None and server_lag < 0:
-            raise ValueError(f"server_lag={server_lag!r}: seconds, 0 or more (syncLimit x tickTime + tickTime / 2)")
-        self._server_lag = server_lag
-        self.contact = server_contact(client)    # before my first request: its answer must count
+        # Made before my first request, whose answer must count (zookeeper_contact.py).
+        self.deadline = HolderDeadline(client, deadline_margin, server_lag)
+        self.contact = self.deadline.contact
         self.node: str | None = None      # my child's name, without the path
         self.sequence: int | None = None  # its number: my place in the queue
         self.token: int | None = None     # my node's czxid, once I hold the lock
         self.czxid: int | None = None
-        self._hold_over = threading.Event()   # set when a hold ends: stops its deadline watch
-        self._hold_over.set()
         self._gave_up = False             # the client-side deadline passed while I held the lock
         self.is_suspended = False
         self._emit = on_event
@@ -179,41 +114,28 @@ class ZooKeeperLock:
         return self._held and time.monotonic() < self.give_up_at()
 
     @property
+    def deadline_margin(self) -> float:
+        """The fraction of the session timeout the deadline keeps in hand (``HolderDeadline``)."""
+        return self.deadline.deadline_margin
+
+    @property
     def server_lag(self) -> float:
-        """Seconds subtracted from the deadline for the leader's lag (see the class docstring)."""
-        if self._server_lag is None:
-            self._server_lag = 0.0 if self.contact.standalone(self.client) else SERVER_LAG
-        return self._server_lag
+        """Seconds subtracted from the deadline for the leader's lag (``HolderDeadline``)."""
+        return self.deadline.server_lag
 
     @property
     def heartbeat(self) -> float:
         """Seconds between the holder's heartbeats (``heartbeat_for`` its session timeout)."""
-        return heartbeat_for(self.contact.session_timeout)
+        return self.deadline.heartbeat
 
     def give_up_at(self) -> float:
         """The client-side deadline (``time.monotonic()``): the holder stops holding then,
         before the leader can have expired the session. Now, if nothing was ever answered."""
-        contact = self.contact
-        if contact.heard_at is None:
-            return time.monotonic()
-        return (contact.heard_at + contact.session_timeout * (1 - self.deadline_margin)
-                - self.server_lag - self.heartbeat)
+        return self.deadline.give_up_at()
 
     def time_left(self) -> float:
         """Seconds until the client-side deadline; 0 when not holding."""
         return max(self.give_up_at() - time.monotonic(), 0.0) if self._held else 0.0
-
-    def _check_session_is_long_enough(self) -> None:
-        timeout = self.contact.session_timeout
-        slack = timeout * (1 - self.deadline_margin) - self.server_lag - 2 * self.heartbeat
-        if slack <= 0:
-            shortest = (self.server_lag + 0.3) / (1 - self.deadline_margin)
-            raise ValueError(
-                f"a {timeout:.2f} s ZooKeeper session is too short to hold {self.path!r} safely: the leader may "
-                f"learn of this client's contact {self.server_lag:.2f} s late (server_lag), the deadline keeps a "
-                f"{self.deadline_margin:.0%} margin and a {self.heartbeat:.2f} s heartbeat, which leaves no time "
-                f"to hold. Ask for a session timeout of at least {shortest:.1f} s (the timeout argument of KazooClient), "
-                "or pass the server_lag of your ensemble (syncLimit x tickTime + tickTime / 2).")
 
     def acquire(self, timeout: float | None = None) -> int:
         """Queue up and block until I hold the lock; return the fencing token.
@@ -224,7 +146,7 @@ class ZooKeeperLock:
         if self.node is not None:
             raise LockError(f"this lock object already holds or waits for {self.path!r}; "
                             "release() it first (the lock is not re-entrant)")
-        self._check_session_is_long_enough()
+        self.deadline.check_session_is_long_enough(self.path)
         started = time.monotonic()
         deadline = None if timeout is None else started + timeout
         self._session_lost = False
@@ -244,7 +166,7 @@ class ZooKeeperLock:
         self._held = True
         self.token = self.czxid
         self._emit("acquired", token=self.token, node=f"{self.path}/{self.node}", sequence=self.sequence)
-        self._watch_deadline()
+        self.deadline.start(f"{self.path}/{self.node}", self._give_up)
         return self.token
 
     def _create_my_node(self, deadline: float | None) -> bool:
@@ -396,7 +318,7 @@ class ZooKeeperLock:
                 self.client.delete_async(f"{self.path}/{self.node}")
             self._connected.set()
         elif state == KazooState.LOST:
-            self._hold_over.set()
+            self.deadline.stop()
             self._session_lost = True
             self.is_suspended = False
             if self._held:
@@ -411,45 +333,15 @@ class ZooKeeperLock:
             return True                           # kazoo removes this listener
         return False
 
-    def _watch_deadline(self) -> None:
-        """While I hold the lock: heartbeat, and give up when the deadline passes."""
-        self._hold_over = hold_over = threading.Event()
-        node = f"{self.path}/{self.node}"
-        thread = threading.Thread(target=self._deadline_watch, args=(hold_over, node),
-                                  name=f"zookeeper-deadline-{self.node}", daemon=True)
-        thread.start()
-
-    def _deadline_watch(self, hold_over: threading.Event, node: str) -> None:
-        beat = None                               # the heartbeat in flight: one at a time
-        # The acquire's own last request was just answered (heard_at is fresh): the first
-        # heartbeat can wait one interval. Sent at once, it was a fourth request per lock op.
-        next_beat = time.monotonic() + self.heartbeat
-        while not hold_over.is_set():             # work at a pace (a heartbeat), not a poll: it stays a loop
-            now, give_up_at = time.monotonic(), self.give_up_at()
-            if now >= give_up_at:
-                self._give_up(hold_over)
-                return
-            if now >= next_beat:
-                if beat is None or beat.ready():
-                    # Any request will do: its answer moves heard_at (zookeeper_contact.py).
-                    # Queued by kazoo while the connection is down, answered when it is back.
-                    beat = self.client.exists_async(node)
-                next_beat = now + self.heartbeat
-            hold_over.wait(max(min(next_beat, give_up_at) - time.monotonic(), 0.001))
-
     def _give_up(self, hold_over: threading.Event) -> None:
+        """Called by my deadline's watch thread when the deadline of this hold passes."""
         with self._guard:
             if hold_over.is_set() or not self._held:
                 return                            # released or lost meanwhile
             self._held, token, self.token = False, self.token, None
             self._gave_up = True
             hold_over.set()
-        contact = self.contact
-        self._emit("lost", token=token, silent_for=round(contact.silent_for(), 3),
-                   reason=f"client-side deadline: the newest request the server answered was sent "
-                          f"{contact.silent_for():.2f} s ago; with the leader up to {self.server_lag:.2f} s behind "
-                          f"and a {contact.session_timeout:.2f} s session, it may expire the session at any "
-                          "moment, so I stop holding")
+        self._emit("lost", token=token, **self.deadline.why_given_up())
         if self.node is not None and not self._session_lost:
             # If the session lives on, my node would block the queue for a holder that has
             # given up: delete it (sent now, or as soon as the connection is back).
@@ -469,7 +361,7 @@ class ZooKeeperLock:
             pass                                  # gone already: the session ended, and its nodes with it
         except KazooException as error:
             if self._gave_up:
-                self._delete_when_connected(node)
+                delete_when_connected(self.client, node)
                 self._forget_node()
                 return
             self._emit("error", message=f"release failed: {error!r}")
@@ -479,14 +371,6 @@ class ZooKeeperLock:
         self._forget_node()
         if was_held:
             self._emit("released", token=token)
-
-    def _delete_when_connected(self, node: str) -> None:
-        """A node of a hold given up: delete it once kazoo reconnects with the session alive."""
-        def on_state(state: str) -> bool:
-            if state == KazooState.CONNECTED:
-                self.client.delete_async(node)
-            return state != KazooState.SUSPENDED       # once: connected again, or the session is gone
-        self.client.add_listener(on_state)
 
     def _leave_queue(self) -> None:
         """Best-effort delete of my node after a failed acquire; the session end is the backstop."""
@@ -498,21 +382,14 @@ class ZooKeeperLock:
         self._forget_node()
 
     def _forget_node(self) -> None:
-        self._hold_over.set()
+        self.deadline.stop()
         self.client.remove_listener(self._on_connection_state)
         self.node = self.sequence = self.token = self.czxid = None
         self._held = False
 
     def contenders(self) -> list[QueuedNode]:
         """The queue as the server sees it now: holder first, with each node's identifier."""
-        queue = []
-        for node in sorted_contenders(self.client.get_children(self.path)):
-            try:
-                data, _ = self.client.get(f"{self.path}/{node}")
-            except NoNodeError:
-                continue                          # it left while we were reading
-            queue.append(QueuedNode(sequence_of(node), node, (data or b"").decode(errors="replace")))
-        return queue
+        return queue_of(self.client, self.path)
 
     def __enter__(self) -> "ZooKeeperLock":
         self.acquire()

@@ -17,7 +17,7 @@ from labkit.torture.schedule import NEMESES, SERVER_NEMESES
 
 
 # ZooKeeperLock on an ensemble gives up SERVER_LAG (1.1 s here) before its session could
-# expire, so it refuses sessions shorter than ~1.8 s (ZooKeeperLock._check_session_is_long_enough);
+# expire, so it refuses sessions shorter than ~1.8 s (HolderDeadline.check_session_is_long_enough);
 # 2 s leaves a holder some time to hold.
 SHORTEST_ENSEMBLE_SESSION = 2.0
 ZOOKEEPER_LOCK_RECIPES = ("zookeeper", "zookeeper-parent", "zookeeper-semaphore")  # built on ZooKeeperLock

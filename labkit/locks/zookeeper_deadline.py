@@ -1,0 +1,145 @@
+"""When a ZooKeeper lock holder must stop holding, and the heartbeat that keeps that moment
+late: the holder's side of the client-side deadline (``ZooKeeperLock`` owns one).
+
+What can go wrong, first: a holder cut off from the ensemble hears nothing, and kazoo tells
+it nothing useful in time (SUSPENDED after two thirds of a timeout of silence, LOST only
+after it reconnects). Meanwhile the leader expires the session and lets the next waiter in.
+So the holder counts for itself and stops *before* the leader can act:
+
+    give_up_at = heard_at + session_timeout x (1 - deadline_margin) - server_lag - heartbeat
+
+``heard_at`` is the send time of the newest request the client's server answered
+(``zookeeper_contact.py``), and ``server_lag`` is there because an answer from a *follower*
+does not prove that the leader heard of us: a follower cut from the leader keeps answering
+for up to syncLimit x tickTime while the leader expires the session. The watch thread that
+``start`` begins sends a heartbeat while the lock is held, so that ``heard_at`` stays fresh,
+and calls the lock back when the deadline passes. Whatever the lock does then (say "lost",
+delete its node) is the lock's business.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable
+
+from kazoo.client import KazooClient
+
+from labkit.locks.zookeeper_contact import server_contact
+from labkit.servers.services.zookeeper import SERVER_LAG
+
+
+def heartbeat_for(session_timeout: float) -> float:
+    """Seconds between a holder's heartbeats: a tenth of the session timeout, at most 0.1 s."""
+    return min(session_timeout / 10, 0.1)
+
+
+class HolderDeadline:
+    """The client-side deadline of one lock on one ``KazooClient``, and its heartbeat.
+
+    - ``deadline_margin``: a fraction of the session timeout kept for a server clock that runs
+      fast and a late timer thread (0.2 covers a server clock up to 25 % fast, 1 / (1 - 0.2);
+      ``lessons/clock_drift.py`` measures one 50 % fast win the race against it).
+    - ``server_lag``: seconds by which the leader's knowledge of this session can trail the
+      answers of the client's own server. A follower passes its clients' pings on to the
+      leader only when the leader pings it (every half tick), and cut from the leader it keeps
+      answering for syncLimit x tickTime: so syncLimit x tickTime + tickTime / 2. By default
+      (None) it asks the server once per client: a standalone server (empty
+      ``/zookeeper/config``) answers for itself, lag 0; an ensemble gets this lab's bound
+      (``lab.zookeeper.server_lag``, 1.1 s). For another ensemble, compute it from its zoo.cfg
+      (ZooKeeper's sample config: 5 x 2 s + 1 s = 11 s). 0 trusts every answer, the rule that
+      is unsafe when the holder's follower is cut from the leader (``lessons/holder_safety.py``
+      keeps it as the negative control).
+    - ``heartbeat`` (``min(timeout / 10, 0.1 s)``): while holding, the watch asks the server
+      about the lock's own node that often, so the leader's last news of us is at most one
+      heartbeat older than what the follower last passed on.
+
+    Raises ``ValueError`` for a margin outside [0, 1) or a negative lag.
+    """
+
+    def __init__(self, client: KazooClient, deadline_margin: float = 0.2, server_lag: float | None = None):
+        if not 0 <= deadline_margin < 1:
+            raise ValueError(f"deadline_margin={deadline_margin!r} is a fraction of the session timeout, in [0, 1)")
+        if server_lag is not None and server_lag < 0:
+            raise ValueError(f"server_lag={server_lag!r}: seconds, 0 or more (syncLimit x tickTime + tickTime / 2)")
+        self.client = client
+        self.deadline_margin = deadline_margin
+        self._server_lag = server_lag
+        self.contact = server_contact(client)    # before the lock's first request: its answer must count
+        self._hold_over = threading.Event()       # set when a hold ends: stops its watch
+        self._hold_over.set()
+
+    @property
+    def server_lag(self) -> float:
+        """Seconds subtracted from the deadline for the leader's lag (see the class docstring)."""
+        if self._server_lag is None:
+            self._server_lag = 0.0 if self.contact.standalone(self.client) else SERVER_LAG
+        return self._server_lag
+
+    @property
+    def heartbeat(self) -> float:
+        """Seconds between the holder's heartbeats (``heartbeat_for`` its session timeout)."""
+        return heartbeat_for(self.contact.session_timeout)
+
+    def give_up_at(self) -> float:
+        """The client-side deadline (``time.monotonic()``): the holder stops holding then,
+        before the leader can have expired the session. Now, if nothing was ever answered."""
+        contact = self.contact
+        if contact.heard_at is None:
+            return time.monotonic()
+        return (contact.heard_at + contact.session_timeout * (1 - self.deadline_margin)
+                - self.server_lag - self.heartbeat)
+
+    def check_session_is_long_enough(self, path: str) -> None:
+        """Raise ``ValueError`` (saying how long it must be) if the deadline of a session this
+        short would come before the next heartbeat: nothing would be left to hold ``path``."""
+        timeout = self.contact.session_timeout
+        slack = timeout * (1 - self.deadline_margin) - self.server_lag - 2 * self.heartbeat
+        if slack <= 0:
+            shortest = (self.server_lag + 0.3) / (1 - self.deadline_margin)
+            raise ValueError(
+                f"a {timeout:.2f} s ZooKeeper session is too short to hold {path!r} safely: the leader may "
+                f"learn of this client's contact {self.server_lag:.2f} s late (server_lag), the deadline keeps a "
+                f"{self.deadline_margin:.0%} margin and a {self.heartbeat:.2f} s heartbeat, which leaves no time "
+                f"to hold. Ask for a session timeout of at least {shortest:.1f} s (the timeout argument of KazooClient), "
+                "or pass the server_lag of your ensemble (syncLimit x tickTime + tickTime / 2).")
+
+    def start(self, node: str, on_deadline: Callable[[threading.Event], None]) -> None:
+        """While the lock holds ``node`` (a full path): heartbeat, and when the deadline passes
+        call ``on_deadline`` with this hold's event (set it to end the hold). Ends at ``stop``."""
+        self._hold_over = hold_over = threading.Event()
+        thread = threading.Thread(target=self._watch, args=(hold_over, node, on_deadline),
+                                  name=f"zookeeper-deadline-{node.rsplit('/', 1)[1]}", daemon=True)
+        thread.start()
+
+    def stop(self) -> None:
+        """The hold is over (released, lost, or never made): the watch stops."""
+        self._hold_over.set()
+
+    def _watch(self, hold_over: threading.Event, node: str,
+               on_deadline: Callable[[threading.Event], None]) -> None:
+        beat = None                               # the heartbeat in flight: one at a time
+        # The acquire's own last request was just answered (heard_at is fresh): the first
+        # heartbeat can wait one interval. Sent at once, it was a fourth request per lock op.
+        next_beat = time.monotonic() + self.heartbeat
+        while not hold_over.is_set():             # work at a pace (a heartbeat), not a poll: it stays a loop
+            now, give_up_at = time.monotonic(), self.give_up_at()
+            if now >= give_up_at:
+                on_deadline(hold_over)
+                return
+            if now >= next_beat:
+                if beat is None or beat.ready():
+                    # Any request will do: its answer moves heard_at (zookeeper_contact.py).
+                    # Queued by kazoo while the connection is down, answered when it is back.
+                    beat = self.client.exists_async(node)
+                next_beat = now + self.heartbeat
+            hold_over.wait(max(min(next_beat, give_up_at) - time.monotonic(), 0.001))
+
+    def why_given_up(self) -> dict:
+        """The detail of the "lost" event a lock emits when it gives up at the deadline."""
+        contact = self.contact
+        silent_for = contact.silent_for()
+        return {"silent_for": round(silent_for, 3),
+                "reason": f"client-side deadline: the newest request the server answered was sent "
+                          f"{silent_for:.2f} s ago; with the leader up to {self.server_lag:.2f} s behind "
+                          f"and a {contact.session_timeout:.2f} s session, it may expire the session at any "
+                          "moment, so I stop holding"}
