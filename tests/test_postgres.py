@@ -22,7 +22,8 @@ from labkit.record.fenced_table import FencedTable, InvalidToken, NoPostgres, ch
 from labkit.servers.runners import discovery, versions
 from labkit.servers.runners.docker_container import DockerContainer, image_binaries, lab_containers
 from labkit.servers import state as lab_state
-from labkit.servers.services.postgres import child_processes, template
+from labkit.servers.services.postgres import child_processes
+from labkit.servers.services.postgres_template import template
 from labkit.servers.services.postgres_leftovers import release_shared_memory, shared_memory_id
 from labkit.servers.runners.process import process_state
 from labkit.timing import became_true

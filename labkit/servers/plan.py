@@ -30,8 +30,8 @@ from labkit.servers.runners.process import LocalProcess
 from labkit.servers.secret import LabSecret, etcd_token_flag, redis_acl, write_private, zookeeper_jaas
 from labkit.servers.services.etcd import EtcdNode, EtcdService, etcd_argv
 from labkit.servers.services.node import Node, Service
-from labkit.servers.services.postgres import (PostgresNode, PostgresService, container_mounts, data_folder,
-                                              postgres_argv, template)
+from labkit.servers.services.postgres import PostgresNode, PostgresService, container_mounts, data_folder, postgres_argv
+from labkit.servers.services.postgres_template import template
 from labkit.servers.services.redis import RedisNode, RedisService, RedlockNode, RedlockService, redis_argv
 from labkit.servers.services.sentinel import SentinelNode, SentinelService, sentinel_argv, sentinel_config
 from labkit.servers.services.zookeeper import ZooKeeperNode, ZooKeeperService, zookeeper_argv, zookeeper_config
