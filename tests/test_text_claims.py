@@ -134,11 +134,11 @@ TEXTS = passages()
 def test_the_scan_reads_every_kind_of_source():
     files = {_file_of(where) for where, _ in TEXTS}
     for expected in ("notebooks/04_pauses_and_fencing.ipynb", "notebooks/09_interview_practice.ipynb",
-                     "README.md", "docs/RECIPES.md", "labkit/practice/cards.py",
+                     "README.md", "docs/RECIPES.md", "labkit/practice/cards.json",
                      "labkit/practice/scenarios.json", "labkit/locks/redis_lock.py"):
         assert expected in files, f"the scan does not read {expected}"
-    cards = next(text for where, text in TEXTS if where == "labkit/practice/cards.py")
-    assert "czxid" in cards, "the scan of cards.py should see the cards' text"
+    cards = next(text for where, text in TEXTS if where == "labkit/practice/cards.json")
+    assert "czxid" in cards, "the scan of cards.json should see the cards' text"
 
 
 @pytest.mark.parametrize("rule, first, second", RULES, ids=[rule for rule, _, _ in RULES])
