@@ -62,7 +62,7 @@ class ZooKeeperLock:
     parent deleted and re-created (Curator makes lock parents *container* nodes, which the
     server deletes when empty) starts again at 0 -- a new holder would carry a lower number.
 
-    The client-side deadline is kept by ``self.deadline``, a ``HolderDeadline``
+    The client-side deadline is kept by ``self.client_deadline``, a ``HolderDeadline``
     (``zookeeper_deadline.py``: when it falls, how ``deadline_margin`` and ``server_lag`` are
     chosen): it heartbeats while the lock is held and calls the lock back when it passes. A
     session too short to leave time to hold is refused by ``acquire`` with a ``ValueError``
@@ -89,8 +89,8 @@ class ZooKeeperLock:
         self.identifier = identifier
         self.watch = watch
         # Made before my first request, whose answer must count (zookeeper_contact.py).
-        self.deadline = HolderDeadline(client, deadline_margin, server_lag)
-        self.contact = self.deadline.contact
+        self.client_deadline = HolderDeadline(client, deadline_margin, server_lag)
+        self.contact = self.client_deadline.contact
         self.node: str | None = None      # my child's name, without the path
         self.sequence: int | None = None  # its number: my place in the queue
         self.token: int | None = None     # my node's czxid, once I hold the lock
@@ -116,22 +116,22 @@ class ZooKeeperLock:
     @property
     def deadline_margin(self) -> float:
         """The fraction of the session timeout the deadline keeps in hand (``HolderDeadline``)."""
-        return self.deadline.deadline_margin
+        return self.client_deadline.deadline_margin
 
     @property
     def server_lag(self) -> float:
         """Seconds subtracted from the deadline for the leader's lag (``HolderDeadline``)."""
-        return self.deadline.server_lag
+        return self.client_deadline.server_lag
 
     @property
     def heartbeat(self) -> float:
         """Seconds between the holder's heartbeats (``heartbeat_for`` its session timeout)."""
-        return self.deadline.heartbeat
+        return self.client_deadline.heartbeat
 
     def give_up_at(self) -> float:
         """The client-side deadline (``time.monotonic()``): the holder stops holding then,
         before the leader can have expired the session. Now, if nothing was ever answered."""
-        return self.deadline.give_up_at()
+        return self.client_deadline.give_up_at()
 
     def time_left(self) -> float:
         """Seconds until the client-side deadline; 0 when not holding."""
@@ -146,7 +146,7 @@ class ZooKeeperLock:
         if self.node is not None:
             raise LockError(f"this lock object already holds or waits for {self.path!r}; "
                             "release() it first (the lock is not re-entrant)")
-        self.deadline.check_session_is_long_enough(self.path)
+        self.client_deadline.check_session_is_long_enough(self.path)
         started = time.monotonic()
         deadline = None if timeout is None else started + timeout
         self._session_lost = False
@@ -166,7 +166,7 @@ class ZooKeeperLock:
         self._held = True
         self.token = self.czxid
         self._emit("acquired", token=self.token, node=f"{self.path}/{self.node}", sequence=self.sequence)
-        self.deadline.start(f"{self.path}/{self.node}", self._give_up)
+        self.client_deadline.start(f"{self.path}/{self.node}", self._give_up)
         return self.token
 
     def _create_my_node(self, deadline: float | None) -> bool:
@@ -318,7 +318,7 @@ class ZooKeeperLock:
                 self.client.delete_async(f"{self.path}/{self.node}")
             self._connected.set()
         elif state == KazooState.LOST:
-            self.deadline.stop()
+            self.client_deadline.stop()
             self._session_lost = True
             self.is_suspended = False
             if self._held:
@@ -341,7 +341,7 @@ class ZooKeeperLock:
             self._held, token, self.token = False, self.token, None
             self._gave_up = True
             hold_over.set()
-        self._emit("lost", token=token, **self.deadline.why_given_up())
+        self._emit("lost", token=token, **self.client_deadline.why_given_up())
         if self.node is not None and not self._session_lost:
             # If the session lives on, my node would block the queue for a holder that has
             # given up: delete it (sent now, or as soon as the connection is back).
@@ -382,7 +382,7 @@ class ZooKeeperLock:
         self._forget_node()
 
     def _forget_node(self) -> None:
-        self.deadline.stop()
+        self.client_deadline.stop()
         self.client.remove_listener(self._on_connection_state)
         self.node = self.sequence = self.token = self.czxid = None
         self._held = False
