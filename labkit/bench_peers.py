@@ -123,8 +123,8 @@ def where_curator_time_goes(uncontended: dict[str, dict[str, Any]]) -> list[str]
             lines.append(f"  {name}: the server received {row['requests_per_cycle']:g} requests per cycle")
     ours, raw = (uncontended[name].get("requests_per_cycle", 0) for name in ("zookeeper", "zookeeper raw ops"))
     if raw and ours - raw >= 0.5:
-        lines.append(f"  ZooKeeperLock's extra {ours - raw:.2g} request per cycle: the first heartbeat of its client-side "
-                     "deadline, sent as it starts to hold (labkit/locks/zookeeper_deadline.py, HolderDeadline._watch)")
+        lines.append(f"  ZooKeeperLock's extra {ours - raw:.2g} request per cycle beyond the recipe's three: heartbeats of "
+                     "its client-side deadline, one per interval held (labkit/locks/zookeeper_deadline.py, HolderDeadline._watch)")
     return lines
 
 
