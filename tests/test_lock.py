@@ -59,6 +59,15 @@ def test_other_installs_use_the_lock():
     assert '--require-hashes -r "$LOCK"' in lab_sh
 
 
+def test_the_lab_image_installs_the_lock_before_it_copies_anything_that_changes_often():
+    """Docker caches a layer until a file copied before it changes: the lock's layer (a
+    minute of pip) must see nothing but the lock, or every README edit reinstalls it."""
+    lines = (ROOT / "docker" / "Dockerfile.lab").read_text().splitlines()
+    install = next(i for i, line in enumerate(lines) if "--require-hashes -r /opt/labkit/lock.txt" in line)
+    copied = [line.split()[1:-1] for line in lines[:install] if line.startswith("COPY ")]
+    assert copied == [["requirements/lock.txt", "*.crt"]], copied
+
+
 def test_build_requirements_accept_the_spdx_license():
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert isinstance(pyproject["project"]["license"], str), "the SPDX string, not the deprecated table"
