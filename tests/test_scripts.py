@@ -120,7 +120,7 @@ def test_every_leg_runs_its_files_side_by_side():
 
 FAKE_PYTEST = """import json, os, sys
 with open(os.environ["RECORD"], "a") as record:
-    record.write(json.dumps(sys.argv[1:]) + "\\n")
+    record.write(json.dumps([os.nice(0), *sys.argv[1:]]) + "\\n")
 part = sys.argv[sys.argv.index("--part") + 1] if "--part" in sys.argv else "all"
 sys.exit(int(os.environ["EXIT_" + part.upper()]))
 """
@@ -128,7 +128,7 @@ sys.exit(int(os.environ["EXIT_" + part.upper()]))
 
 @pytest.mark.parametrize("workers, races, rest, expected", [
     (3, 0, 0, 0), (3, 5, 0, 0), (3, 0, 5, 0), (3, 5, 5, 1), (3, 1, 0, 1), (3, 0, 2, 2), (0, 0, 0, 0)])
-def test_run_pytest_in_parts_runs_the_races_alone_then_the_rest_side_by_side(tmp_path, workers, races, rest,
+def test_run_pytest_in_parts_runs_the_races_one_at_a_time_and_the_rest_side_by_side(tmp_path, workers, races, rest,
                                                                               expected):
     fake, record = tmp_path / "fake_pytest.py", tmp_path / "record.jsonl"
     fake.write_text(FAKE_PYTEST)
@@ -138,11 +138,13 @@ def test_run_pytest_in_parts_runs_the_races_alone_then_the_rest_side_by_side(tmp
                           cwd=ROOT, capture_output=True, text=True, timeout=30, env=environment)
     assert done.returncode == expected, done.stdout + done.stderr
     calls = [json.loads(line) for line in record.read_text().splitlines()]
+    mine = os.nice(0)
     if workers == 0:
-        assert calls == [["--leg", "local", "-p", "no:cacheprovider"]]
-    else:
-        assert calls == [["--leg", "local", "--part", "races", "-p", "no:cacheprovider"],
-                         ["--leg", "local", "--part", "rest", "-n", "3", "--dist", "loadfile", "-p", "no:cacheprovider"]]
+        assert calls == [[mine, "--leg", "local", "-p", "no:cacheprovider"]]
+    else:   # the races at this process's priority, the rest at the lowest
+        assert sorted(calls) == [[mine, "--leg", "local", "--part", "races", "-p", "no:cacheprovider"],
+                                 [19, "--leg", "local", "--part", "rest", "-n", "3", "--dist", "loadfile",
+                                  "-p", "no:cacheprovider"]]
 
 
 def test_the_parts_split_the_test_files_in_two():
