@@ -89,8 +89,10 @@ def never_more_than(lab: Any, recipe: str, limit: int = 2, clients: int = 5, sec
                 # kill evenly through the run, each time a client that holds right now
                 wait_until(lambda: time.monotonic() >= started + seconds * (number + 1) / (kills + 1),
                            "the moment of the next kill", timeout=seconds + 5)
-                holder = wait_for_value(group.holders, "a holder to stop", timeout=10)[0]
-                holder.kill() if fault == "kill" else holder.pause(2 * timeout)
+                if fault == "kill":
+                    wait_for_value(group.holders, "a holder to stop", timeout=10)[0].kill()
+                else:
+                    _pause_inside_a_hold(group, store, 2 * timeout)
                 killed += 1
             # a paused holder must wake while the others still work, to show what it does then
             ends = max(started + seconds, time.monotonic() + (2 * timeout + 1.0 if fault == "pause" else 0.0))
@@ -102,6 +104,24 @@ def never_more_than(lab: Any, recipe: str, limit: int = 2, clients: int = 5, sec
     store.client.close()
     verdict = check_at_most_holders(writes, limit, history=history)
     return Occupancy(verdict, limit, killed, len({(w.client, w.token) for w in writes if w.accepted}), writes, history)
+
+
+def _pause_inside_a_hold(group: Any, store: FencedStore, seconds: float) -> None:
+    """Freeze, for ``seconds``, a client whose hold is open in the store's record: its last
+    write says "begin", so it will write "end" after it wakes, as a holder. The parent's list
+    of holders lags the clients (their events come through a pipe), so a client it names may
+    already have written "end" and be releasing or waiting again: such a pause missed the
+    hold, and is undone at once before another holder is tried."""
+    def pause_one_that_holds():
+        for holder in group.holders():
+            holder.pause(seconds)
+            time.sleep(0.05)   # a write sent just before the freeze reaches the store
+            mine = [write.value for write in store.writes() if write.client == holder.name]
+            if mine and " begin " in mine[-1]:
+                return holder
+            holder.resume()
+        return None
+    wait_for_value(pause_one_that_holds, "a holder to freeze inside its hold", timeout=10, poll=0.01)
 
 
 @dataclass
