@@ -146,6 +146,13 @@ def wait_for_kernel(page) -> None:
         timeout=90_000)
 
 
+def open_lab(page, url: str) -> None:
+    """Open JupyterLab at ``url`` (a notebook) and wait until its cells show and its kernel is idle."""
+    page.goto(url, timeout=90_000)
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
+    wait_for_kernel(page)
+
+
 PROMPT_OF = "cell => cell.querySelector('.jp-InputPrompt')?.innerText || ''"
 
 
@@ -192,9 +199,7 @@ def test_expire_session_in_the_browser_hands_the_lock_on(jupyter_lab):
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1800})
         try:
-            page.goto(jupyter_lab, timeout=90_000)
-            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
-            wait_for_kernel(page)
+            open_lab(page, jupyter_lab)
             run_cells(page, CELLS_UP_TO_THE_PANEL)
             # the read-aloud control (an anywidget: its module runs in JupyterLab's page)
             control = page.locator(".labkit-read-aloud")

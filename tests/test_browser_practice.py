@@ -15,8 +15,8 @@ import re
 import nbformat
 import pytest
 
-from test_browser import (ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, REPO, run_cell, serve_jupyter, sync_api,
-                          wait_for_kernel)
+from test_browser import (ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, REPO, open_lab, run_cell, serve_jupyter,
+                          sync_api)
 from test_browser import pytestmark  # noqa: F401  (browser, slow, skip without Chromium)
 
 from labkit.practice.exercises.ladder import EXERCISES
@@ -41,9 +41,7 @@ def predict_cells(path) -> dict[str, int]:
 def open_notebook(playwright, url):
     browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
     page = browser.new_page(viewport={"width": 1400, "height": 1800})
-    page.goto(url, timeout=90_000)
-    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
-    wait_for_kernel(page)
+    open_lab(page, url)
     return browser, page
 
 

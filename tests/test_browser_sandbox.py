@@ -32,7 +32,7 @@ pytestmark = [pytest.mark.browser,
                                         "(Playwright's own browser download cannot work here)")]
 sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the test extra)")
 
-from test_browser import run_cell, serve_jupyter, wait_for_kernel  # noqa: E402  (after the skip)
+from test_browser import open_lab, run_cell, serve_jupyter  # noqa: E402  (after the skip)
 
 # anywidget's model, as much of it as the widget uses: get, set, save_changes
 PAGE = """<!doctype html>
@@ -133,9 +133,7 @@ def test_the_lessons_widget_answers_in_jupyterlab_while_the_kernel_is_busy(tmp_p
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             tab = browser.new_page(viewport={"width": 1200, "height": 1000})
-            tab.goto(url, timeout=90_000)
-            tab.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
-            wait_for_kernel(tab)
+            open_lab(tab, url)
             run_cell(tab, 0)
             tab.wait_for_selector(".sandbox-release", timeout=60_000)
             assert tab.locator(".sandbox-child").count() == 6

@@ -45,7 +45,7 @@ pytestmark = [pytest.mark.browser,
                                         "(Playwright's own browser download cannot work here)")]
 sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the test extra)")
 
-from test_browser import run_cell, serve_jupyter, wait_for_kernel  # noqa: E402  (after the skip)
+from test_browser import open_lab, run_cell, serve_jupyter  # noqa: E402  (after the skip)
 
 
 @pytest.fixture(scope="module")
@@ -123,17 +123,23 @@ def browser():
             chromium.close()
 
 
+def open_watched(browser, page_file: Path):
+    """Open a local page, recording every URL it requests and every error it raises."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    requests, errors = [], []
+    page.on("request", lambda request: requests.append(request.url))
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(page_file.as_uri())
+    return page, requests, errors
+
+
 def test_every_exported_map_renders_with_mermaid_in_chromium(runs, browser, tmp_path):
     shutil.copy(mermaid_script(), tmp_path / "mermaid.min.js")
     drawn = every_map(runs)
     page_file = tmp_path / "maps.html"
     page_file.write_text(RENDER_PAGE % json.dumps({name: lock_map.to_mermaid() for name, lock_map in drawn.items()}),
                          encoding="utf-8")
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    requests, errors = [], []
-    page.on("request", lambda request: requests.append(request.url))
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(page_file.as_uri())
+    page, requests, errors = open_watched(browser, page_file)
     page.wait_for_function("window.results !== undefined", timeout=60_000)
     results = page.evaluate("window.results")
     ARTIFACTS.mkdir(exist_ok=True)
@@ -200,9 +206,7 @@ def test_select_and_replay_in_jupyterlab(runs, tmp_path):
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             tab = chromium.new_page(viewport={"width": 1400, "height": 1100})
-            tab.goto(url, timeout=90_000)
-            tab.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
-            wait_for_kernel(tab)
+            open_lab(tab, url)
             run_cell(tab, 0)
             root = tab.locator(".labkit-map[data-kind='sequence']")
             root.wait_for(timeout=60_000)
@@ -234,11 +238,7 @@ def test_the_static_copy_replays_every_map_with_no_kernel(runs, browser, tmp_pat
                          + "".join(static_map_html(lock_map.as_state(), f"map{index}", pace=20)
                                    for index, lock_map in enumerate(drawn.values())) + "</body></html>",
                          encoding="utf-8")
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    requests, errors = [], []
-    page.on("request", lambda request: requests.append(request.url))
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(page_file.as_uri())
+    page, requests, errors = open_watched(browser, page_file)
     page.wait_for_function(f"document.querySelectorAll('.labkit-map').length === {len(drawn)}", timeout=15_000)
     for index, lock_map in enumerate(drawn.values()):
         root = page.locator(f"#labkit-map-map{index} .labkit-map")
