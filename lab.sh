@@ -7,7 +7,8 @@
 #                     what depends on where servers run again in Docker containers (where it can)
 #   ./lab.sh setup    only install (idempotent: fast when everything is there)
 #   ./lab.sh stop     stop every lab server labkit started
-#   ./lab.sh book [NOTEBOOK...]  execute the notebooks on real servers, render book/_build (HTML)
+#   ./lab.sh book [NOTEBOOK...]  execute the notebooks on real servers, build the course book with
+#                     Jupyter Book 2 (needs Node.js 18+): open book/_build/html/index.html
 # Maintainers:
 #   ./lab.sh test --quick       the tests without the slow ones, Docker and notebooks (~5 min)
 #   ./lab.sh test --pythons     the quick pure-logic tests and notebook 00 on every CPython 3.10+
@@ -103,8 +104,10 @@ stop_started() {
 }
 
 book() {
-    # the course as static HTML: every notebook executed on real servers (labkit/book.py)
+    # the course book: every notebook executed on real servers, then built by Jupyter Book 2
+    # (MyST, which runs on Node.js) into static pages (labkit/book/)
     setup
+    command -v node >/dev/null || die "the course book needs Node.js 18 or later: sudo apt-get install nodejs (Debian/Ubuntu), brew install node (macOS)"
     export LABKIT_HOME="${LABKIT_HOME:-$HOME/.local/state/labkit-book}"  # apart from a learner's lab
     local status=0
     LABKIT_BACKEND=local "$PY" -m labkit.book "$@" || status=$?

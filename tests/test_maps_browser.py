@@ -14,18 +14,16 @@ cannot fetch the package. Screenshots go to artifacts/map_*.png.
 """
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import os
 import shutil
-import subprocess
-import tarfile
 from pathlib import Path
 
 import pytest
 
 import labkit
+from labkit.book.mermaid import MermaidUnavailable
+from labkit.book.mermaid import mermaid_script as book_mermaid_script
 from labkit.widgets import maps
 from labkit.widgets.map_widget import static_map_html
 
@@ -35,9 +33,6 @@ CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
-MERMAID = "12.3.0"
-MERMAID_INTEGRITY = "sha512-4113TdXeLAsMruJ79OpFL5O8+LTFXhQqZ260rF3tgUmiNAtRm4Uume04I+65PRN6yZ69J4f8rVYWW8zRk65UYw=="
-NPM_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "labkit" / "npm"
 
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not os.path.exists(CHROMIUM),
@@ -63,28 +58,11 @@ def every_map(runs) -> dict[str, maps.LockMap]:
 
 
 def mermaid_script() -> Path:
-    """dist/mermaid.min.js of the pinned package, fetched once by npm into NPM_CACHE."""
-    script = NPM_CACHE / f"mermaid-{MERMAID}.min.js"
-    if script.exists():
-        return script
-    npm = shutil.which("npm")
-    if npm is None:
-        pytest.skip("npm is not installed (apt-get install -y nodejs npm): the mermaid package cannot be fetched")
-    NPM_CACHE.mkdir(parents=True, exist_ok=True)
+    """dist/mermaid.min.js of the pinned package, fetched once by npm (labkit/book/mermaid.py)."""
     try:
-        packed = subprocess.run([npm, "pack", f"mermaid@{MERMAID}", "--pack-destination", str(NPM_CACHE),
-                                 "--no-audit", "--no-fund"], capture_output=True, text=True, timeout=300)
-    except subprocess.TimeoutExpired:
-        pytest.skip("npm could not fetch the mermaid package within 300 s (no registry here?)")
-    if packed.returncode != 0:
-        pytest.skip(f"npm could not fetch mermaid@{MERMAID} (no registry here?): {packed.stderr.strip()[-500:]}")
-    archive = NPM_CACHE / f"mermaid-{MERMAID}.tgz"
-    digest = "sha512-" + base64.b64encode(hashlib.sha512(archive.read_bytes()).digest()).decode()
-    assert digest == MERMAID_INTEGRITY, f"{archive} is not the pinned mermaid@{MERMAID}: {digest}"
-    with tarfile.open(archive) as package:
-        script.write_bytes(package.extractfile("package/dist/mermaid.min.js").read())
-    archive.unlink()
-    return script
+        return book_mermaid_script()
+    except MermaidUnavailable as unavailable:
+        pytest.skip(str(unavailable))
 
 
 RENDER_PAGE = """<!doctype html>

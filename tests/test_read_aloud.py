@@ -5,10 +5,10 @@ copy. The browser half is tests/test_read_aloud_browser.py."""
 import json
 import re
 
-import nbformat
 import pytest
 
-from labkit.book import NOTEBOOKS, exporter
+from labkit.book import NOTEBOOKS
+from labkit.book.theme import Page, render_node
 from labkit.errors import LessonNotFound
 from labkit.widgets.read_aloud import read_aloud
 from labkit.widgets.speech import lesson_sections, speakable, split_sections
@@ -79,14 +79,14 @@ def test_an_unknown_lesson_is_one_clear_error():
         read_aloud("nope.ipynb")
 
 
-def test_the_book_shows_the_static_control_not_the_widget():
+def test_the_book_shows_the_static_control_not_the_widget(tmp_path):
+    """The output as MyST hands it to the book's theme (each mime type's content in a dict)."""
     widget = read_aloud("00_start_here.ipynb")
     data, _ = widget._repr_mimebundle_()
-    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
-        "read_aloud()", outputs=[nbformat.v4.new_output("display_data", data=data)])])
-    notebook.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {
-        "state": {widget.model_id: {"model_name": "AnyModel", "state": {}}}, "version_major": 2, "version_minor": 0}}
-    body, _ = exporter().from_notebook_node(notebook)
+    output = {"type": "output", "jupyter_data": {"output_type": "display_data", "metadata": {}, "data": {
+        mime: {"content": value if isinstance(value, str) else json.dumps(value), "content_type": mime}
+        for mime, value in data.items()}}}
+    body = render_node(output, Page(tmp_path, "00"))
     assert f'id="labkit-read-aloud-{widget.model_id}"' in body
-    assert '<script type="application/vnd.jupyter.widget-view+json">' not in body
+    assert "needs a running kernel" not in body       # the control itself, not the widget's placeholder
     widget.close()

@@ -9,6 +9,7 @@ What can go wrong: the compiled files are missing (a checkout that skipped packa
 """
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -55,6 +56,28 @@ class SandboxWidget(anywidget.AnyWidget):
     strategy = traitlets.Unicode("predecessor").tag(sync=True)
     clients = traitlets.Int(3).tag(sync=True)
     wakeups = traitlets.List(traitlets.Int()).tag(sync=True)
+
+    def _repr_mimebundle_(self, **kwargs):
+        bundle = super()._repr_mimebundle_(**kwargs)
+        if bundle is None:
+            return None
+        data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
+        html = static_sandbox_html(self.strategy, self.clients, self.model_id or "page")
+        return dict(data, **{"text/html": html}), metadata
+
+
+def static_sandbox_html(strategy: str, clients: int, key: str = "page") -> str:
+    """The widget as HTML that needs no widget manager and no kernel (a course book page):
+    the same module, inline, handed a stand-in model that keeps its state in the page."""
+    state = json.dumps({"strategy": strategy, "clients": clients, "wakeups": []})
+    return (f'<div id="labkit-sandbox-{key}"></div>\n'
+            '<script type="module">\n'
+            f'{bundle()}\n'
+            f'const state = {state};\n'
+            'const model = { get: (name) => state[name], set: (name, value) => { state[name] = value; },\n'
+            '                save_changes() {}, on() {}, off() {} };\n'
+            f'render({{ model, el: document.getElementById("labkit-sandbox-{key}") }});\n'
+            '</script>\n')
 
 
 def sandbox_widget(strategy: str = "predecessor", clients: int = 3) -> SandboxWidget:

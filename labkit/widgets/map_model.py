@@ -103,7 +103,13 @@ class LockMap:
         return MapWidget(lock_map=self.as_state(), colours=MAP_COLOURS, pace=pace)
 
     def _repr_mimebundle_(self, include=None, exclude=None):
-        return self.widget()._repr_mimebundle_(include=include, exclude=exclude)   # a cell's last line: the widget
+        """A cell's last line: the widget, with its static copy and its Mermaid text beside it
+        (``text/vnd.mermaid``: the course book draws that as a diagram)."""
+        bundle = self.widget()._repr_mimebundle_(include=include, exclude=exclude)
+        if bundle is None:
+            return None
+        data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
+        return dict(data, **{"text/vnd.mermaid": self.to_mermaid()}), metadata
 
     def to_mermaid(self) -> str:
         return sequence_mermaid(self) if self.kind == "sequence" else flowchart_mermaid(self)
