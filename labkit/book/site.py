@@ -5,6 +5,9 @@ when the numbers on the page were measured.
 Everything works from files opened straight from disk (file://), with no server: the search
 index is a script (``search-index.js``, MyST's search records with the links made file names)
 rather than a JSON file a page would have to fetch, and mermaid.js is a file beside the pages.
+The search itself is a few lines of book.js (a record matches when it holds every word typed;
+words in a page or section title count more) rather than minisearch from npm: one package
+less to fetch and pin, and the course is small enough to scan whole on each keystroke.
 """
 from __future__ import annotations
 

@@ -100,7 +100,9 @@ def table_cell(node: dict, page: Page) -> str:
 
 
 def image(node: dict, page: Page) -> str:
-    return f'<img src="{escape(page.href(node.get("url", "")).lstrip("/"))}" alt="{escape(node.get("alt", ""))}">'
+    url = node.get("url", "")
+    source = url if "://" in url or url.startswith("data:") else Path(url).name   # MyST's copy in public/
+    return f'<img src="{escape(source)}" alt="{escape(node.get("alt", ""))}">'
 
 
 def mermaid(text: str) -> str:
