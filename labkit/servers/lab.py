@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+import threading
 import time
 import uuid
 import weakref
@@ -69,6 +70,10 @@ class Lab:
         self.client_log: Path = route_client_logs()  # servers/client_logs.py
         self.started_in: float | None = None
         self.owner_pid = os.getpid()  # a forked child must never stop its parent's lab at exit
+        self._created = time.time()
+        self._saving = threading.Lock()  # nodes start in parallel threads, and each start saves the state
+        for runner in [node.runner for node in self.nodes] + ([network.runner] if network and network.runner else []):
+            runner.on_start = self._record_start  # a restart's new pid reaches lab.json, whoever restarts it
         self.started_at: float | None = None  # wall clock, set once up() hands the lab out
         self._down = False
         self._in_with_block = False
@@ -193,13 +198,31 @@ class Lab:
         return f"<Lab {self.id} {self.backend} {self.sizes()}{' down' if self._down else ''}>"
 
     def save_state(self) -> None:
-        """Record the plan, with each runner as it is now, and who owns the lab (``lab.json``)."""
-        lab_state.write_state(self.run_dir, {
-            **self.plan.to_state(), "private": self.private,
-            "owner_pid": None if self.detached else os.getpid(),
-            "owner_start_time": None if self.detached else process_start_time(os.getpid()),
-            "created": time.time(),
-        })
+        """Record the plan, with each runner as it is now, and who owns the lab (``lab.json``).
+        A lab this process did not start (``attach``, or a forked child's copy) keeps the owner
+        its file names: restarting a node from another process must not adopt the lab."""
+        with self._saving:
+            own = self.owned and self.owner_pid == os.getpid()
+            recorded = {} if own else (lab_state.read_state(self.run_dir) or {})
+            owner = recorded if "owner_pid" in recorded else {
+                "owner_pid": None if self.detached else os.getpid(),
+                "owner_start_time": None if self.detached else process_start_time(os.getpid())}
+            lab_state.write_state(self.run_dir, {
+                **self.plan.to_state(), "private": self.private,
+                "owner_pid": owner["owner_pid"], "owner_start_time": owner["owner_start_time"],
+                "created": recorded.get("created", self._created),
+            })
+
+    def _record_start(self) -> None:
+        """A runner started a process (a node's first start or a restart): record its pid, so
+        that `labkit down` and the reaper find it. Nothing to record once the lab is down or
+        its folder removed (by `labkit down` in another process, say)."""
+        if self._down or not self.run_dir.is_dir():
+            return
+        try:
+            self.save_state()
+        except FileNotFoundError:  # the folder went between the check and the write: the lab is gone
+            pass
 
     # -- network faults (labkit.up(network=True); see labkit.servers.network.links) -------
     def _links(self) -> Network:

@@ -36,12 +36,12 @@ class StartingLab(Protocol):
 
 
 def start_nodes(lab: StartingLab, say: Callable[[str], None], timeout: float | None) -> None:
-    """Start every node, recording each pid or container as soon as it runs; return once
-    every node answers (see the module's docstring)."""
+    """Start every node (each runner records its pid or container in the lab's state file as
+    soon as it runs); return once every node answers (see the module's docstring)."""
     _in_parallel(_servers(lab), lambda node: node.start())
     if lab.network is not None:
         lab.network.connect()
-    lab.save_state()
+        lab.save_state()   # the proxy's control port, known once it answers
     _wait_all_ready(lab, say, timeout)
     if lab.secret and lab.etcd:
         lab.etcd.enable_auth(lab.secret)
@@ -78,7 +78,6 @@ def _start_sentinels(lab: StartingLab, say, timeout: float | None) -> None:
     """Sentinels start only once the primary answers and the replica is in sync: a sentinel
     that found the primary silent for a moment could start a failover with nothing to promote."""
     _in_parallel(lab.sentinel.nodes, lambda node: node.start())
-    lab.save_state()
     _in_parallel(lab.sentinel.nodes, lambda node: node.wait_ready(timeout))
     seconds = lab.sentinel.wait_until_watching(timeout or 30)
     say(f"  {len(lab.sentinel.nodes)} sentinels watch {lab.redis.primary.name} (agreed in {seconds:.1f} s)")

@@ -5,6 +5,13 @@ Each lab has a run folder ``$LABKIT_HOME/labs/<id>/`` with its data, logs and
 the command), and for every node how to find it again (pid + start time, or container
 id). A lab whose owner is gone is an orphan: the next ``up`` or ``down`` stops its
 servers and removes its folder.
+
+Two looks find a lab's servers. The state file comes first: the lab rewrites it whenever a
+runner starts a process, a restart included. Then /proc, for what the file still missed (a
+second process that attached to the lab and restarted a node while the owner kept its own
+view, then both wrote the file): this user's processes running one of the lab's server
+programs inside its run folder (``servers_inside``). Only a local lab is looked for there;
+a container is removed by its lab's label.
 """
 from __future__ import annotations
 
@@ -15,7 +22,7 @@ import time
 from pathlib import Path
 
 from labkit.servers.runners.docker_container import reap_orphan_containers, remove_lab_containers
-from labkit.servers.runners.process import process_cmdline, process_start_time
+from labkit.servers.runners.process import LocalProcess, process_cmdline, process_start_time, servers_inside
 from labkit.servers.services.postgres_leftovers import forget_postgres
 from labkit.servers.run_folder import current_file, labkit_home, labs_dir, read_state, write_state
 from labkit.timing import became_true
@@ -35,29 +42,45 @@ def stop_recorded_nodes(state: dict, run_dir: Path) -> list[str]:
     """Stop every node the state file lists, trusting a pid only if it still has the start
     time recorded for it (pids get reused; some servers, like Redis, rewrite their command
     line, so the start time is the identity that holds). The lab's network proxy, if it
-    has one, goes the same way."""
+    has one, goes the same way; then whatever server of the lab still runs in its folder
+    (see the module's docstring). Returns what was stopped, by name."""
     stopped = []
     network = state.get("network") or {}
     proxy = [{"name": "network proxy", "runner": network["runner"]}] if network.get("runner") else []
-    for node in state.get("nodes", []) + proxy:
-        runner = node.get("runner", {})
-        if runner.get("backend") == "local" and runner.get("pid"):
-            pid = runner["pid"]
-            started = process_start_time(pid)
-            same = started == runner.get("start_time") and (started != "unknown" or str(run_dir) in process_cmdline(pid))
-            if same:
-                for signum in (signal.SIGCONT, signal.SIGKILL):
-                    try:
-                        os.kill(pid, signum)
-                    except ProcessLookupError:
-                        break
-                _wait_gone(pid)
-                stopped.append(node["name"])
+    local = [node for node in state.get("nodes", []) + proxy if node.get("runner", {}).get("backend") == "local"]
+    killed = []
+    for node in local:
+        pid = node["runner"].get("pid")
+        started = process_start_time(pid) if pid else None
+        if started is not None and started == node["runner"].get("start_time") and (
+                started != "unknown" or str(run_dir) in process_cmdline(pid)):
+            _kill(pid)
+            killed.append(pid)
+            stopped.append(node["name"])
+    if local:
+        programs = {LocalProcess.from_state(node["runner"]).executable for node in local}
+        for pid in servers_inside(run_dir, programs, leaders={node["runner"].get("pid") for node in local}):
+            if pid not in killed:   # those killed above may not be gone yet
+                _kill(pid)
+                killed.append(pid)
+                stopped.append(f"pid {pid} (not on file)")
+    for pid in killed:   # all at once, then one wait: each takes a few ms to go
+        _wait_gone(pid)
+    for node in state.get("nodes", []):
         if node.get("kind") == "postgres":   # its shared memory segment, and a root lab's data folder
             forget_postgres(node["data_dir"])
     if state.get("backend") == "docker":
         stopped += remove_lab_containers(state["id"])
     return stopped
+
+
+def _kill(pid: int) -> None:
+    """SIGKILL, after SIGCONT: a frozen process would otherwise linger."""
+    for signum in (signal.SIGCONT, signal.SIGKILL):
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            return
 
 
 def _wait_gone(pid: int, timeout: float = 5.0) -> None:

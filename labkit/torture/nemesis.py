@@ -181,7 +181,6 @@ class Nemesis:
         node.start()
         node.wait_ready()
         history.record_fault("restart", node.name)
-        self.rig.lab.save_state()  # its new pid, for the reaper
         return node.name, None, everyone
 
     def _partition_leader(self, step: Step, stop: threading.Event):
@@ -244,7 +243,6 @@ class Nemesis:
         old.wait_ready()
         old.client().execute_command("REPLICAOF", new.host, str(new.port))
         service.wait_replica_in_sync()
-        self.rig.lab.save_state()
         return f"{old.name} → {new.name}", None
 
     def _redlock_majority(self, step: Step) -> list[Any]:
@@ -264,7 +262,6 @@ class Nemesis:
         for restart, node in zip(restarts, nodes):
             restart.join()
             self.rig.history.record_fault("crash_restart", node.name)
-        self.rig.lab.save_state()
         return ",".join(node.name for node in nodes), None
 
     def _clock(self, step: Step, stop: threading.Event):

@@ -20,6 +20,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 from labkit.errors import DockerUnavailable, NodeStartError
 from labkit.servers.runners.discovery import ZooKeeperInstall
@@ -82,6 +83,7 @@ class DockerContainer:
         self.mounts = mounts or {}   # more host paths than the run folder: {host path: path inside}
         self.container_id = container_id
         self.image = image
+        self.on_start: Callable[[], None] | None = None   # called after every start: the lab records the container
 
     @property
     def container_name(self) -> str:
@@ -114,6 +116,8 @@ class DockerContainer:
             raise NodeStartError(f"Docker could not start node {self.name} ({exc.explanation or exc})",
                                  "`docker info` checks the engine; the README's Docker section lists what "
                                  "host networking needs", engine_log) from None
+        if self.on_start is not None:
+            self.on_start()
 
     def _create(self):
         self.image = self.image or server_image_tag()

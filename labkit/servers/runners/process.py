@@ -2,14 +2,21 @@
 
 Processes start in their own session so that a Ctrl-C in a notebook or terminal does
 not reach them; the lab's state file records each pid with its start time, so that a
-reaper can tell our process from an unrelated one that reused the pid.
+reaper can tell our process from an unrelated one that reused the pid. A restart (after a
+kill, a crash_restart) is a new process with a new pid: the runner calls its ``on_start``
+after every start, and the lab records the new pid there (``Lab.save_state``), so no
+caller has to remember to. ``servers_inside`` is the reaper's second look, for a process
+the state file missed all the same.
 """
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import time
+from pathlib import Path
+from typing import Callable
 
 from labkit.timing import became_true
 
@@ -76,6 +83,44 @@ def process_cmdline(pid: int) -> str:
         return ""
 
 
+def servers_inside(folder: str | Path, executables: set[str], leaders: set[int] = frozenset()) -> list[int]:
+    """This user's processes that look like servers of the lab in ``folder`` though its state
+    file does not list them: each runs one of ``executables`` (real paths), has its working
+    directory or a command-line argument inside ``folder``, and leads a session of its own, as
+    every process ``LocalProcess`` starts does (or belongs to the session of one of ``leaders``:
+    a postmaster's backends). All three are needed: a learner's shell, ``tail -f`` of a log, or
+    a Python started by hand in the folder is not ours to stop. Processes of other users are
+    skipped before anything of them is read. Linux only (/proc); elsewhere nothing is found."""
+    folder = str(folder).rstrip("/")
+    inside = folder + "/"
+    found = []
+    try:
+        entries = list(os.scandir("/proc"))
+    except OSError:
+        return found
+    for entry in entries:
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if entry.stat().st_uid != os.getuid():
+                continue
+            cwd = os.readlink(f"{entry.path}/cwd").removesuffix(" (deleted)") + "/"
+            if not cwd.startswith(inside):
+                with open(f"{entry.path}/cmdline", "rb") as cmdline:
+                    argv = cmdline.read().decode(errors="replace").split("\0")
+                if not any(arg == folder or arg.startswith(inside) for arg in argv):
+                    continue
+            if os.readlink(f"{entry.path}/exe").removesuffix(" (deleted)") not in executables:
+                continue
+            with open(f"{entry.path}/stat") as stat:
+                session = int(stat.read().rsplit(")", 1)[1].split()[3])
+            if session == int(entry.name) or session in leaders:
+                found.append(int(entry.name))
+        except (OSError, ValueError, IndexError):   # gone meanwhile, or not ours to look at
+            continue
+    return found
+
+
 class LocalProcess:
     """Runs one argv with its output appended to a log file."""
 
@@ -90,6 +135,13 @@ class LocalProcess:
         self.pid = pid
         self.start_time = start_time
         self._popen: subprocess.Popen | None = None
+        self.on_start: Callable[[], None] | None = None   # called after every start: the lab records the pid
+
+    @property
+    def executable(self) -> str:
+        """The real path of the program it runs (what /proc/PID/exe shows), for the reaper."""
+        program = self.argv[0] if os.sep in self.argv[0] else (shutil.which(self.argv[0]) or self.argv[0])
+        return os.path.realpath(program)
 
     def start(self) -> None:
         env = dict(os.environ, **self.env)
@@ -104,6 +156,8 @@ class LocalProcess:
                 raise OSError(f"could not run {self.argv[0]}: {exc}") from exc
         self.pid = self._popen.pid
         self.start_time = process_start_time(self.pid)
+        if self.on_start is not None:
+            self.on_start()
 
     def _ours(self) -> bool:
         return self.pid is not None and process_start_time(self.pid) == self.start_time
