@@ -96,7 +96,7 @@ def test_the_pages_have_the_course_order_navigation_figures_and_where_they_were_
     assert [run.source.name for run in runs] == ["00_start_here.ipynb", "sandbox.ipynb"]
     start, sandbox = (out / "html" / "index.html").read_text(), (out / "html" / "sandbox.html").read_text()
     for page in (start, sandbox):
-        toc = re.search(r'<ol class="toc">(.*?)</ol>', page).group(1)
+        toc = re.search(r'<ul class="toc">(.*?)</ul>', page).group(1)
         assert re.findall(r'href="([^"]+)"', toc) == ["index.html", "sandbox.html"]
         assert f"Python {platform.python_version()}" in page and "measured on the machine that built this book" in page
         assert 'id="labkit-read-aloud-' in page

@@ -95,7 +95,7 @@ def shell(page: SitePage, pages: list[SitePage], body: str, book_title: str, mea
 <p class="book-title"><a href="index.html">{esc(book_title)}</a></p>
 <div class="search"><input type="search" id="book-search" placeholder="Search the book" aria-label="Search the book">
 <ol id="book-search-results"></ol></div>
-<ol class="toc">{toc}</ol>
+<ul class="toc">{toc}</ul>
 </nav>
 <main>
 <p class="measured">{esc(measured)}</p>
