@@ -11,7 +11,9 @@ started), prints a table, and writes the same numbers as JSON for the notebooks:
 - hand-off latency (from asking the holder to release to the next holder's acquire) and
   wakeups per release, with N contenders (one holder, N - 1 waiters), each a thread with
   its own session (``labkit.harness.handoff``): predecessor vs parent watch (ZooKeeper),
-  EtcdMutex vs python-etcd3's Lock (etcd).
+  EtcdMutex vs python-etcd3's Lock (etcd); and at the largest N, Curator's InterProcessMutex
+  handed on among N threads of one warmed JVM (``bench_peers.curator_handoffs``), beside
+  ZooKeeperLock's, each against its own uncontended op.
 
 Targets are printed as PASS or MISS and never asserted: timing depends on the machine.
 Wakeup counts are exact and do not depend on it. What can fail: a lab that cannot start
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import re
 import statistics
 import sys
@@ -233,6 +236,8 @@ def measure_handoff(lab: Lab, label: str, n: int, releases: int, run_id: str, bu
     result["handoff_p50_ms"], result["handoff_p99_ms"] = latency["p50_ms"], latency["p99_ms"]
     result["first_release_wakeups"] = result["wakeups"][0]
     result["mean_wakeups"] = round(statistics.mean(result["wakeups"]), 2)
+    if label == "zookeeper predecessor":   # beside Curator's (bench_peers.curator_handoff_lines)
+        result["breakdown_p50_ms"] = bench_peers.handoff_parts(run)
     return result
 
 
@@ -277,10 +282,11 @@ def recipe_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def run(lab: Lab, iterations: int = 500, waiter_counts: tuple[int, ...] = (1, 10, 50, 100, 200),
-        releases: int = 10, etcdctl_iterations: int = 20) -> dict[str, Any]:
-    """Everything, on ``lab``; returns the dict that ``--json`` writes."""
-    run_id = uuid.uuid4().hex[:8]
-    uncontended = measure_uncontended(lab, iterations, run_id)
+        releases: int = 10, etcdctl_iterations: int = 20, peers: bool = True) -> dict[str, Any]:
+    """Everything, on ``lab``; returns the dict that ``--json`` writes. ``peers``: the libraries
+    of ``bench_peers`` too (Curator's hand-off among them)."""
+    run_id, load = uuid.uuid4().hex[:8], [round(value, 2) for value in os.getloadavg()]
+    uncontended = measure_uncontended(lab, iterations, run_id, peers=peers)
     if etcdctl_iterations:
         uncontended.update(measure_etcdctl(lab, etcdctl_iterations, run_id))
     results: dict[str, Any] = {"iterations": iterations, "waiter_counts": list(waiter_counts),
@@ -289,8 +295,16 @@ def run(lab: Lab, iterations: int = 500, waiter_counts: tuple[int, ...] = (1, 10
     for label in HANDOFF_SCENARIOS:
         for n in waiter_counts:
             results["handoff"].append(measure_handoff(lab, label, n, releases, run_id))
-    results["targets"] = recipe_targets(results) + bench_peers.peer_targets(results["ratios"])
+    if peers and max(waiter_counts) > 1:   # Curator's hand-off at the largest N, beside ZooKeeperLock's
+        results["curator_handoff"] = bench_peers.curator_handoffs(lab, max(waiter_counts), releases, run_id,
+                                                                  jvm_warm_up=max(50, iterations))
+    results["load_average"] = {"start": load, "end": [round(value, 2) for value in os.getloadavg()]}
+    results["targets"] = (recipe_targets(results) + bench_peers.peer_targets(results["ratios"])
+                          + bench_peers.curator_handoff_targets(results))
     return results
+
+
+VERDICTS = {True: "PASS", False: "MISS", None: "reported"}   # reported: a number without a target
 
 
 def report(results: dict[str, Any]) -> str:
@@ -309,6 +323,9 @@ def report(results: dict[str, Any]) -> str:
             continue
         lines.append(f"  {row['scenario']:<26}{row['n']:>5}{row['handoffs']:>11}{row['handoff_p50_ms']:>9.2f}"
                      f"{row['handoff_p99_ms']:>9.2f}{row['first_release_wakeups']:>11}{row['mean_wakeups']:>7}")
+    if "curator_handoff" in results:
+        lines += ["", "Curator's hand-off inside one warmed JVM, next to ZooKeeperLock's (same run, same server)"]
+        lines += bench_peers.curator_handoff_lines(results)
     if "auth_cost" in results:
         lines += ["", "the price of a private lab (same run, taking turns; p50 / p99 ms)",
                   f"  {'':<22}{'open':>16}{'private':>16}{'p50 +':>9}"]
@@ -317,7 +334,7 @@ def report(results: dict[str, Any]) -> str:
                 lines.append(f"  {name + ' ' + kind:<22}{row['open_p50_ms']:>8.3f}/{row['open_p99_ms']:<7.3f}"
                              f"{row['private_p50_ms']:>8.3f}/{row['private_p99_ms']:<7.3f}"
                              f"{row['private_p50_ms'] - row['open_p50_ms']:>+9.3f}")
-    lines += ["", "targets"] + [f"  {'PASS' if t['met'] else 'MISS'}  {t['target']}  (measured {t['measured']})"
+    lines += ["", "targets"] + [f"  {VERDICTS[t['met']]}  {t['target']}  (measured {t['measured']})"
                                 for t in results["targets"]]
     return "\n".join(lines)
 

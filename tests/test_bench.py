@@ -59,12 +59,25 @@ def test_wakeups_per_release_are_exact(tiny_results):
 def test_the_report_prints_every_target_as_pass_or_miss(tiny_results):
     results, printed = tiny_results
     verdict_lines = [line for line in printed.splitlines() if line.strip().startswith(("PASS", "MISS"))]
-    assert len(verdict_lines) == len(results["targets"]) == 10
-    peer_targets = [target["target"] for target in results["targets"][8:]]
+    judged = [target for target in results["targets"] if target["met"] is not None]
+    assert len(verdict_lines) == len(judged) == 12
+    peer_targets = [target["target"] for target in results["targets"][8:10]]
     assert peer_targets == ["p50 redis / redis-py Lock <= 1.1", "p50 redlock / pottery Redlock <= 1.0"]
     assert "where Curator's time goes" in printed and "in the JVM" in printed
-    wakeup_targets = [target for target in results["targets"] if "N=5" in target["target"]]
-    assert len(wakeup_targets) == 4 and all(target["met"] for target in wakeup_targets)
+    wakeup_targets = [target for target in judged if "N=5" in target["target"]]
+    assert len(wakeup_targets) == 6 and all(target["met"] for target in wakeup_targets)
+    # Curator's hand-off ratio has no target (another runtime): printed as "reported"
+    reported = [line for line in printed.splitlines() if line.strip().startswith("reported")]
+    assert len(reported) == len(results["targets"]) - len(judged) == 2
+
+
+def test_curator_hands_off_beside_zookeeper_lock_at_the_largest_n(tiny_results):
+    results, printed = tiny_results
+    rows = {row["scenario"]: row for row in results["curator_handoff"]}
+    assert set(rows) == {"curator, a session each", "curator, one shared client"}
+    for row in rows.values():
+        assert row["n"] == 5 and row["handoffs"] == 4 and row["wakeups"] == [1] * 4 and row["overlaps"] == 0
+    assert "Curator's hand-off inside one warmed JVM" in printed and "zookeeper predecessor (Python)" in printed
 
 
 def test_a_ratio_above_its_limit_is_a_miss():

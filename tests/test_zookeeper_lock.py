@@ -14,7 +14,7 @@ from labkit.locks.errors import LockTimeout, SessionExpired
 from labkit.locks.kazoo_reference import KazooReferenceLock
 from labkit.locks.zookeeper import ZooKeeperLock, sequence_of, sorted_contenders
 
-from helpers import DEADLINE, Recorder, wait_until
+from helpers import DEADLINE, Recorder, curator_installed, wait_until
 
 
 class OverlapDetector:
@@ -307,6 +307,27 @@ def test_kazoo_default_node_names_mislead_curator(clients, curator, unique_name)
     assert kazoo.is_held and curator.is_held
     curator.release()
     kazoo.release()
+
+
+@pytest.mark.skipif(not curator_installed(), reason="needs Java and Curator's jars (libcurator-recipes-java)")
+def test_curator_hands_its_lock_to_one_waiter_at_a_time_inside_its_jvm(lab, zk):
+    """The bench's Curator hand-off (labkit/locks/java/CuratorHandoff.java) at N = 20: each
+    release goes to another contender, never two holders, and the server fires one watch."""
+    from labkit import bench_peers
+
+    run_id = f"test-{time.time_ns()}"
+    rows = bench_peers.curator_handoffs(lab, 20, 5, run_id, jvm_warm_up=20)
+    assert [row["scenario"] for row in rows] == list(bench_peers.CURATOR_HANDOFFS)
+    for row in rows:
+        assert row["handoffs"] == 5 and row["overlaps"] == 0, row
+        assert all(giver != taker for giver, taker in zip(row["givers"], row["takers"])), row
+        assert row["takers"][:-1] == row["givers"][1:], row   # each new holder is the next to let go
+        assert row["wakeups"] == [1] * 5, row                   # Curator watches its predecessor only
+        assert 0 < row["from_release_p50_ms"] <= row["handoff_p50_ms"] <= row["handoff_p99_ms"], row
+        assert set(row["breakdown_p50_ms"]) == {"asked to watch fired", "holder's thread woke", "release call",
+                                                "release call to watch fired", "watch fired to acquired"}, row
+    crowd = f"/bench-{run_id}/curator-handoff-handoff"
+    assert not zk.exists(crowd) or zk.get_children(crowd) == []   # every contender's node is gone
 
 
 def test_a_create_whose_reply_was_lost_is_found_again(lab, unique_name):

@@ -11,6 +11,7 @@
 //   cycle               -> "CYCLE <ns>": acquire and release once, timed inside the JVM with
 //                          System.nanoTime() (no czxid read), for the benchmark
 //   ping                -> "PONG": the cost of a line there and back, to subtract by eye
+//   crowd, handoff, disband -> N contenders handing a lock on inside this JVM (CuratorHandoff.java)
 //   quit                -> "BYE", then exits (closing the client ends the session)
 // At start it prints "READY <session id in hex> <negotiated session ms> <nanoTime>" once
 // connected. At any time it may print "STATE <SUSPENDED|RECONNECTED|LOST> <nanoTime>" (a
@@ -91,7 +92,7 @@ public class CuratorPeer {
                 semaphore.setNodeData(identifier.getBytes(StandardCharsets.UTF_8));
                 serveSemaphore(client, semaphore, args[1]);
             } else {
-                serve(client, new VisibleMutex(client, args[1], identifier));
+                serve(client, new VisibleMutex(client, args[1], identifier), args[1], args[0], sessionMs, connectionMs);
             }
         } finally {
             client.close();
@@ -100,45 +101,103 @@ public class CuratorPeer {
 
     // InterProcessMutex belongs to the thread that acquired it: every command runs here,
     // on the main thread, one at a time.
-    static void serve(CuratorFramework client, VisibleMutex mutex) throws Exception {
+    static void serve(CuratorFramework client, VisibleMutex mutex, String path, String connect, int sessionMs,
+                      int connectionMs)
+            throws Exception {
         BufferedReader input = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        CuratorHandoff crowd = null;
         String line;
-        while ((line = input.readLine()) != null) {
-            String[] words = line.trim().split("\\s+");
-            try {
-                switch (words[0]) {
-                    case "acquire":
-                        long millis = (long) (Double.parseDouble(words[1]) * 1000);
-                        if (mutex.acquire(millis, TimeUnit.MILLISECONDS)) {
-                            // the czxid of my node is the fencing token, as for labkit's recipe
-                            String node = mutex.ownNode();
-                            say("ACQUIRED " + node + " " + client.checkExists().forPath(node).getCzxid());
-                        } else {
-                            say("TIMEOUT");
-                        }
-                        break;
-                    case "release":
-                        mutex.release();
-                        say("RELEASED");
-                        break;
-                    case "cycle":
-                        long started = System.nanoTime();
-                        mutex.acquire();
-                        mutex.release();
-                        say("CYCLE " + (System.nanoTime() - started));
-                        break;
-                    case "ping":
-                        say("PONG");
-                        break;
-                    case "quit":
-                        say("BYE");
-                        return;
-                    default:
-                        say("ERROR unknown command '" + line.trim() + "': use acquire <seconds>, release, cycle, ping or quit");
+        try {
+            while ((line = input.readLine()) != null) {
+                String[] words = line.trim().split("\\s+");
+                if (words[0].equals("quit")) {
+                    say("BYE");
+                    return;
                 }
-            } catch (Exception error) {
-                say("ERROR " + error.toString().replace('\n', ' '));
+                if (words[0].equals("crowd") || words[0].equals("handoff") || words[0].equals("disband")) {
+                    crowd = serveCrowd(words, crowd, client, path, connect, sessionMs, connectionMs);
+                } else {
+                    serveOne(client, mutex, line, words);
+                }
             }
+        } finally {
+            if (crowd != null) {
+                crowd.close();
+            }
+        }
+    }
+
+    // The hand-off commands (CuratorHandoff.java); returns the crowd that is queued, if any.
+    static CuratorHandoff serveCrowd(String[] words, CuratorHandoff crowd, CuratorFramework client, String path,
+                                     String connect, int sessionMs, int connectionMs) {
+        try {
+            if (words[0].equals("crowd")) {
+                if (crowd != null) {
+                    crowd.close();
+                    crowd = null;
+                }
+                int n = Integer.parseInt(words[1]);
+                if (n < 2) {
+                    throw new IllegalArgumentException("a hand-off needs at least 2 contenders, got " + n);
+                }
+                crowd = new CuratorHandoff(client, connect, sessionMs, connectionMs, path + "-handoff", n,
+                                           words[2].equals("shared"), Double.parseDouble(words[3]));
+                say("QUEUED " + n);
+            } else if (words[0].equals("handoff")) {
+                if (crowd == null) {
+                    throw new IllegalStateException("no crowd is queued: send crowd <n> <own|shared> <seconds> first");
+                }
+                say(crowd.handOff(Double.parseDouble(words[1])));
+            } else {
+                if (crowd != null) {
+                    crowd.close();
+                }
+                say("DISBANDED");
+                return null;
+            }
+        } catch (Exception error) {
+            if (crowd != null && words[0].equals("crowd")) {
+                crowd.close();
+                crowd = null;
+            }
+            say("ERROR " + error.toString().replace('\n', ' '));
+        }
+        return crowd;
+    }
+
+    // One command of the single lock (acquire, release, cycle, ping), on the main thread.
+    static void serveOne(CuratorFramework client, VisibleMutex mutex, String line, String[] words) {
+        try {
+            switch (words[0]) {
+                case "acquire":
+                    long millis = (long) (Double.parseDouble(words[1]) * 1000);
+                    if (mutex.acquire(millis, TimeUnit.MILLISECONDS)) {
+                        // the czxid of my node is the fencing token, as for labkit's recipe
+                        String node = mutex.ownNode();
+                        say("ACQUIRED " + node + " " + client.checkExists().forPath(node).getCzxid());
+                    } else {
+                        say("TIMEOUT");
+                    }
+                    break;
+                case "release":
+                    mutex.release();
+                    say("RELEASED");
+                    break;
+                case "cycle":
+                    long started = System.nanoTime();
+                    mutex.acquire();
+                    mutex.release();
+                    say("CYCLE " + (System.nanoTime() - started));
+                    break;
+                case "ping":
+                    say("PONG");
+                    break;
+                default:
+                    say("ERROR unknown command '" + line.trim() + "': use acquire <seconds>, release, cycle, ping, "
+                        + "crowd <n> <own|shared> <seconds>, handoff <seconds>, disband or quit");
+            }
+        } catch (Exception error) {
+            say("ERROR " + error.toString().replace('\n', ' '));
         }
     }
 
