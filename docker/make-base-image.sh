@@ -1,19 +1,28 @@
 #!/usr/bin/env bash
-# Make the Debian base image locally, for machines where no image registry answers.
+# Make a Debian base image locally, for machines where no image registry answers.
 #
-#   docker/make-base-image.sh [TAG]      (default TAG: labkit-base:bookworm)
+#   docker/make-base-image.sh [SUITE]      SUITE: bookworm (Debian 12, the default) or trixie
+#                                          (Debian 13); the image is labkit-base:SUITE
 #
-# debootstrap downloads a minimal Debian 12 from the normal Debian mirror (about 30 s),
-# and `docker import` turns that folder into an image; the Dockerfiles then build FROM
-# it with `--build-arg BASE=TAG`. Needs root, debootstrap and a running Docker engine.
-# Does nothing when the image already exists.
+# debootstrap downloads a minimal Debian from the normal Debian mirror (about 30 s), and
+# `docker import` turns that folder into an image; the Dockerfiles then build FROM it with
+# `--build-arg BASE=labkit-base:SUITE`. Debian 12 is the lab's base; Debian 13 is what the
+# Docker leg also checks the course on (scripts/ci/debian13.sh). Needs root, debootstrap and
+# a running Docker engine. Does nothing when the image already exists.
 set -euo pipefail
-TAG="${1:-labkit-base:bookworm}"
-SUITE=bookworm
+SUITE="${1:-bookworm}"
 MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 
 say() { printf '[base image] %s\n' "$*"; }
 die() { printf '[base image] %s\n' "$*" >&2; exit 1; }
+
+case "$SUITE" in
+    bookworm|trixie) ;;
+    *) printf '[base image] unknown Debian suite "%s": expected bookworm (Debian 12) or trixie (Debian 13)\n' \
+           "$SUITE" >&2
+       exit 2 ;;
+esac
+TAG="labkit-base:$SUITE"
 
 if docker image inspect "$TAG" >/dev/null 2>&1; then
     say "$TAG already exists"

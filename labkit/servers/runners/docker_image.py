@@ -22,7 +22,8 @@ from labkit.servers.runners.docker_engine import docker_client
 
 DOCKER_DIR = Path(__file__).resolve().parents[3] / "docker"
 OFFICIAL_BASE = "debian:bookworm-slim"
-LOCAL_BASE = "labkit-base:bookworm"
+LOCAL_SUITE = "bookworm"   # Debian 12: what docker/make-base-image.sh makes by default
+LOCAL_BASE = f"labkit-base:{LOCAL_SUITE}"
 IMAGE_NAME = "labkit-servers"
 
 
@@ -77,10 +78,10 @@ def ensure_base_image(client, say=print) -> str:
     if not sys.platform.startswith("linux") or os.geteuid() != 0:
         raise ImageBuildError(f"cannot pull {OFFICIAL_BASE} and cannot make a base image here (that needs "
                               "root on Linux, with debootstrap)",
-                              f"as root: {script} {LOCAL_BASE}; or `docker pull {OFFICIAL_BASE}` where a "
+                              f"as root: {script} {LOCAL_SUITE}; or `docker pull {OFFICIAL_BASE}` where a "
                               "registry answers; or set LABKIT_BASE_IMAGE to a Debian 12 image you have")
     say(f"  {script.name}: debootstrap + docker import (about a minute) ...")
-    done = subprocess.run([str(script), LOCAL_BASE], capture_output=True, text=True, timeout=900)
+    done = subprocess.run([str(script), LOCAL_SUITE], capture_output=True, text=True, timeout=900)
     for line in (done.stdout + done.stderr).splitlines():
         say(f"  {line}")
     if done.returncode != 0 or not _have(client, LOCAL_BASE):
