@@ -109,7 +109,8 @@ def test_test_workers_takes_a_number_and_defaults_to_three_or_the_legs_own():
 
 
 def test_every_leg_runs_its_files_side_by_side():
-    for name in ("ci/local.sh", "ci/nonroot.sh", "ci/docker.sh", "ci/pythons.sh", "maint/latest.sh"):
+    for name in ("ci/local.sh", "ci/nonroot.sh", "ci/docker.sh", "ci/pythons.sh", "ci/debian13.sh",
+                 "maint/latest.sh"):
         text = (ROOT / "scripts" / name).read_text().replace("\\\n", " ")   # one line per command
         calls = [line for line in text.splitlines() if line.lstrip().startswith(("run_pytest ", "run_pytest_in_parts "))]
         assert calls and all('-n "$workers" --dist loadfile' in line or 'run_pytest_in_parts "$workers"' in line
@@ -220,3 +221,51 @@ def test_the_notebook_order_lists_every_notebook_once():
                    if ".ipynb_checkpoints" not in path.parts)
     assert sorted(listed) == every and len(listed) == len(set(listed)), listed
     assert listed[0].startswith("notebooks/07_")   # the longest, measured
+
+
+def test_the_docker_leg_runs_the_course_on_debian_13_beside_its_tests():
+    leg = (ROOT / "scripts" / "ci" / "docker.sh").read_text()
+    lines = [line.strip() for line in leg.splitlines()]
+    build = next(i for i, line in enumerate(lines) if "scripts/ci/debian13.sh build" in line)
+    start = next(i for i, line in enumerate(lines) if line.startswith("scripts/ci/debian13.sh test") and line.endswith("&"))
+    parts = next(i for i, line in enumerate(lines) if line.startswith("run_pytest_in_parts "))
+    waited = next(i for i, line in enumerate(lines) if line.startswith('wait "$debian13_pid" || status=1'))
+    assert build < start < parts < waited   # built first, then run while the leg's own tests run
+    check = (ROOT / "scripts" / "ci" / "debian13.sh").read_text()
+    assert "docker/build.sh lab trixie" in check
+    assert "--leg pythons" in check and "notebooks/00_start_here.ipynb" in check
+    assert "--network none" in check   # its servers' ports cannot meet the leg's on the host
+    assert "FAILED (full log: $LOG)" in check and 'tail -30 "$LOG"' in check
+
+
+def run_script(*command: str, path: str = "") -> subprocess.CompletedProcess:
+    """COMMAND from the repository root; PATH starts with `path` (a folder of fakes) if given."""
+    env = dict(os.environ, PATH=f"{path}:{os.environ['PATH']}" if path else os.environ["PATH"])
+    return subprocess.run(list(command), cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
+
+
+@pytest.mark.parametrize("suite, tag", [(None, "labkit-base:bookworm"), ("bookworm", "labkit-base:bookworm"),
+                                        ("trixie", "labkit-base:trixie")])
+def test_make_base_image_takes_a_debian_suite(tmp_path, suite, tag):
+    # a docker that says every image exists: the script names the tag it would make, and stops
+    fake = tmp_path / "docker"
+    fake.write_text(f'#!/bin/sh\necho "$*" >> {tmp_path}/calls\nexit 0\n')
+    fake.chmod(0o755)
+    done = run_script("docker/make-base-image.sh", *([suite] if suite else []), path=str(tmp_path))
+    assert done.returncode == 0 and f"{tag} already exists" in done.stdout, done.stdout + done.stderr
+    assert (tmp_path / "calls").read_text().split() == ["image", "inspect", tag]
+
+
+@pytest.mark.parametrize("command", [("docker/make-base-image.sh", "sid"),
+                                     ("docker/make-base-image.sh", "labkit-base:bookworm"),   # the old TAG argument
+                                     ("docker/build.sh", "lab", "sid")])
+def test_an_unknown_debian_suite_is_refused_with_the_known_ones(command):
+    done = run_script(*command)
+    assert done.returncode != 0
+    assert f'unknown Debian suite "{command[-1]}"' in done.stderr
+    assert "bookworm (Debian 12)" in done.stderr and "trixie (Debian 13)" in done.stderr
+
+
+def test_on_debian_13_only_the_lab_image_is_built():
+    done = run_script("docker/build.sh", "servers", "trixie")
+    assert done.returncode != 0 and "docker/build.sh lab trixie" in done.stderr

@@ -3,12 +3,15 @@
 # (pytest --leg docker: server start and stop, faults, partitions, the Docker backend, the
 # class hub, the Binder replay), with every server in a container; then a check that no
 # container is left, and a smoke test of the whole-lab image (scripts/ci/smoke_lab_image.sh).
+# Meanwhile, in a container of the whole-lab image built on Debian 13 (Debian 12 is the base of
+# everything else), the quick tests and notebook 00 with Debian 13's Python and servers
+# (scripts/ci/debian13.sh).
 #
 #   scripts/ci/docker.sh [PYTEST ARGS...]
 #
 # Runs where a Docker engine answers, or where one can be installed and started (root on
 # Debian/Ubuntu: a private dockerd, stopped at the end); elsewhere it says why and exits 77
-# (skipped). LABKIT_DOCKER_TESTS=no skips it.
+# (skipped). LABKIT_DOCKER_TESTS=no skips it; LABKIT_DEBIAN13=no skips only the Debian 13 part.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/lib.sh
@@ -73,12 +76,24 @@ if ! docker info >/dev/null 2>&1; then
 fi
 trap stop_dockerd EXIT
 export LABKIT_HOME="${LABKIT_HOME:-$HOME/.local/state/labkit-tests}"
-status=0 began=$SECONDS
+status=0 began=$SECONDS debian13_image=no debian13_pid=""
 { command -v debootstrap >/dev/null || [ "$(id -u)" != 0 ] || apt_install debootstrap; } &&
     docker/build.sh || status=1
+built=$status
+# a failed Debian 13 build fails the leg, but the tests on Debian 12 still run
+if [ "$built" -eq 0 ] && [ "${LABKIT_DEBIAN13:-yes}" != no ]; then
+    if scripts/ci/debian13.sh build; then debian13_image=yes; else status=1; fi
+fi
 install_hub_extras || say "node-configurable-http-proxy could not be installed: tests/test_hub.py will skip"
 say "images ready in $((SECONDS - began)) s"
-if [ "$status" -eq 0 ]; then
+if [ "$built" -eq 0 ]; then
+    if [ "$debian13_image" = yes ]; then
+        # the course on Debian 13, in a container of its own, while the tests below run (its
+        # report follows theirs)
+        debian13_out=$(mktemp /tmp/labkit-debian13-part.XXXXXX)
+        scripts/ci/debian13.sh test > "$debian13_out" 2>&1 &
+        debian13_pid=$!
+    fi
     workers=$(test_workers 3)
     say "running the tests that depend on where servers run, with every server in a Docker container, $workers files at a time"
     phase=$SECONDS
@@ -86,6 +101,13 @@ if [ "$status" -eq 0 ]; then
     run_pytest_in_parts "$workers" "$PY" -m pytest tests notebooks/10_semaphores_elections_and_databases.ipynb \
         --nbval-lax --leg docker "$@" || status=$?
     say "tests on Docker took $((SECONDS - phase)) s"
+    if [ -n "$debian13_pid" ]; then
+        phase=$SECONDS
+        wait "$debian13_pid" || status=1
+        cat "$debian13_out"
+        rm -f "$debian13_out"
+        say "then waited $((SECONDS - phase)) s for the run on Debian 13"
+    fi
     labkit_down_quietly "$PY"
     no_labkit_containers_left || status=1
     scripts/ci/smoke_lab_image.sh || status=1
