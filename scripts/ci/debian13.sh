@@ -6,7 +6,8 @@
 #                                  as Debian 12's (docker/build.sh lab trixie): Debian 13's own
 #                                  python3 (3.13) installs requirements/lock.txt, hashes checked,
 #                                  next to its own ZooKeeper, etcd, Redis and PostgreSQL.
-#                                  Cached: seconds when nothing changed, ~2.5 min the first time.
+#                                  Cached: seconds when nothing changed, ~40 s when the lock
+#                                  changed, ~3.5 min the first time (the base included).
 #   scripts/ci/debian13.sh test    in one container of it, the quick tests that start no server
 #                                  (pytest --leg pythons) and notebook 00 on real servers, which
 #                                  labkit starts in there as local processes (~40 s alone)
