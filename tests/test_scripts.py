@@ -269,3 +269,25 @@ def test_an_unknown_debian_suite_is_refused_with_the_known_ones(command):
 def test_on_debian_13_only_the_lab_image_is_built():
     done = run_script("docker/build.sh", "servers", "trixie")
     assert done.returncode != 0 and "docker/build.sh lab trixie" in done.stderr
+
+
+@pytest.mark.no_servers
+def test_the_pythons_leg_forgets_venvs_no_run_used_for_two_weeks(tmp_path):
+    # Each cached venv is ~600 MB, and every lock change makes new ones: the leg removes those
+    # whose stamps are older than 14 days and keeps the others (another clone's lock in use).
+    old, new, foreign = tmp_path / "3.10-0ld0ld0ld0ld", tmp_path / "3.10-n3wn3wn3wn3w", tmp_path / "3.13-notours"
+    for venv in (old, new, foreign):
+        venv.mkdir()
+    for stamp in (".labkit-lock-installed", ".labkit-last-used"):
+        (old / stamp).touch()
+        os.utime(old / stamp, (0, 1_600_000_000))   # 2020
+    (new / ".labkit-lock-installed").touch()
+    os.utime(new / ".labkit-lock-installed", (0, 1_600_000_000))
+    (new / ".labkit-last-used").touch()             # used now
+    script = (ROOT / "scripts" / "ci" / "pythons.sh").read_text()
+    function = re.search(r"^forget_unused_venvs\(\) \{.*?^\}", script, re.MULTILINE | re.DOTALL).group(0)
+    done = subprocess.run(["bash", "-c", f'say() {{ echo "$*"; }}\nCACHE="$1"\n{function}\nforget_unused_venvs',
+                           "bash", str(tmp_path)], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert sorted(path.name for path in tmp_path.iterdir()) == sorted([new.name, foreign.name]), done.stdout
+    assert "unused for 14 days" in done.stdout

@@ -13,7 +13,7 @@
 # clone reuses them; the first install takes ~1 min per interpreter, then only labkit itself
 # is installed again (pip --no-deps -e ., seconds). ./lab.sh test runs it with --ends: the
 # oldest supported Python (where 3.11+ syntax breaks imports) and the newest.
-# Exits 77 (skipped) when it finds no interpreter.
+# Venvs no run used for 14 days are removed. Exits 77 (skipped) when it finds no interpreter.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/lib.sh
@@ -55,8 +55,24 @@ make_venv_for() {
             pip_quiet "$venv/bin/python" --require-hashes -r "$LOCK" &&
             touch "$stamp" || return 1
     fi
+    touch "$venv/.labkit-last-used"
     pip_quiet "$venv/bin/python" --no-deps -e .
 }
+
+forget_unused_venvs() {
+    # each venv is ~600 MB and a lock change makes new ones: those no run used for 14 days go
+    # (another clone's lock still in use keeps its own)
+    local venv
+    for venv in "$CACHE"/3.*-*; do
+        [ -e "$venv/.labkit-last-used" ] || [ -e "$venv/.labkit-lock-installed" ] || continue
+        if [ -z "$(find "$venv" -maxdepth 1 -name '.labkit-*' -mtime -14 -print -quit)" ]; then
+            say "removing $venv: unused for 14 days"
+            rm -rf "$venv"
+        fi
+    done
+}
+
+forget_unused_venvs
 
 declare -A seen_minor=() seen_executable=()
 found=() skipped=()
