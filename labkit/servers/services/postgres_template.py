@@ -23,11 +23,19 @@ root, its wrapper opens the log, then ``setpriv`` drops to 999 and execs the ser
 stays the container's first process. The data folder outside the run folder is mounted at
 its own path. That way needs no user on the host and nothing of the image changed at run time.
 
-What can fail: LabError (root, and no user or no setpriv to run the server as another),
-NodeStartError with initdb's output.
+A uid with no user entry (the local backend): the lab image run by docker/compose.yaml as
+the host's uid, or a Kubernetes/OpenShift pod's random uid, is nobody in the image's
+/etc/passwd, and initdb refuses it the same way. There initdb runs under nss_wrapper (Debian's
+libnss-wrapper, as the official postgres image does): ``LD_PRELOAD`` of its library makes the
+user look-ups read a passwd and a group file of the template's folder that name this uid.
+The server itself looks no user up, so it runs as it is.
+
+What can fail: LabError (root, and no user or no setpriv to run the server as another; a uid
+with no user entry and no nss_wrapper), NodeStartError with initdb's output.
 """
 from __future__ import annotations
 
+import glob
 import os
 import pwd
 import secrets
@@ -100,12 +108,51 @@ def passwd_file(folder: Path) -> Path:
                                             f"labkit:x:{os.getuid()}:{os.getgid()}:labkit:/tmp:/bin/sh\n")
 
 
-def run_initdb(argv: list[str], building: Path, backend: str) -> tuple[int, str]:
-    """initdb's exit code and output: a local process, or a throwaway container of the server
-    image (as root, whose argv drops to the image's postgres user, or as the host user with
-    the passwd file)."""
+NSS_WRAPPER_PLACES = ("/usr/lib/*/libnss_wrapper.so", "/usr/lib64/libnss_wrapper.so", "/usr/lib/libnss_wrapper.so",
+                      "/usr/local/lib/libnss_wrapper.so")
+
+
+def nss_wrapper_library() -> str | None:
+    """Where libnss_wrapper.so is (Debian: /usr/lib/<arch>/), or None."""
+    for pattern in NSS_WRAPPER_PLACES:
+        found = sorted(glob.glob(pattern))
+        if found:
+            return found[0]
+    return None
+
+
+def wrapper_for_nameless_uid() -> str | None:
+    """None when this uid has a user entry (initdb can look it up); else the nss_wrapper
+    library initdb will run under. Raises LabError when that library is not installed."""
+    try:
+        pwd.getpwuid(os.getuid())
+        return None
+    except KeyError:
+        pass
+    library = nss_wrapper_library()
+    if library is None:
+        raise LabError(f"PostgreSQL's initdb cannot run as uid {os.getuid()}: this uid has no user entry "
+                       "(no line in /etc/passwd), and nss_wrapper, which would give it one, is not installed",
+                       "run the lab as a uid that exists (with docker compose: LAB_UID=$(id -u) LAB_GID=$(id -g)), "
+                       "or install nss_wrapper (apt-get install libnss-wrapper)")
+    return library
+
+
+def nss_wrapper_environment(library: str, folder: Path) -> dict:
+    """The environment that runs a program under nss_wrapper, with a passwd and a group file
+    in ``folder`` that name this uid and gid."""
+    group = write_private(folder / "group", f"root:x:0:\nlabkit:x:{os.getgid()}:\n")
+    return dict(os.environ, LD_PRELOAD=library, NSS_WRAPPER_PASSWD=str(passwd_file(folder)),
+                NSS_WRAPPER_GROUP=str(group))
+
+
+def run_initdb(argv: list[str], building: Path, backend: str, wrapper: str | None = None) -> tuple[int, str]:
+    """initdb's exit code and output: a local process (under the nss_wrapper library
+    ``wrapper`` if given), or a throwaway container of the server image (as root, whose argv
+    drops to the image's postgres user, or as the host user with the passwd file)."""
     if backend != "docker":
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+        env = nss_wrapper_environment(wrapper, building) if wrapper else None
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
         return done.returncode, done.stdout + done.stderr
     mounts = {str(building): str(building)}
     if os.geteuid() != 0:
@@ -132,6 +179,7 @@ def template(bin_dir: str, backend: str = "local") -> Path:
     folder = home / f"postgres-{owner}{version}"
     if (folder / "data" / "PG_VERSION").exists() and (folder / "password").exists():
         return folder
+    wrapper = None if backend == "docker" else wrapper_for_nameless_uid()
     home.mkdir(parents=True, exist_ok=True, mode=0o700)
     building = Path(tempfile.mkdtemp(prefix=OUTSIDE_MARK + "template-", dir=None if owner else home))
     password = secrets.token_hex(20)
@@ -140,9 +188,10 @@ def template(bin_dir: str, backend: str = "local") -> Path:
     give_to_server_user(building, backend)
     code, output = run_initdb([*as_server_user(backend), os.path.join(bin_dir, "initdb"), "-D", str(building / "data"),
                                "-U", USER, f"--pwfile={pwfile}", "--auth-host=scram-sha-256", "--auth-local=reject",
-                               "-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions"], building, backend)
+                               "-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions"], building, backend, wrapper)
     pwfile.unlink()
-    (building / "passwd").unlink(missing_ok=True)
+    for name in ("passwd", "group"):
+        (building / name).unlink(missing_ok=True)
     if code != 0:
         shutil.rmtree(building, ignore_errors=True)
         raise NodeStartError("initdb could not make the PostgreSQL template", "run `labkit doctor`", output[-2000:])
