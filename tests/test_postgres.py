@@ -16,13 +16,14 @@ import psycopg
 import pytest
 
 import labkit
-from labkit.errors import NodeStartError, ServerNotFound
+from labkit.errors import LabError, NodeStartError, ServerNotFound
 from labkit.lessons import databases
 from labkit.record.fenced_table import FencedTable, InvalidToken, NoPostgres, check_token
 from labkit.servers.runners import discovery, versions
 from labkit.servers.runners.docker_container import DockerContainer, image_binaries, lab_containers
 from labkit.servers import state as lab_state
 from labkit.servers.services.postgres import child_processes
+from labkit.servers.services import postgres_template
 from labkit.servers.services.postgres_template import template
 from labkit.servers.services.postgres_leftovers import release_shared_memory, shared_memory_id
 from labkit.servers.runners.process import process_state
@@ -148,6 +149,22 @@ def test_missing_postgres_says_how_to_install(monkeypatch):
     assert "initdb and postgres were not found" in str(info.value)
     assert "apt-get install -y postgresql" in str(info.value)
     assert set(os.listdir(lab_state.labs_dir())) == before
+
+
+@pytest.mark.no_servers
+def test_a_uid_with_no_user_entry_needs_nss_wrapper_and_is_told_so(monkeypatch):
+    # what compose's default LAB_UID or a pod's random uid meets: no line in /etc/passwd
+    def nobody(uid):
+        raise KeyError(f"getpwuid(): uid not found: {uid}")
+    monkeypatch.setattr(postgres_template.pwd, "getpwuid", nobody)
+    monkeypatch.setattr(postgres_template, "NSS_WRAPPER_PLACES", ("/nonexistent/libnss_wrapper.so",))
+    with pytest.raises(LabError) as info:
+        postgres_template.wrapper_for_nameless_uid()
+    assert f"uid {os.getuid()}: this uid has no user entry" in info.value.message
+    assert "LAB_UID=$(id -u)" in info.value.hint and "libnss-wrapper" in info.value.hint
+    with tempfile.NamedTemporaryFile(suffix="libnss_wrapper.so") as library:
+        monkeypatch.setattr(postgres_template, "NSS_WRAPPER_PLACES", (library.name,))
+        assert postgres_template.wrapper_for_nameless_uid() == library.name
 
 
 @pytest.mark.local_backend   # the host's own PostgreSQL

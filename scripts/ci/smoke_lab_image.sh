@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Smoke test of the whole-lab image, run by the Docker leg (scripts/ci/docker.sh) once the
 # images are built: docker/compose.yaml, as a learner runs it, must serve Jupyter on
-# 127.0.0.1 with its token and refuse without it. Needs a Docker engine (DOCKER_HOST as set).
+# 127.0.0.1 with its token and refuse without it; and, run as a uid with no line in the image's
+# /etc/passwd (what compose's default LAB_UID is there, or a pod's random uid), a lab with
+# PostgreSQL must start and answer (initdb under nss_wrapper; ~7 s warm). Needs a Docker engine
+# (DOCKER_HOST as set).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/lib.sh
@@ -27,4 +30,9 @@ container=$(compose "${project[@]}" ps -q lab)
     --refused-without-token || status=1
 [ "$status" -eq 0 ] || compose "${project[@]}" logs --tail 30 >&2
 compose "${project[@]}" down --timeout 20 >/dev/null 2>&1 || status=1
+say "smoke test: as uid 54321 (no user entry in the image), a lab with PostgreSQL answers"
+docker run --rm --network host --user 54321:54321 labkit-lab:latest python -c '
+import labkit
+with labkit.up(postgres=True, quiet=True) as lab, lab.postgres.connect() as conn:
+    assert conn.execute("select 40 + 2").fetchone() == (42,)' || status=1
 exit "$status"
