@@ -4,6 +4,7 @@ copy, the very HTML the course book embeds, loads the same module the JupyterLab
 play queues the first section's sentences and no code, next moves on, pause stops, the speed
 reaches the utterances, a finished section hands on to the next; without speech synthesis
 the control says so. A picture of the control playing is kept in artifacts/read_aloud.png."""
+import html
 import json
 import os
 import shutil
@@ -39,12 +40,18 @@ delete window.SpeechSynthesisUtterance;
 """
 
 
+def first_heading(notebook):
+    """The lesson's own title as its markdown writes it (what JupyterLab shows as the page's h1)."""
+    first = next(cell for cell in json.loads(notebook.read_text())["cells"] if cell["cell_type"] == "markdown")
+    return "".join(first["source"]).splitlines()[0].lstrip("#").strip()
+
+
 @pytest.fixture(scope="module")
 def page_file(tmp_path_factory):
     sections = as_state(lesson_sections(LESSON))
     page = tmp_path_factory.mktemp("read_aloud") / "page.html"
     page.write_text('<!DOCTYPE html><html><head><meta charset="utf-8"><title>read aloud</title></head><body>'
-                    "<h1>Start here: real lock servers on your machine</h1>"
+                    f"<h1>{html.escape(first_heading(LESSON))}</h1>"
                     + static_html(sections[0]["title"], sections) + "</body></html>", encoding="utf-8")
     return page, sections
 
