@@ -1,12 +1,18 @@
 """Small helpers shared by the test modules (pytest puts this folder on sys.path)."""
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import threading
 
 from labkit import timing
 
 DEADLINE = 20.0  # generous: two cores shared with other test runs
+# Debian's Chromium, driven by Playwright (its own browser download cannot work here)
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 
 
 class Recorder:
@@ -75,3 +81,26 @@ def run_in_kernel(kernel, code: str, timeout: float = 120) -> str:
     reply = kernel.execute_interactive(code, timeout=timeout, output_hook=collect)
     assert reply["content"]["status"] == "ok", "".join(printed)
     return "".join(printed)
+
+
+@contextlib.contextmanager
+def chromium_browser():
+    """Debian's Chromium through Playwright, closed on the way out. Playwright is imported
+    here, so a test module that also has tests without a browser stays importable."""
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def open_watched(browser, page_file, width: int = 1400, height: int = 1000):
+    """Open a local page, recording every URL it requests and every error it raises."""
+    page = browser.new_page(viewport={"width": width, "height": height})
+    requests, errors = [], []
+    page.on("request", lambda request: requests.append(request.url))
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(page_file.as_uri())
+    return page, requests, errors

@@ -13,8 +13,6 @@ import json
 import os
 import platform
 import re
-import shutil
-from pathlib import Path
 
 import nbformat
 import pytest
@@ -26,9 +24,7 @@ from labkit.book.run import map_order
 from labkit.book.theme import RENDER, node_types
 from labkit.errors import LabError
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+from helpers import CHROMIUM, chromium_browser, open_watched
 
 
 def needs_the_tools():
@@ -124,30 +120,16 @@ def test_every_node_type_of_the_book_has_html(book):
 def chromium():
     if not os.path.exists(CHROMIUM):
         pytest.skip("Debian's chromium is not installed: apt-get install -y chromium")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the test extra)")
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield browser
-        finally:
-            browser.close()
-
-
-def open_page(chromium, page_file: Path):
-    """The page from disk, with every URL it asks for and every error it raises."""
-    page = chromium.new_page(viewport={"width": 1300, "height": 900})
-    requests, errors = [], []
-    page.on("request", lambda request: requests.append(request.url))
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(page_file.as_uri())
-    return page, requests, errors
+    pytest.importorskip("playwright.sync_api", reason="pip install playwright (the test extra)")
+    with chromium_browser() as browser:
+        yield browser
 
 
 @pytest.mark.slow
 @pytest.mark.browser
 def test_in_chromium_search_maps_and_read_aloud_work_from_disk(book, chromium):
     out, _ = book
-    page, requests, errors = open_page(chromium, out / "html" / "sandbox.html")
+    page, requests, errors = open_watched(chromium, out / "html" / "sandbox.html", width=1300, height=900)
     page.fill("#book-search", "fencing token")      # words of 00 (the sandbox page has neither)
     page.locator("#book-search-results li a").first.wait_for(timeout=5000)
     hrefs = [link.get_attribute("href") for link in page.locator("#book-search-results li a").all()]
@@ -169,7 +151,7 @@ def test_in_chromium_search_maps_and_read_aloud_work_from_disk(book, chromium):
 @pytest.mark.browser
 def test_the_sandbox_page_runs_a_scenario_with_no_kernel_and_no_server(book, chromium):
     out, _ = book
-    page, requests, errors = open_page(chromium, out / "html" / "sandbox.html")
+    page, requests, errors = open_watched(chromium, out / "html" / "sandbox.html", width=1300, height=900)
     widget = page.locator("[id^=labkit-sandbox-]").first
     widget.locator(".sandbox-release").click()
     # six clients watch the parent: the release wakes the five waiters, and only c2 holds

@@ -21,12 +21,11 @@ from pathlib import Path
 
 import pytest
 
+from helpers import CHROMIUM, CHROMIUM_ARGS
+
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOK = REPO / "notebooks" / "lab_panel.ipynb"
 ARTIFACTS = REPO / "artifacts"
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 CELLS_UP_TO_THE_PANEL = 5  # title, read aloud, imports, labkit.up, the panel (the rest click and clean up)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow,

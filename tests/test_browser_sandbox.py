@@ -10,21 +10,19 @@ Needs Debian's Chromium (``apt-get install -y chromium``), as tests/test_browser
 """
 import json
 import os
-import shutil
 from pathlib import Path
 
 import pytest
 
 from labkit.practice.sandbox_widget import bundle
 
+from helpers import CHROMIUM, CHROMIUM_ARGS
+
 LESSON = Path(__file__).resolve().parent.parent / "notebooks" / "sandbox.ipynb"
 WIDGET_CELL = "ts-sandbox-widget"   # the lesson's cell that shows the widget, by id
 
 REPO = Path(__file__).resolve().parent.parent
 ARTIFACTS = REPO / "artifacts"
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not os.path.exists(CHROMIUM),

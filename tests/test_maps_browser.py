@@ -27,11 +27,9 @@ from labkit.book.mermaid import mermaid_script as book_mermaid_script
 from labkit.widgets import maps
 from labkit.widgets.map_widget import static_map_html
 
+from helpers import CHROMIUM, CHROMIUM_ARGS, chromium_browser, open_watched
 from test_maps import etcd_run, middle_waiter_run, zookeeper_run
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
 
 pytestmark = [pytest.mark.browser,
@@ -93,22 +91,8 @@ const texts = %s;
 
 @pytest.fixture
 def browser():
-    with sync_api.sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
-
-
-def open_watched(browser, page_file: Path):
-    """Open a local page, recording every URL it requests and every error it raises."""
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    requests, errors = [], []
-    page.on("request", lambda request: requests.append(request.url))
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(page_file.as_uri())
-    return page, requests, errors
+    with chromium_browser() as chromium:
+        yield chromium
 
 
 def test_every_exported_map_renders_with_mermaid_in_chromium(runs, browser, tmp_path):

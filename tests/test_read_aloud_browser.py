@@ -7,7 +7,6 @@ the control says so. A picture of the control playing is kept in artifacts/read_
 import html
 import json
 import os
-import shutil
 
 import pytest
 
@@ -15,9 +14,8 @@ from labkit.book import NOTEBOOKS, ROOT
 from labkit.widgets.read_aloud import as_state, static_html
 from labkit.widgets.speech import lesson_sections
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+from helpers import CHROMIUM, CHROMIUM_ARGS
+
 pytestmark = [pytest.mark.browser, pytest.mark.no_servers,
               pytest.mark.skipif(not os.path.exists(CHROMIUM),
                                  reason="Debian's chromium is not installed: apt-get install -y chromium "
