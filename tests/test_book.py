@@ -20,7 +20,7 @@ import pytest
 from labkit.book import NOTEBOOKS, build, course_notebooks, main
 from labkit.book.mermaid import mermaid_script
 from labkit.book.myst import NodeMissing, lesson_links, myst_command
-from labkit.book.run import map_order
+from labkit.book.run import execute, map_order
 from labkit.book.theme import RENDER, node_types
 from labkit.errors import LabError
 
@@ -74,6 +74,22 @@ def test_a_notebook_that_raises_fails_the_build_and_names_its_cell(tmp_path, cap
     assert "FAILED: broken.ipynb, cell 3 (assert x == 2" in said and "the lesson claimed x is 2" in said
     page = (tmp_path / "out" / "html" / "index.html").read_text()
     assert "AssertionError" in page      # the page is built, showing the error
+
+
+@pytest.mark.no_servers
+def test_a_kernel_runs_over_ipc_quietly_and_leaves_no_sockets(tmp_path, monkeypatch, capfd):
+    # Over TCP every kernel the book started warned "running over TCP without encryption" (one
+    # line per notebook hid the build's real warnings), and its ports were picked free, then bound.
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(6 * 7)")])
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(notebook, tmp_path / "tiny.ipynb")
+    run = execute(tmp_path / "tiny.ipynb", timeout=120)
+    assert run.error is None, run.error
+    assert run.notebook.cells[0].outputs[0]["text"] == "42\n"
+    said = capfd.readouterr().err
+    assert "without encryption" not in said and "WARNING" not in said, said
+    assert not list((tmp_path / "runtime").glob("labkit-book-*")), "the kernel's IPC sockets were left behind"
 
 
 @pytest.fixture(scope="module")

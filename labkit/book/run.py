@@ -12,12 +12,15 @@ longer than ``timeout`` seconds fails the same way.
 """
 from __future__ import annotations
 
+import os
 import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
+from jupyter_client.manager import KernelManager
+from jupyter_core.paths import jupyter_runtime_dir
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError
 
@@ -110,7 +113,15 @@ def execute(source: Path, timeout: int = 600) -> Run:
     notebook = nbformat.read(source, as_version=4)
     started = time.monotonic()
     error = None
-    client = NotebookClient(notebook, timeout=timeout, kernel_name="python3", store_widget_state=True,
+    # IPC transport (Unix sockets in Jupyter's runtime folder): no TCP ports to pick, none a lab
+    # starting at the same moment can take, and no "running over TCP without encryption" warning
+    # from every kernel, which hid the book build's real warnings. The socket path is absolute:
+    # the kernel runs in the notebooks folder, the client wherever it was started.
+    runtime = Path(jupyter_runtime_dir())
+    runtime.mkdir(parents=True, exist_ok=True)
+    sockets = runtime / f"labkit-book-{os.getpid()}-{source.stem}"
+    manager = KernelManager(kernel_name="python3", transport="ipc", ip=str(sockets))
+    client = NotebookClient(notebook, km=manager, timeout=timeout, store_widget_state=True,
                             resources={"metadata": {"path": str(source.parent)}})
     try:
         client.execute()
@@ -119,4 +130,10 @@ def execute(source: Path, timeout: int = 600) -> Run:
         last = text.splitlines()[-1] if text else type(failure).__name__
         where = failed_cell(notebook) if isinstance(failure, CellExecutionError) else "a cell (timed out)"
         error = f"{where}: {last}"
+    finally:
+        # a kernel manager handed to nbclient is the caller's to stop, and its sockets to remove
+        if manager.has_kernel:
+            manager.shutdown_kernel()
+        for path in runtime.glob(f"{sockets.name}-*"):
+            path.unlink(missing_ok=True)
     return Run(source, notebook, title_of(notebook, source.stem), time.monotonic() - started, error)
