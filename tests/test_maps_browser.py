@@ -205,5 +205,17 @@ def test_the_static_copy_replays_every_map_with_no_kernel(runs, browser, tmp_pat
     for index, lock_map in enumerate(drawn.values()):
         root = page.locator(f"#labkit-map-map{index} .labkit-map")
         assert replay_order(page, root) == [edge_id for edge_id, _ in lock_map.replay()], lock_map.title
+    # a narrow column (the book's page beside its sidebar): every map stays inside it, and a
+    # map wider than the column scrolls inside its own frame (a queue's last client was cut off)
+    page.set_viewport_size({"width": 640, "height": 900})
+    sizes = page.evaluate("""() => [...document.querySelectorAll('.labkit-map')].map((map) => {
+        const frame = map.querySelector('.labkit-map-frame'), picture = frame.querySelector('svg');
+        return {title: map.querySelector('.labkit-map-title').textContent, right: frame.getBoundingClientRect().right,
+                scroll: frame.scrollWidth, picture: picture.getBoundingClientRect().width};
+    })""")
+    for size in sizes:
+        assert size["right"] <= 640, f"{size['title']}: the map runs past the page's edge ({size['right']:.0f} px)"
+        assert size["scroll"] >= size["picture"] - 1, f"{size['title']}: part of the map cannot be scrolled to"
+    assert any(size["scroll"] > 640 for size in sizes), "no map was wider than the column: the check saw nothing"
     assert errors == [], f"the page raised: {errors}"
     assert all(url.startswith(("file://", "data:")) for url in requests), f"the page fetched {requests}"

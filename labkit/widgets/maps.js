@@ -6,7 +6,8 @@
 
 const SVG = "http://www.w3.org/2000/svg";
 const STYLE = `
-.labkit-map { font-family: sans-serif; font-size: 13px; max-width: 72em; color: #222; }
+.labkit-map { font-family: sans-serif; font-size: 13px; max-width: min(72em, 100%); color: #222; }
+.labkit-map-frame { max-width: 100%; overflow-x: auto; }
 .labkit-map-title { font-weight: bold; margin: 4px 0; }
 .labkit-map svg { display: block; background: #fcfcfc; border: 1px solid #ddd; border-radius: 6px; }
 .labkit-map-node, .labkit-map-edge { cursor: pointer; }
@@ -245,7 +246,11 @@ function render({ model, el }) {
   const box = document.createElement("div");
   box.className = "labkit-map-details";
   box.textContent = "Select a node or an edge.";
-  root.append(heading, picture, controls, box);
+  // a map wider than its column (a queue of many clients) scrolls inside its own frame
+  const frame = document.createElement("div");
+  frame.className = "labkit-map-frame";
+  frame.append(picture);
+  root.append(heading, frame, controls, box);
   el.appendChild(root);
 
   const select = (kind, id) => {
