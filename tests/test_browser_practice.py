@@ -26,6 +26,7 @@ LESSON = REPO / "notebooks" / "00_start_here.ipynb"
 ANSWERS = {"Which system gives no fencing token for its first lock?": "Redis",
            "After the close and the revoke, when does the observer see the node and the key go?":
                "never: nobody called release()"}
+SURE_OF = "Which system gives no fencing token for its first lock?"     # locked in 90 % sure
 
 
 def predict_cells(path) -> dict[str, int]:
@@ -60,8 +61,12 @@ def test_two_predictions_answered_in_a_lesson_show_in_its_summary(tmp_path):
                 if question in ANSWERS:
                     cell = cells.nth(index)
                     cell.locator(".widget-radio-box label", has_text=ANSWERS[question]).click()
+                    sure = "90 %" if question == SURE_OF else ""
+                    if sure:                # how sure: one answer says 90 %, the other says nothing
+                        cell.locator("button", has_text=sure).click()
                     cell.locator("button", has_text="Lock in").click()
-                    cell.get_by_text(f"Locked in: {ANSWERS[question]}").wait_for(timeout=30_000)
+                    cell.get_by_text(f"Locked in: {ANSWERS[question]}{', ' + sure + ' sure' if sure else ''}"
+                                     ).wait_for(timeout=30_000)
             summary = cells.nth(count - 1).locator(".jp-OutputArea").inner_text()
             verdicts = [cells.nth(at).locator(".jp-OutputArea").inner_text() for at in asked_in.values()]
             page.screenshot(path=str(ARTIFACTS / "lesson_predictions.png"), full_page=True)
@@ -75,6 +80,10 @@ def test_two_predictions_answered_in_a_lesson_show_in_its_summary(tmp_path):
     assert sum("Skipped" in text for text in verdicts) == 2, verdicts
     assert f"lesson 00: 4 asked, 2 made, {right} right" in summary, summary
     assert f"{2 - right} wrong, 2 skipped" in summary, summary
+    sure_right = ": right." in verdicts[list(asked_in).index(SURE_OF)]
+    # the 90 % answer is the one rated guess: its Brier score is (0.9 - 1)² or (0.9 - 0)²
+    assert f"Brier score {0.01 if sure_right else 0.81:.3f} over 1 rated guess" in summary, summary
+    assert "1 more guess said no confidence" in summary, summary
 
 
 def test_an_exercise_reveal_shows_two_hints_then_the_solution(tmp_path):

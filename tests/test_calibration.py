@@ -120,3 +120,66 @@ def test_the_labkit_command_reads_the_journal_back(journal, capsys):
     assert "lesson 04: 2 asked, 2 made, 1 right" in capsys.readouterr().out
     assert labkit(["predictions", "--journal", str(journal.path.with_name("none.json"))]) == 2
     assert "no journal" in capsys.readouterr().err
+
+
+# FIRST_RUN's answers with how sure the learner said they were (None: no confidence said)
+CONFIDENCES = [0.9, 0.9, 0.9, None, 0.5, 0.7, None]
+
+
+def play_sure(journal):
+    for (question, choices, guess, actual), sure in zip(FIRST_RUN, CONFIDENCES):
+        confidence = sure if guess is not None else None
+        predict(question, choices=choices, guess=guess, confidence=confidence, widgets=False,
+                journal=journal).reveal(actual)
+
+
+def test_confidences_give_the_known_brier_score_and_reliability_table(journal, capsys):
+    play_sure(journal)
+    course = calibration(None, journal)
+    # rated: 0.9 wrong, 0.9 wrong, 0.9 right (lesson 02), 0.5 wrong (06), 0.7 right (04); the
+    # 04 wrong one said no confidence. Brier = (0.81 + 0.81 + 0.01 + 0.25 + 0.09) / 5
+    assert course.reliability.rated == 5 and course.reliability.without_confidence == 1
+    assert course.reliability.brier == pytest.approx(1.97 / 5)
+    assert [(level.confidence, level.made, level.right) for level in course.reliability.rows()] == [
+        (0.5, 1, 0), (0.7, 1, 1), (0.9, 3, 1)]
+    assert [level.confidence for level in course.reliability.overconfident()] == [0.9]
+    assert calibration("02", journal).reliability.brier == pytest.approx(1.63 / 3)
+    assert calibration("04", journal).reliability.brier == pytest.approx(0.09)
+    your_predictions("02", journal)
+    said = capsys.readouterr().out
+    assert "Brier score 0.543 over 3 rated guesses" in said and "Overconfident at 90 %" in said
+
+
+def test_the_course_summary_and_the_command_show_the_brier_score_of_every_lesson(journal, capsys):
+    play_sure(journal)
+    found = course_calibration(journal)
+    said = capsys.readouterr().out
+    assert "10" in found, "lesson 10's predictions are left out of the course summary"
+    lines = {line.split()[0]: line for line in said.splitlines() if line.strip()}
+    assert lines["course"].split()[-1] == "0.394" and lines["02"].split()[-1] == "0.543"
+    assert lines["10"].split()[-1] == "-", "a lesson with no rated guess shows no score"
+    assert labkit(["predictions", "--journal", str(journal.path)]) == 0
+    assert "Brier score 0.394 over 5 rated guesses" in capsys.readouterr().out
+
+
+def test_without_any_confidence_the_summary_says_how_to_give_one(journal, capsys):
+    play(journal, [FIRST_RUN])
+    assert calibration(None, journal).reliability.brier is None
+    your_predictions("02", journal)
+    assert "pick 50, 70 or 90 %" in capsys.readouterr().out
+
+
+def test_a_confidence_is_a_fraction_and_goes_with_a_guess(journal):
+    with pytest.raises(ValueError, match="not a percentage"):
+        predict("?", choices=[1, 2], guess=1, confidence=90, widgets=False, journal=journal)
+    with pytest.raises(ValueError, match="goes with a guess"):
+        predict("?", choices=[1, 2], confidence=0.9, widgets=False, journal=journal)
+
+
+def test_the_widget_journals_the_confidence_picked(journal):
+    p = predict("How many waiters wake?", choices=[1, 10], widgets=True, journal=journal)
+    assert p.panel.sure.value is None, "the widget must not choose a confidence for the learner"
+    p.panel.input.value, p.panel.sure.value = "10", 0.9
+    p.panel.lock_button.click()
+    p.reveal(1)
+    assert journal.entries()[0]["confidence"] == 0.9 and "(90 % sure)" in p.panel.result.value

@@ -3,7 +3,9 @@
 How many predictions were asked, how many the learner made (locked a guess in), how many
 were right, how many were skipped, and which misconceptions the wrong answers stand for,
 most frequent first. A misconception that comes back in two or more wrong answers is one to
-work on: the summary names it with its sentence from ``predictions.json``.
+work on: the summary names it with its sentence from ``predictions.json``. Where the learner
+said how sure they were, the summary adds the reliability table and the Brier score
+(``labkit.practice.reliability``), per lesson and for the course.
 
 How the journal is counted. Each question counts once, by its newest answer: a guess locked
 in on an earlier run stays counted when a later "Run All" skips the same question; a question
@@ -22,9 +24,11 @@ from dataclasses import dataclass, field
 
 from labkit.practice.journal import Journal
 from labkit.practice.predict import REVEALED
-from labkit.practice.prediction_notes import MISCONCEPTIONS
+from labkit.practice.prediction_notes import MISCONCEPTIONS, NOTES
+from labkit.practice.reliability import Reliability, reliability
 
-LESSONS = tuple(f"{number:02d}" for number in range(10))
+# every lesson that asks a prediction, from predictions.json (a fixed 00-09 left lesson 10 out)
+LESSONS = tuple(sorted({item.lesson for item in NOTES.values() if item.lesson}))
 RECUR = 2     # wrong answers on one misconception that make it "recurring"
 
 
@@ -39,6 +43,7 @@ class Calibration:
     wrong_by_misconception: Counter = field(default_factory=Counter)
     questions: set = field(default_factory=set)
     missing: list = field(default_factory=list)    # see your_predictions
+    reliability: Reliability = field(default_factory=Reliability)
 
     @property
     def wrong(self) -> int:
@@ -62,6 +67,8 @@ class Calibration:
                       for name, count in self.wrong_by_misconception.most_common()]
         elif self.made:
             lines.append("No wrong answer yet.")
+        if self.reliability.text():
+            lines.append(self.reliability.text())
         if self.skipped:
             lines.append("Skipped ones count neither way: run the lesson again and lock a guess in before each "
                          "experiment.")
@@ -82,7 +89,9 @@ def newest_per_question(entries: list[dict]) -> list[dict]:
 def count(entries: list[dict], lesson: str | None = None) -> Calibration:
     """Calibration of ``entries`` (journal entries of kind "prediction"), for one lesson or all."""
     result = Calibration(lesson)
-    for entry in newest_per_question([e for e in entries if lesson is None or e.get("lesson") == lesson]):
+    chosen = newest_per_question([e for e in entries if lesson is None or e.get("lesson") == lesson])
+    result.reliability = reliability(chosen)
+    for entry in chosen:
         result.asked += 1
         result.questions.add(entry.get("question"))
         if entry.get("skipped"):
@@ -116,11 +125,13 @@ def course_calibration(journal: Journal | None = None) -> dict[str | None, Calib
     entries = (journal or Journal()).entries("prediction")
     found = {lesson: count(entries, lesson) for lesson in LESSONS}
     found[None] = course = count(entries)
-    print("lesson  " + "asked  made  right  skipped")
+    print("lesson  " + "asked  made  right  skipped  Brier")
     for lesson in LESSONS:
         row = found[lesson]
-        print(f"  {lesson}    {row.asked:>5} {row.made:>5} {row.right:>6} {row.skipped:>8}")
-    print(f"course  {course.asked:>5} {course.made:>5} {course.right:>6} {course.skipped:>8}")
+        print(f"  {lesson}    {row.asked:>5} {row.made:>5} {row.right:>6} {row.skipped:>8}  {_brier(row)}")
+    print(f"course  {course.asked:>5} {course.made:>5} {course.right:>6} {course.skipped:>8}  {_brier(course)}")
+    if course.reliability.text():
+        print("\n" + course.reliability.text())
     recurring = course.recurring()
     if recurring:
         print(f"\nMisconceptions behind {RECUR} or more of your wrong answers (work on these first):")
@@ -133,3 +144,8 @@ def course_calibration(journal: Journal | None = None) -> dict[str | None, Calib
     else:
         print("\nNo prediction made yet: lock a guess in before each experiment, and this table fills up.")
     return found
+
+
+def _brier(row: Calibration) -> str:
+    score = row.reliability.brier
+    return "    -" if score is None else f"{score:.3f}"
