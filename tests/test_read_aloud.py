@@ -14,7 +14,7 @@ from labkit.widgets.read_aloud import read_aloud
 from labkit.widgets.speech import lesson_sections, speakable, split_sections
 
 pytestmark = pytest.mark.no_servers
-LESSONS = sorted(NOTEBOOKS.glob("0*.ipynb")) + [NOTEBOOKS / "lab_panel.ipynb", NOTEBOOKS / "sandbox.ipynb"]
+LESSONS = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")) + [NOTEBOOKS / "lab_panel.ipynb", NOTEBOOKS / "sandbox.ipynb"]
 MARKUP = re.compile(r"[`*#|<>\[\]$\\]|\]\(|https?://")
 
 
@@ -22,7 +22,12 @@ def test_links_code_and_emphasis_are_read_as_words():
     assert speakable("Read [the docs](https://example.org/x) and **run** `lab.zookeeper.client()` *now*") == \
         "Read the docs and run lab.zookeeper.client now."
     assert speakable("`on_event(kind)` and `<lease>`") == "on event(kind) and lease."
+    assert speakable("`UPDATE … WHERE token = $token` and `tcp_keepalives_*`") == \
+        "UPDATE... WHERE token = token and tcp keepalives settings."
     assert speakable("See <https://redis.io/docs> or https://etcd.io for more") == "See or for more."
+    # a comparison in a sentence is said, not dropped or read as a tag
+    assert speakable("Keep renewDeadline < leaseDuration and P >= 2 s.") == \
+        "Keep renewDeadline less than leaseDuration and P at least 2 s."
 
 
 def test_headings_lists_and_paragraphs_become_sentences():

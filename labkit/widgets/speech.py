@@ -69,9 +69,10 @@ def _math(formula: str) -> str:
 
 def _code_words(code: str) -> str:
     """`lab.zookeeper.client()` is read as "lab.zookeeper.client", `SET NX PX` as itself,
-    `<lease>` as "lease", `on_event` as "on event"."""
-    code = code.replace("()", "").replace("_", " ")
-    return re.sub(r"[<>`{}\[\]]", " ", code)
+    `<lease>` as "lease", `on_event` as "on event", a query's `$token` as "token" and
+    `tcp_keepalives_*` as "tcp keepalives settings"."""
+    code = code.replace("()", "").replace("_*", " settings").replace("_", " ")
+    return re.sub(r"[<>`{}\[\]$*\\]", " ", code)
 
 
 def _table_row(line: str) -> str:
@@ -121,6 +122,9 @@ def speakable(markdown: str) -> str:
     text = html.unescape(text).replace("\\", "")
     for symbol, words in SYMBOLS.items():
         text = text.replace(symbol, words)
+    # a comparison in prose ("renewDeadline < leaseDuration"), not markup: said as words
+    text = re.sub(r"(?<=\s)<=?(?=\s)", lambda m: " at most " if m.group() == "<=" else " less than ", text)
+    text = re.sub(r"(?<=\s)>=?(?=\s)", lambda m: " at least " if m.group() == ">=" else " more than ", text)
     paragraphs = [re.sub(r"\s+", " ", block).strip() for block in re.split(r"\n\s*\n", text)]
     text = " ".join(_sentence(block) for block in paragraphs if block.strip(" .,"))
     return re.sub(r"\s+([.,;:!?])", r"\1", text).replace(",.", ".").replace(":.", ".")
