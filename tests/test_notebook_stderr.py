@@ -109,3 +109,21 @@ def test_the_notebooks_run_fails_a_cell_with_unmeant_stderr(pytester):
     result = pytester.runpytest_subprocess("--nbval-lax", "-p", "no:cacheprovider", "tiny.ipynb")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*stderr*red*"])
+
+
+def test_the_notebooks_run_records_each_cells_time_when_asked(pytester, monkeypatch):
+    """LABKIT_CELL_TIMES (notebooks/conftest.py): one line per code cell, with its seconds."""
+    pytester.makeconftest((NOTEBOOKS / "conftest.py").read_text())
+    cells = [{"cell_type": "code", "execution_count": None, "id": f"c{number}", "metadata": {}, "outputs": [],
+              "source": source} for number, source in enumerate(("x = 1", "import time\ntime.sleep(1.2)"))]
+    notebook = {"cells": cells, "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                                             "language": "python"}},
+                "nbformat": 4, "nbformat_minor": 5}
+    pytester.path.joinpath("timed.ipynb").write_text(json.dumps(notebook))
+    table = pytester.path / "cell_times.tsv"
+    monkeypatch.setenv("LABKIT_CELL_TIMES", str(table))
+    pytester.runpytest_subprocess("--nbval-lax", "-p", "no:cacheprovider", "timed.ipynb").assert_outcomes(passed=2)
+    rows = [line.split("\t") for line in table.read_text().splitlines()]
+    assert [(name, number, first) for name, number, _, first in rows] == [
+        ("timed.ipynb", "0", "x = 1"), ("timed.ipynb", "1", "import time")]
+    assert float(rows[1][2]) >= 1.2, rows     # the sleep is a lower bound; no upper bound is asserted (load)
