@@ -64,7 +64,8 @@ def test_no_rubric_asks_for_the_sequence_number_as_the_fencing_token(item):
 
 def test_the_wrong_tokens_are_red_flags_somewhere():
     flags = " ".join(flag.flag.lower() for item in SCENARIOS for flag in item.red_flags)
-    for phrase in ("exactly-once", "redlock", "timestamp or the zookeeper sequence number"):
+    for phrase in ("exactly-once", "redlock", "timestamp or the zookeeper sequence number",
+                   "resourceversion or leasetransitions"):
         assert phrase in flags, phrase
 
 
