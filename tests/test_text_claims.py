@@ -13,6 +13,14 @@ Three sentences have been written again and again, and each teaches the unsafe d
   rule fires about 1.5 timeouts after the last contact, after the server may have expired the
   session.
 
+Issue #33 added sentences that are wrong outside the lab, each with the reason beside its rule:
+a Kubernetes Lease's resourceVersion or leaseTransitions as a fencing token; an etcd keep-alive
+that "needs a commit"; a lease that can never be freed early (etcd issue #15247 does it); the
+ZooKeeper deadline without the servers' lag, or as 0.8 T less the lag without the heartbeat;
+client_connection_check_interval as the cure for a half-open connection; "NTP slews at most
+0.05 %" (ntpd's limit, not chrony's); a 0.2 margin for the etcd session (it keeps 0.1); a stale
+read notebook 03 says it could not show; 09 called the last notebook.
+
 The scan reads every place a learner reads: notebook cells (markdown and code), the cards and
 scenarios, docs/*.md, README.md, and the strings and comments of labkit's Python files. A
 passage that names the wrong idea in order to refute it is allowed by a phrase of its own in
@@ -37,6 +45,36 @@ RULES = [
     ("sequence as fencing token", r"(?<![\"'`_-])\bsequences?\b(?![\"'`_-])", r"token|fenc"),
     ("deadline from the last reply", r"last (?:reply|replies|answer)", r"deadline"),
     ("deadline anchored on SUSPENDED", r"suspended", r"minus a margin"),
+    # issue #33: what is true outside the lab too
+    # resourceVersion is opaque (clients must not compare it); leaseTransitions starts again when
+    # the Lease is re-created and does not grow when the same identity re-acquires
+    ("a Lease's resourceVersion or leaseTransitions as a token", r"\b(?:resourceVersion|leaseTransitions)\b",
+     r"\btokens?\b|fenc|epoch"),
+    # etcd's lessor renews in memory on the leader; a member forwards the renewal to the leader
+    ("an etcd keep-alive goes through a commit", r"keep-?alives?|\brenewals?\b|\brenew(?:ed|s)?\b", r"\bcommit"),
+    # etcd issue #15247: a stale leader's revokes, committed by the new leader (3.4.23 has it)
+    ("a lease freed early cannot happen", r"freed \*?earl(?:y|ier)|nobody else can|no one else can",
+     r"cannot happen|can't happen|never happens|revok"),
+    # a ZooKeeper answer from a follower proves the session alive only up to the lag (notebook 07)
+    ("deadline from the newest answer, no lag", r"(?:newest|last|latest) request (?:the|its) server answered",
+     r"margin"),
+    # it only notices a socket the kernel already reports closed
+    ("client_connection_check_interval for a half-open connection", r"client_connection_check_interval",
+     r"half-open|partition|network|(?:keepalive|keep-alive)[^.;]{0,60}\bor\b"),
+    # 500 ppm is ntpd's limit; chrony slews up to 83 333 ppm (8.3 %) by default
+    ("NTP slews at most 500 ppm", r"\b(?:NTP|the kernel)\b[^.;]{0,40}\bslews?\b[^.;]{0,40}(?:at most|up to|no more than)",
+     r"0\.05 ?%|500 ?ppm"),
+    # labkit/locks/etcd_session.py: drift_margin=0.1
+    ("the etcd session's margin is 0.2", r"EtcdSession|etcd session",
+     r"\bm = 0\.2\b|margin[^.]{0,30}\b0\.2\b(?! ?s\b)|\b0\.2\b(?! ?s\b)[^.]{0,30}margin|20 ?% margin"),
+    # labkit/locks/zookeeper_deadline.py also subtracts the heartbeat
+    ("0.8 T less the lag, no heartbeat",
+     r"0\.8\s*(?:×|x|\*|of)(?:[^.;:]|\.(?=\w)){0,60}?(?:less|minus|-|−)(?:[^.;:]|\.(?=\w)){0,40}?lag\b"
+     r"(?!(?:[^.;]|\.(?=\w)){0,80}heartbeat)", r"deadline"),
+    # 03 could not show a stale serializable read on one machine, and says so
+    ("notebook 03 shows a stale read", r"notebook 03 shows", r"stale"),
+    # 10 comes after 09
+    ("09 as the last notebook", r"\b(?:the )?(?:last|final) (?:notebook|lesson)\b", r"\b09\b|practice|interview|cards"),
 ]
 
 # Negative examples: passages that name the wrong idea to teach why it is wrong. Each phrase is
@@ -63,6 +101,29 @@ ALLOWED = {
     ],
     "deadline anchored on SUSPENDED": [
         'a rule like "give up once SUSPENDED has lasted',                          # 04, the deadline rule
+    ],
+    "a Lease's resourceVersion or leaseTransitions as a token": [
+        "resourceVersion is opaque (clients must not compare it)",                       # card senior-kubernetes-lease
+        "Fences with the Lease's resourceVersion or leaseTransitions",                   # scenarios.json, a red flag
+    ],
+    "an etcd keep-alive goes through a commit": [
+        "A lease keep-alive is not a write: renewals do not go through Raft",            # 05, practice question 4
+    ],
+    "a lease freed early cannot happen": [
+    ],
+    "deadline from the newest answer, no lag": [
+    ],
+    "client_connection_check_interval for a half-open connection": [
+    ],
+    "NTP slews at most 500 ppm": [
+    ],
+    "the etcd session's margin is 0.2": [
+    ],
+    "0.8 T less the lag, no heartbeat": [
+    ],
+    "notebook 03 shows a stale read": [
+    ],
+    "09 as the last notebook": [
     ],
 }
 
@@ -166,7 +227,7 @@ def test_the_deadline_rule_is_stated_once_and_referred_to():
 
 
 def test_the_scan_catches_each_wrong_claim():
-    """Each rule fails on a sentence as it was written before issue #23."""
+    """Each rule fails on a sentence as it was written before issue #23 (the first three) or #33."""
     samples = {   # notebook 08's practice question 4, notebook 04's pitfall, the card course-suspended-vs-lost
         "sequence as fencing token": "For a fencing token that only grows, use ZooKeeper's sequence number or "
                                      "etcd's create revision.",
@@ -175,6 +236,30 @@ def test_the_scan_catches_each_wrong_claim():
         "deadline anchored on SUSPENDED": "When SUSPENDED has lasted the negotiated session timeout minus a "
                                           "margin, counted from the last reply heard from the server, assume "
                                           "the lock is lost",
+
+        # issue #33's sentences: the card senior-kubernetes-lease, scenarios.json (partitioned-leader-epochs),
+        # the card senior-etcd-revoke-when and 05's "freed earlier", the card partition-suspended-holder,
+        # the card senior-database-locks, 08's slew, TORTURE.md, 05 [10], 07 [7] and README
+        "a Lease's resourceVersion or leaseTransitions as a token": "pass leaseTransitions or the resourceVersion "
+                                                                    "as a token to a resource that checks it.",
+        "an etcd keep-alive goes through a commit": "Explains that a keep-alive needs a commit, which needs a "
+                                                    "majority, so the lease runs out",
+        "a lease freed early cannot happen": "Safety is unaffected, it only takes longer; and the opposite, a lock "
+                                             "freed *earlier* than the timeout, cannot happen this way.",
+        "deadline from the newest answer, no lag": "give the lock up once (session timeout - margin) has passed since "
+                                                   "it sent the newest request the server answered",
+        "client_connection_check_interval for a half-open connection":
+            "a dead or partitioned client host leaves a half-open TCP connection, which Postgres notices only "
+            "through TCP keepalive (hours with the default settings) or, while a query runs, "
+            "client_connection_check_interval",
+        "NTP slews at most 500 ppm": "real oscillators drift by parts per million and NTP slews by at most 0.05 %, "
+                                     "so a 20 % margin is generous",
+        "the etcd session's margin is 0.2": "m = 0.2, the margin ZooKeeperLock and EtcdSession keep",
+        "0.8 T less the lag, no heartbeat": "far less than the holder's client-side deadline (0.8 of the session "
+                                            "timeout, less the servers' lag bound)",
+        "notebook 03 shows a stale read": "a serializable read on a member cut off from the majority can be stale "
+                                          "(notebook 03 shows it)",
+        "09 as the last notebook": "(the last notebook is a deck of practice cards and auto-checked exercises)",
     }
     for rule, first, second in RULES:
         found = offenders(rule, first, second, [("sample", samples[rule])])
