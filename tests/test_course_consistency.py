@@ -7,9 +7,15 @@
   containing EXPR, and every number written in EXPR is also written in the prose just before
   the marker, so the guide cannot quote one bound while the notebook checks another. A ratio
   or fraction of a timeout written in an Expected or Timing line without a marker fails.
+* Facts read from the notebooks (issue #33): each heading's run time is the one the notebook's
+  first cell gives, and README names every notebook that runs longer than about a minute; 02's
+  crash timeouts are its CRASH_TIMEOUTS; a Predictions line counts and lists as many as the
+  notebook's predict( calls; the discussion cards are those cards.json marks; both workshop
+  plans place every lesson, in the timetable or the homework.
 """
 from __future__ import annotations
 
+import ast
 import json
 import re
 from pathlib import Path
@@ -157,3 +163,116 @@ def test_no_ratio_or_fraction_of_a_timeout_goes_unmarked():
                 if not MARKER.search(rest.split(". ")[0] if ". " in rest else rest):
                     unmarked.append(f"{name}: {match.group(0)!r} in {paragraph[max(0, match.start() - 60):match.end() + 20]!r}")
     assert not unmarked, "measured ratios or fractions with no assert marker:\n" + "\n".join(unmarked)
+
+
+# --- issue #33: the guide's facts about each notebook, read from the notebooks themselves ---------
+
+RUN_TIME = re.compile(r"runs in ((?:well )?(?:under|about) (?:a|an|one|two|three|four|five|six|\d+) minutes?)")
+COUNT_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
+               "nine": 9, "ten": 10, "eleven": 11, "twelve": 12}
+LESSON = re.compile(r"(?<![\d:.])(\d\d)(?![\d:.])")
+
+
+def run_time(name: str) -> str | None:
+    """What a notebook's first cell says about its unattended run ("about three minutes")."""
+    found = RUN_TIME.search(" ".join(source(cells(name)[0]).split()))
+    return found.group(1) if found else None
+
+
+def parentheses(text: str) -> list[str]:
+    """The text inside each outermost pair of parentheses."""
+    groups, depth, start = [], 0, 0
+    for index, char in enumerate(text):
+        if char == "(":
+            depth += 1
+            start = index + 1 if depth == 1 else start
+        elif char == ")" and depth:
+            depth -= 1
+            if depth == 0:
+                groups.append(text[start:index])
+    return groups
+
+
+def code_of(name: str) -> str:
+    return "\n".join(source(cell) for cell in cells(name) if cell["cell_type"] == "code")
+
+
+def instructor_headings() -> dict[str, str]:
+    names = {name[:2]: name for name in course_map() if name[:2].isdigit()}
+    text = INSTRUCTOR.read_text(encoding="utf-8")
+    return {names.get(heading.split()[0], heading.split()[0]): heading
+            for heading in re.findall(r"^### (.+)$", text, flags=re.MULTILINE)}
+
+
+def test_the_guide_and_the_readme_give_each_notebooks_run_time_as_its_first_cell_does():
+    headings, disagree = instructor_headings(), []
+    for name in course_map():
+        said = run_time(name)
+        if said is None:
+            continue
+        quoted = RUN_TIME.search(headings[name])
+        if not quoted or quoted.group(1) != said:
+            disagree.append(f"{name}: its first cell says it runs in {said!r}, INSTRUCTOR.md's heading {headings[name]!r}")
+    assert not disagree, "run times disagree:\n" + "\n".join(disagree)
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    exceptions = dict(re.findall(r"\b(\d\d) in ((?:well )?(?:under|about) \w+ minutes?)", readme))
+    longer = {name[:2]: run_time(name) for name in course_map()
+              if run_time(name) and not run_time(name).endswith(("a minute", "one minute"))}
+    assert exceptions == longer, (
+        f"README names {exceptions} as the notebooks that run longer than about a minute; their first cells say {longer}")
+    assert "run in about a minute" in readme, "README should say how long the other notebooks run"
+
+
+def test_the_guide_quotes_02s_crash_timeouts():
+    [timeouts] = re.findall(r"^CRASH_TIMEOUTS = (\([^)]*\))", code_of("02_zookeeper_lock_recipe"), flags=re.MULTILINE)
+    timeouts = {float(value) for value in ast.literal_eval(timeouts)}
+    _, body = instructor_sections()["02_zookeeper_lock_recipe"]
+    [quoted] = re.findall(r"timeouts of ([\d., and]+?) s\b", body)
+    assert {float(value) for value in re.findall(r"\d+(?:\.\d+)?", quoted)} == timeouts, (
+        f"INSTRUCTOR.md quotes 02's crash timeouts as {quoted!r}; the notebook's CRASH_TIMEOUTS are {sorted(timeouts)}")
+    for suggested in re.findall(r"`CRASH_TIMEOUTS` \((\d+(?:\.\d+)?)\)", body):
+        assert float(suggested) > max(timeouts), f"the longer timeout to add ({suggested}) must be above {max(timeouts)}"
+
+
+def test_the_guide_counts_and_lists_each_notebooks_predictions():
+    checked = 0
+    for name, (_, body) in instructor_sections().items():
+        line = re.search(r"^- \*\*Predictions:\*\* (\w+)(.*?)(?=\n- \*\*|\Z)", body, flags=re.MULTILINE | re.DOTALL)
+        if not line:
+            continue
+        made = len(re.findall(r"\bpredict\(", code_of(name)))
+        said = COUNT_WORDS.get(line.group(1).lower())
+        # the list is the paragraph's longest parenthesis, one item per comma
+        listed = max((group.split(", ") for group in parentheses(" ".join(line.group(2).split()))), key=len, default=[])
+        assert said == made == len(listed), (
+            f"INSTRUCTOR.md says {name} makes {line.group(1)} predictions and lists {len(listed)} ({listed}); "
+            f"the notebook calls predict( {made} times")
+        checked += 1
+    assert checked, "INSTRUCTOR.md should count the predictions of at least one notebook"
+
+
+def test_the_guide_names_the_discussion_cards():
+    deck = json.loads((ROOT / "labkit" / "practice" / "cards.json").read_text(encoding="utf-8"))["cards"]
+    discussion = {card["id"] for card in deck if card.get("discussion")}
+    text = " ".join(INSTRUCTOR.read_text(encoding="utf-8").split())
+    found = re.findall(r"(\w+) senior cards are marked \*discussion\* \(([^)]*)\)", text)
+    assert len(found) == 1, "INSTRUCTOR.md should say, once: '<count> senior cards are marked *discussion* (`card-id`, ...)'"
+    [(count, listed)] = found
+    named = set(re.findall(r"`([a-z0-9-]+)`", listed))
+    assert named == discussion, f"INSTRUCTOR.md names {sorted(named)} as discussion cards; cards.json marks {sorted(discussion)}"
+    assert COUNT_WORDS.get(count.lower()) == len(discussion), f"INSTRUCTOR.md counts {count!r} discussion cards"
+
+
+@pytest.mark.parametrize("plan", ["Half-day workshop", "Full-day workshop"])
+def test_every_lesson_is_in_each_workshop_plan(plan):
+    text = INSTRUCTOR.read_text(encoding="utf-8")
+    section = text.split(f"## {plan}", 1)[1].split("\n## ", 1)[0]
+    rows = [line.strip("|").split("|") for line in section.splitlines() if re.match(r"\|\s*\d+:\d\d\s*\|", line)]
+    assert rows, f"the {plan} plan should have a timetable"
+    starts = [int(hours) * 60 + int(minutes) for hours, minutes in (row[0].strip().split(":") for row in rows)]
+    assert starts == sorted(starts), f"the {plan} plan's times should only grow: {[row[0].strip() for row in rows]}"
+    placed = set(LESSON.findall(" ".join(row[-1] for row in rows)))
+    homework = set(LESSON.findall(" ".join(re.findall(r"^Assign[^\n]*(?:\n[^\n|#][^\n]*)*", section, flags=re.MULTILINE))))
+    lessons = {name[:2] for name in course_map() if name[:2].isdigit()}
+    assert lessons <= placed | homework, (
+        f"the {plan} plan leaves out lessons {sorted(lessons - placed - homework)}: put them in the table or the homework")
