@@ -276,3 +276,23 @@ def test_every_lesson_is_in_each_workshop_plan(plan):
     lessons = {name[:2] for name in course_map() if name[:2].isdigit()}
     assert lessons <= placed | homework, (
         f"the {plan} plan leaves out lessons {sorted(lessons - placed - homework)}: put them in the table or the homework")
+
+
+def test_the_guide_gives_the_range_of_the_lessons_timeouts():
+    """Every session timeout and TTL a lesson sets at its top lies in the range the guide gives."""
+    found = re.findall(r"lessons measure timeouts of (\d+(?:\.\d+)?) to (\d+(?:\.\d+)?) seconds",
+                       " ".join(INSTRUCTOR.read_text(encoding="utf-8").split()))
+    assert len(found) == 1, "INSTRUCTOR.md should give the lessons' timeouts once, in figures: 'timeouts of X to Y seconds'"
+    [(low, high)] = found
+    seconds = {}
+    for name in course_map():
+        for constant, value in re.findall(r"^([A-Z_]*(?:TIMEOUT|TTL)[A-Z_]*) = ([\d._]+|\([\d., ]+\))",
+                                          code_of(name), flags=re.MULTILINE):
+            values = ast.literal_eval(value)
+            for number in values if isinstance(values, tuple) else (values,):
+                seconds[f"{name[:2]} {constant}"] = number / 1000 if constant.endswith("_MS") else number
+    assert seconds, "the lessons' timeout constants were not found"
+    outside = {where: value for where, value in seconds.items() if not float(low) <= value <= float(high)}
+    assert not outside, f"INSTRUCTOR.md says the lessons measure timeouts of {low} to {high} s; these lie outside: {outside}"
+    assert float(low) == min(seconds.values()) and float(high) == max(seconds.values()), (
+        f"the range should be the lessons' own, {min(seconds.values())} to {max(seconds.values())} s")
