@@ -1,10 +1,14 @@
 """Clock drift (C33): the clock shim makes a process's monotonic clock run fast or slow, and a
 ZooKeeper server whose monotonic clock runs faster than the holder's margin covers frees the
-lock while the holder still believes it holds it; a bigger margin restores the order.
+lock while the holder still believes it holds it; a bigger margin restores the order. The same
+on etcd with EtcdSession's own default margin: etcd's clock cannot be sped up, so the holder's
+runs slow (a process of its own under the shim), which is the same ratio.
 
 First the shim itself, in a JVM and in CPython: the monotonic clock runs at the rate and the
 timed waits end by it (their absolute deadlines are translated back to real time), then the
-race on a real standalone ZooKeeper (labkit/lessons/clock_drift.py).
+races on a real standalone ZooKeeper and a real etcd (labkit/lessons/clock_drift.py), RUNS
+runs per case, every run asserted; the unsafe margin is the negative control, at a rate well
+past what it covers so that it flips in every run.
 """
 from __future__ import annotations
 
@@ -21,13 +25,15 @@ import pytest
 
 import labkit
 from labkit.errors import ClockUnavailable, InvalidClockChange
-from labkit.lessons.clock_drift import drift_race, fastest_covered_rate, surely_flips
+from labkit.lessons.clock_drift import (ETCD_LEASE_CHECK, SlowClockHolder, drift_race, etcd_default_margin,
+                                       etcd_drift_race, etcd_fastest_covered_rate, etcd_surely_flips,
+                                       fastest_covered_rate, surely_flips)
 from labkit.record.history import History
 from labkit.servers.runners.clock import CLOCK_FILE_ENV, MONOTONIC_LAYOUT, MONOTONIC_OFFSET, prepare_clock
 from labkit.servers.services.zookeeper import TICK_MS
 from labkit.widgets.narration import describe_event
 
-RUNS = 3
+RUNS = 10
 FAST = 1.5            # the server's monotonic clock: 50 % fast
 SMALL_MARGIN = 0.2    # covers 25 % fast at most: flips
 BIG_MARGIN = 0.4      # covers 67 % fast: safe
@@ -202,3 +208,56 @@ def test_a_margin_that_covers_the_drift_keeps_the_holder_first(zookeeper_with_cl
     leads = [round(o.lead_ms) for o in outcomes]
     print(f"{FAST:g} x server clock, margin {BIG_MARGIN:.0%}: the holder gave up {min(leads)}-{max(leads)} ms "
           f"before the server freed the lock, in {RUNS} of {RUNS} runs")
+
+
+@pytest.fixture(scope="module")
+def slow_holder(zookeeper_with_clocks):
+    """The etcd holder's process, its monotonic clock at 1 / FAST of the machine's: etcd's clock
+    is then 50 % fast against it."""
+    with SlowClockHolder(zookeeper_with_clocks, FAST) as holder:
+        yield holder
+
+
+def check_etcd_race(outcome, rate: float) -> None:
+    """etcd freed the key one TTL after the holder's newest acknowledged keep-alive (plus up to
+    one 500 ms check of its lessor, and the watch's trip); the holder gave up (1 - margin) x TTL
+    of its slow clock after it, rate times as long in real time, noticed a little late."""
+    freed_after_contact = outcome.freed_ms - outcome.heard_ms
+    assert 1000 * outcome.timeout_s <= freed_after_contact < 1000 * (outcome.timeout_s + ETCD_LEASE_CHECK) + 250, \
+        outcome.row()
+    gave_up_by_its_clock = 1000 * outcome.timeout_s * (1 - outcome.margin) * rate
+    assert gave_up_by_its_clock - 20 <= outcome.gave_up_ms - outcome.heard_ms < gave_up_by_its_clock + 300, outcome.row()
+    assert outcome.freed_ms <= outcome.acquired_ms, outcome.row()
+
+
+@pytest.mark.slow
+def test_etcd_frees_the_lock_first_when_its_clock_outruns_the_session_default_margin(zookeeper_with_clocks,
+                                                                                    slow_holder):
+    margin = etcd_default_margin()                       # EtcdSession's own, as a user gets it
+    assert etcd_fastest_covered_rate(margin) < etcd_surely_flips(TIMEOUT, margin) < FAST
+    outcomes = [etcd_drift_race(zookeeper_with_clocks, slow_holder, FAST, ttl=int(TIMEOUT)) for _ in range(RUNS)]
+    for outcome in outcomes:
+        print(outcome.row())
+    for outcome in outcomes:
+        assert outcome.margin == margin, outcome.row()
+        check_etcd_race(outcome, FAST)
+        assert outcome.flipped and outcome.held_after_grant, outcome.row()
+    leads = [round(o.lead_ms) for o in outcomes]
+    print(f"etcd's clock {FAST:g} x the holder's, EtcdSession's default margin {margin:.0%} (covers "
+          f"{etcd_fastest_covered_rate(margin) - 1:.0%}): etcd freed the lock {-max(leads)}-{-min(leads)} ms "
+          f"before the holder gave up, in {RUNS} of {RUNS} runs")
+
+
+@pytest.mark.slow
+def test_a_session_margin_that_covers_the_drift_keeps_the_etcd_holder_first(zookeeper_with_clocks, slow_holder):
+    assert etcd_fastest_covered_rate(BIG_MARGIN) > FAST
+    outcomes = [etcd_drift_race(zookeeper_with_clocks, slow_holder, FAST, BIG_MARGIN, ttl=int(TIMEOUT))
+                for _ in range(RUNS)]
+    for outcome in outcomes:
+        print(outcome.row())
+    for outcome in outcomes:
+        check_etcd_race(outcome, FAST)
+        assert outcome.gave_up_ms < outcome.freed_ms and not outcome.held_after_grant, outcome.row()
+    leads = [round(o.lead_ms) for o in outcomes]
+    print(f"etcd's clock {FAST:g} x the holder's, margin {BIG_MARGIN:.0%}: the holder gave up {min(leads)}-{max(leads)} ms "
+          f"before etcd freed the lock, in {RUNS} of {RUNS} runs")

@@ -74,11 +74,28 @@ def test_sentinel_split_brain_then_min_replicas_narrows_but_does_not_close(netla
     assert "NOREPLICAS" in braked.refusal and braked.both_hold
 
 
+SLOW_MS = 50   # per link, each way: half a round trip (the bound's margin) is 50 ms
+
+
 def test_a_slow_link_costs_its_round_trips(netlab):
-    points = link_delays.slow_links(netlab, delays_ms=(0, 30), rounds=3)
+    points = link_delays.slow_links(netlab, delays_ms=(0, SLOW_MS), rounds=3)
     for point in points:
         print(point.row())
-        floor = 2 * point.delay_ms * sum(link_delays.ROUND_TRIPS[point.system].values())
-        assert 0.95 * floor <= point.fastest_ms <= 1.5 * point.predicted_ms + 30, point.row()
-    slow = {point.system: point.fastest_ms for point in points if point.delay_ms == 30}
+    assert link_delays.check_points(points) == [], points
+    slow = {point.system: point.fastest_ms for point in points if point.delay_ms == SLOW_MS}
     assert slow["redis"] < slow["zookeeper"] < slow["etcd"]
+
+
+def test_the_slow_link_check_refuses_one_round_trip_more(netlab):
+    """The control of the check above: each acquire also sends one read through the same
+    delayed link (one client round trip, 100 ms at 50 ms per link). The check must refuse
+    every system at 50 ms, as too slow, not as too fast; the no-delay points stay within."""
+    points = link_delays.slow_links(netlab, delays_ms=(0, SLOW_MS), rounds=3, extra_requests=1)
+    for point in points:
+        over = point.fastest_ms - link_delays.upper_bound_ms(point.system, point.delay_ms, point.baseline_ms)
+        print(point.row(), f"{over:+.0f} ms over the bound")
+    problems = link_delays.check_points(points)
+    print("\n".join(problems))
+    refused = {problem.split(" at ")[0] for problem in problems if "a round trip more than predicted" in problem}
+    assert refused == set(link_delays.ROUND_TRIPS) and len(problems) == len(refused), problems
+    assert all(f" at {SLOW_MS} ms " in problem for problem in problems), problems

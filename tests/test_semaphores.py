@@ -28,7 +28,7 @@ from labkit.record.checker import check_at_most_holders
 from labkit.torture import torture
 from labkit.torture.request import TortureError, check_request
 
-from helpers import curator_installed
+from helpers import skip_unless_curator
 
 TIMEOUT = 2.0   # s: the holders' ZooKeeper session timeout / etcd lease TTL
 
@@ -154,8 +154,8 @@ def test_a_freed_slot_wakes_one_waiter(lab, service):
 
 
 @pytest.mark.slow   # a JVM starts: 4-8 s
-@pytest.mark.skipif(not curator_installed(), reason="needs Java and Curator's jars (libcurator-recipes-java)")
 def test_labkit_and_curator_hold_leases_of_one_semaphore(lab):
+    skip_unless_curator("labkit and Curator in one semaphore")
     run = curator_interop(lab, limit=2, seconds=2.0)
     assert run.curator_admitted_beside_labkit and run.labkit_refused_while_full, run
     assert run.labkit_admitted_after_curator and run.curator_refused_while_full, run

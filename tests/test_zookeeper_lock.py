@@ -14,7 +14,7 @@ from labkit.locks.errors import LockTimeout, SessionExpired
 from labkit.locks.kazoo_reference import KazooReferenceLock
 from labkit.locks.zookeeper import ZooKeeperLock, sequence_of, sorted_contenders
 
-from helpers import DEADLINE, Recorder, curator_installed, wait_until
+from helpers import DEADLINE, Recorder, skip_unless_curator, wait_until
 
 
 class OverlapDetector:
@@ -309,10 +309,10 @@ def test_kazoo_default_node_names_mislead_curator(clients, curator, unique_name)
     kazoo.release()
 
 
-@pytest.mark.skipif(not curator_installed(), reason="needs Java and Curator's jars (libcurator-recipes-java)")
 def test_curator_hands_its_lock_to_one_waiter_at_a_time_inside_its_jvm(lab, zk):
     """The bench's Curator hand-off (labkit/locks/java/CuratorHandoff.java) at N = 20: each
     release goes to another contender, never two holders, and the server fires one watch."""
+    skip_unless_curator("Curator's hand-off inside its JVM")
     from labkit import bench_peers
 
     run_id = f"test-{time.time_ns()}"

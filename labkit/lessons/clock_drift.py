@@ -20,25 +20,55 @@ covers 25 % fast and no more (the heartbeat and the rounding leave the holder a 
 more), 40 % covers 67 %. ``fastest_covered_rate`` and ``surely_flips`` give the bounds.
 Monotonic clocks ignore steps (``clock.step`` does not move them), not rate errors.
 
-What can fail: ``ClockUnavailable`` on a lab without ``clocks=True``, ``TimeoutError`` if
-the waiter never acquires, the client library's errors if the server is unreachable.
+etcd's own clock cannot be made fast (Go reads it through the vDSO, which no preloaded library
+reaches), but only the ratio of the two clocks matters: ``etcd_drift_race(lab, rate, margin)``
+runs the holder, an ``EtcdSession`` + ``EtcdMutex``, in a Python process of its own whose
+monotonic clock runs at 1/``rate`` of the machine's (``SlowClockHolder``: the same shim), so
+etcd's clock is ``rate`` times as fast as the holder's. The holder stops its keep-alive; a
+waiter in this process queues behind it:
+
+    holder gives up  = heard_at + (ttl - margin x ttl) x rate      (its slow clock, in real time)
+    server frees     = touch + ttl + [0, 0.5 s]                  (etcd checks for expired leases every 500 ms)
+
+So EtcdSession's margin m covers a server clock fast by up to 1 / (1 - m) - 1 too: its
+default, read from its signature (``etcd_default_margin``: 0.1), covers 11 % and no more;
+``etcd_surely_flips`` is the rate above which the order flips whatever etcd's check interval.
+
+What can fail: ``ClockUnavailable`` on a lab without ``clocks=True`` (ZooKeeper) or without a C
+compiler (the etcd holder's shim), ``TimeoutError`` if the waiter never acquires, the client
+library's errors if the server is unreachable, ``RuntimeError`` if the holder process fails.
 """
 from __future__ import annotations
 
+import inspect
+import itertools
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from kazoo.client import KazooClient
 
 from labkit.faults.relay import TcpLink
 from labkit.lessons.client_deadlines import FirstEvents
+from labkit.locks.etcd_mutex import EtcdMutex
+from labkit.locks.etcd_session import EtcdSession
 from labkit.locks.zookeeper import ZooKeeperLock, heartbeat_for
+from labkit.servers.runners.clock import Clock, prepare_clock
+from labkit.servers.services.etcd import etcd_client
 from labkit.servers.services.zookeeper import TICK_MS
 
 TICK = TICK_MS / 1000.0
+ETCD_LEASE_CHECK = 0.5   # s: etcd's lessor looks for expired leases every 500 ms (lessor.go, runLoop)
 
 
 def fastest_covered_rate(timeout: float, margin: float) -> float:
@@ -69,6 +99,7 @@ class DriftOutcome:
     freed_ms: float
     acquired_ms: float
     held_after_grant: bool   # the holder's is_held read just after the waiter's grant
+    system: str = "ZooKeeper"   # "etcd": ``rate`` is etcd's clock against the holder's slow one
 
     @property
     def flipped(self) -> bool:
@@ -81,7 +112,7 @@ class DriftOutcome:
         return self.freed_ms - self.gave_up_ms
 
     def row(self) -> dict[str, Any]:
-        return {"server clock rate": self.rate, "margin": self.margin, "timeout (s)": self.timeout_s,
+        return {"system": self.system, "server clock rate": self.rate, "margin": self.margin, "timeout (s)": self.timeout_s,
                 "holder gave up (ms)": round(self.gave_up_ms), "server freed (ms)": round(self.freed_ms),
                 "holder's lead (ms)": round(self.lead_ms), "order": "FLIPPED" if self.flipped else "safe"}
 
@@ -128,3 +159,172 @@ def drift_race(lab, rate: float, margin: float, timeout: float = 3.0) -> DriftOu
     return DriftOutcome(float(rate), float(margin), float(timeout), 1000 * (heard_at - cut_at),
                         1000 * (gave_up_at - cut_at), 1000 * (freed_at - cut_at), 1000 * (acquired_at - cut_at),
                         held_after_grant)
+
+
+# -- etcd: the holder's clock runs slow ------------------------------------------------------
+def etcd_default_margin() -> float:
+    """EtcdSession's own default ``drift_margin``, read from its signature."""
+    return inspect.signature(EtcdSession).parameters["drift_margin"].default
+
+
+def etcd_fastest_covered_rate(margin: float) -> float:
+    """The fastest etcd clock (against the holder's) that EtcdSession's margin covers for sure:
+    the holder gives up after (1 - margin) x ttl of its clock, etcd after ttl of its own."""
+    return 1 / (1 - margin)
+
+
+def etcd_surely_flips(ttl: float, margin: float) -> float:
+    """The rate above which etcd frees the lock before the holder gives up, even when its
+    lessor finds the expired lease a whole check interval late."""
+    return (ttl + ETCD_LEASE_CHECK) / (ttl * (1 - margin))
+
+
+class SlowClockHolder:
+    """A Python process (``python -m labkit.lessons.clock_drift``) whose monotonic clock, and
+    every timed wait of its threads, runs at ``1 / rate`` of the machine's: the clock shim of
+    docs/CLOCKS.md, LD_PRELOADed, with a clock file of its own. It holds EtcdMutex locks on
+    EtcdSessions of its own, on the lab's first etcd member, when told (JSON lines on its
+    stdin; each answer is stamped with this process's time.monotonic() on arrival). Close it."""
+
+    def __init__(self, lab, rate: float):
+        self._folder = tempfile.TemporaryDirectory(prefix="labkit-drift-holder-")
+        env = prepare_clock(Path(self._folder.name), "holder")
+        Clock(SimpleNamespace(name="holder", clock_problem=None, runner=SimpleNamespace(env=env))).monotonic_rate(1 / rate)
+        self._arrived: list[tuple[float, dict | None]] = []   # (arrival, answer); None: the process exited
+        self._changed = threading.Condition()
+        self._errors = tempfile.TemporaryFile(mode="w+")
+        self.process = subprocess.Popen([sys.executable, "-m", "labkit.lessons.clock_drift"], env={**os.environ, **env},
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._errors,
+                                        text=True, bufsize=1)
+        threading.Thread(target=self._read, name="slow-clock-holder", daemon=True).start()
+        try:
+            self.ask("connect", endpoint=lab.etcd.nodes[0].endpoint, auth=lab.etcd.auth)
+        except BaseException:
+            self.close()
+            raise
+
+    def _read(self) -> None:
+        for line in itertools.chain(self.process.stdout, [None]):
+            with self._changed:
+                self._arrived.append((time.monotonic(), line and json.loads(line)))
+                self._changed.notify_all()
+
+    def tell(self, op: str, **detail: Any) -> None:
+        self.process.stdin.write(json.dumps({"op": op, **detail}) + "\n")
+        self.process.stdin.flush()
+
+    def answer(self, op: str, timeout: float = 60.0) -> tuple[float, dict]:
+        """The oldest answer to ``op`` not taken yet, with its arrival time (answers to other
+        ops stay for their callers)."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while True:
+                for index, (at, message) in enumerate(self._arrived):
+                    if message is None:
+                        self._errors.seek(0)
+                        raise RuntimeError(f"the slow-clock holder exited: {self._errors.read()[-1500:]}")
+                    if message["op"] == op:
+                        del self._arrived[index]
+                        if message.get("error"):
+                            raise RuntimeError(f"the slow-clock holder failed on {op!r}: {message['error']}")
+                        return at, message
+                if not self._changed.wait(max(deadline - time.monotonic(), 0)) and time.monotonic() >= deadline:
+                    raise TimeoutError(f"the slow-clock holder did not answer {op!r} within {timeout:.0f} s")
+
+    def ask(self, op: str, timeout: float = 60.0, **detail: Any) -> tuple[float, dict]:
+        self.tell(op, **detail)
+        return self.answer(op, timeout)
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            try:
+                self.tell("quit")
+                self.process.wait(timeout=15)
+            except (OSError, ValueError, subprocess.TimeoutExpired):
+                self.process.kill()
+                self.process.wait(timeout=15)
+        for stream in (self.process.stdin, self.process.stdout, self._errors):
+            stream.close()
+        self._folder.cleanup()
+
+    def __enter__(self) -> "SlowClockHolder":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+
+def etcd_drift_race(lab, holder: SlowClockHolder, rate: float, margin: float | None = None,
+                    ttl: int = 3) -> DriftOutcome:
+    """One race (see the module docstring): ``holder`` (a SlowClockHolder made with ``rate``)
+    takes a lock on a session with ``drift_margin=margin`` (None: EtcdSession's default) and
+    stops its keep-alive; a waiter here queues behind it. Times are ms after the stop."""
+    name = f"/drift-etcd-{uuid.uuid4().hex[:8]}"
+    events = FirstEvents()
+    _, held = holder.ask("hold", name=name, ttl=ttl, margin=margin)
+    waiter_session = EtcdSession(lab.etcd.client(node=lab.etcd.nodes[0]), ttl=max(10, 3 * ttl))
+    try:
+        waiter = EtcdMutex(waiter_session, name, "waiter", on_event=events.sink("waiter"))
+        with ThreadPoolExecutor(1) as pool:
+            waiting = pool.submit(waiter.lock, 60)
+            events.wait_for("waiter", "watch", 30)
+            stop_at = time.monotonic()
+            _, stopped = holder.ask("stop")
+            waiting.result(timeout=60)
+        acquired_at = events.wait_for("waiter", "acquired", 1)[0]
+        held_after_grant = holder.ask("held")[1]["held"]
+        gave_up_at = holder.answer("gave_up", timeout=10 + 2 * ttl * rate)[0]
+        freed_at = events.first.get(("waiter", "woke"), (acquired_at, {}))[0]
+        holder.ask("close")
+        waiter.unlock()
+    finally:
+        waiter_session.close()
+    # the newest acknowledged keep-alive was sent (ttl - margin) - remaining of the holder's clock before the stop
+    heard_s = -((held["ttl"] - held["margin"]) - stopped["remaining"]) * rate
+    return DriftOutcome(float(rate), held["drift_margin"], float(held["ttl"]), 1000 * heard_s,
+                        1000 * (gave_up_at - stop_at), 1000 * (freed_at - stop_at), 1000 * (acquired_at - stop_at),
+                        held_after_grant, system="etcd")
+
+
+def _hold_with_a_slow_clock() -> None:
+    """The SlowClockHolder's side: one JSON command a line on stdin, one answer a line on stdout."""
+    writing = threading.Lock()
+
+    def say(**message: Any) -> None:
+        with writing:
+            print(json.dumps(message), flush=True)
+
+    client = session = mutex = None
+    for line in sys.stdin:
+        command = json.loads(line)
+        op = command["op"]
+        try:
+            if op == "connect":
+                host, port = command["endpoint"].rsplit(":", 1)
+                client = etcd_client(host, int(port), **command["auth"])
+                say(op=op)
+            elif op == "hold":
+                margin = etcd_default_margin() if command["margin"] is None else command["margin"]
+                session = EtcdSession(client, ttl=command["ttl"], drift_margin=margin)
+                mutex = EtcdMutex(session, command["name"], "holder")
+                mutex.lock(timeout=30)
+                session.add_done_callback(lambda: say(op="gave_up"))
+                say(op=op, ttl=session.ttl, margin=session.margin, drift_margin=margin)
+            elif op == "stop":
+                session.stop_keepalive()
+                say(op=op, remaining=session.remaining_ttl())
+            elif op == "held":
+                say(op=op, held=mutex.is_held)
+            elif op == "close":
+                session.close()
+                say(op=op)
+            elif op == "quit":
+                break
+        except Exception as error:  # the parent raises it, with the op
+            say(op=op, error=f"{type(error).__name__}: {error}")
+    if client is not None:
+        client.close()
+
+
+if __name__ == "__main__":
+    _hold_with_a_slow_clock()

@@ -40,7 +40,7 @@ from labkit.harness.queue import queue_behind
 from labkit.lessons.zookeeper_recipe import (WATCH_RECIPES, LosesFirstCreateReply, NaiveLock, kill_just_after_heartbeat,
                                              watchers_of)
 from labkit.locks import SessionExpired
-from labkit.locks.curator import CuratorPeer, CuratorUnavailable
+from labkit.locks.curator import CuratorPeer, require_curator
 from labkit.locks.kazoo_reference import KazooReferenceLock
 from labkit.locks.registry import lock_factory
 from labkit.locks.zookeeper import ZooKeeperLock, sequence_of, sorted_contenders
@@ -362,16 +362,18 @@ def three_implementations(new_client: Any, hosts: str, path: str, session_timeou
                           on_close: Any) -> dict[str, Any]:
     """{"ZooKeeperLock": ..., "kazoo's Lock": ..., "Curator": ...} on ``path``, each with its
     own session and events to ``history``; Curator (a JVM, through CuratorPeer) is left out,
-    with a printed reason, when it is not installed."""
+    with a printed reason, when it cannot run here, unless the run expects it
+    (``require_curator``: then CuratorUnavailable)."""
     locks: dict[str, Any] = {
         "ZooKeeperLock": ZooKeeperLock(new_client(), path, identifier="ZooKeeperLock",
                                        on_event=history.sink("ZooKeeperLock")),
         "kazoo's Lock": KazooReferenceLock(new_client(), path, identifier="kazoo's Lock",
                                            on_event=history.sink("kazoo's Lock"))}
-    try:
-        locks["Curator"] = CuratorPeer(hosts, path, session_timeout=session_timeout, identifier="Curator",
-                                       on_event=history.sink("Curator"))
-        on_close(locks["Curator"].close)
-    except CuratorUnavailable as error:
-        print(f"Curator is not installed here, so this run leaves it out: {error}")
+    skipped = require_curator("its part in this queue")
+    if skipped:
+        print(skipped)
+        return locks
+    locks["Curator"] = CuratorPeer(hosts, path, session_timeout=session_timeout, identifier="Curator",
+                                   on_event=history.sink("Curator"))
+    on_close(locks["Curator"].close)
     return locks

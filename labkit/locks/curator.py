@@ -11,7 +11,8 @@ each hand-off there.
 
 What can fail: ``CuratorUnavailable`` when java, javac or a jar is missing (the message says
 what to install); ``CuratorPeerError`` when the Java process dies, reports an error or does
-not answer in time; ``LockTimeout`` when ``acquire(timeout)`` gives up.
+not answer in time; ``LockTimeout`` when ``acquire(timeout)`` gives up. ``require_curator``
+decides, for a lesson or a test, whether a missing Curator skips it or fails it.
 """
 from __future__ import annotations
 
@@ -81,6 +82,35 @@ class CuratorUnavailable(LabError):
 
 class CuratorPeerError(LabError):
     """The Curator peer process failed, died or did not answer in time."""
+
+
+EXPECT_ENV = "LABKIT_EXPECT_CURATOR"   # 1: this run must have Curator (scripts/ci, the lab image)
+
+
+def curator_expected() -> bool:
+    """Does this run say Curator must be here? LABKIT_EXPECT_CURATOR=1 (set by scripts/ci/test.sh
+    and the lab image) or, unset, CI=true; LABKIT_EXPECT_CURATOR=0 says no, even on CI."""
+    said = os.environ.get(EXPECT_ENV, "").strip().lower()
+    if said:
+        return said not in ("0", "no", "false")
+    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+
+
+def require_curator(what: str) -> str | None:
+    """None when Curator's peer can run here (java, javac and the jars; compiles the peer once).
+    Otherwise, where Curator is expected (``curator_expected``), raise CuratorUnavailable with
+    what is missing and how to install it; elsewhere return a sentence saying that ``what`` is
+    skipped and why, for the caller to print (or pass to pytest.skip)."""
+    try:
+        if shutil.which("java") is None:
+            raise CuratorUnavailable("java is not on PATH", hint=INSTALL_HINT)
+        compiled_peer_directory()
+    except CuratorUnavailable as error:
+        if curator_expected():
+            raise CuratorUnavailable(f"Curator is expected in this run ({EXPECT_ENV}=1 or CI=true) but cannot run, "
+                                     f"so {what} cannot: {error.message}", hint=error.hint) from None
+        return f"Curator cannot run on this machine, so {what} is skipped: {error.message} (to run it: {error.hint})"
+    return None
 
 
 def class_path() -> str:

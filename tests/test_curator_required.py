@@ -1,0 +1,61 @@
+"""Where a missing Curator skips and where it fails (labkit.locks.curator.require_curator): the
+interop cells of notebooks 02 and 10 and the Curator tests skip, saying why, on a machine
+without Java or Curator's jars; where the run says Curator must be here (CI=true, or
+LABKIT_EXPECT_CURATOR=1 as scripts/ci/test.sh and the lab image set it) they fail, naming what
+is missing and what to install. Each case runs in a subprocess with no java on its PATH."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.no_servers   # the Python-versions leg runs these
+
+REQUIRE = ("from labkit.locks.curator import require_curator\n"
+           "print('SKIPPED:', require_curator('the interop cell'))")
+
+
+def without_java(folder: Path, **env: str) -> dict:
+    """This environment with no java or javac on PATH (an empty folder) and no CI variables,
+    plus ``env``."""
+    base = {key: value for key, value in os.environ.items() if key not in ("CI", "LABKIT_EXPECT_CURATOR")}
+    return {**base, "PATH": str(folder), **env}
+
+
+@pytest.mark.parametrize("env, expected", [({}, False), ({"CI": "true"}, True), ({"LABKIT_EXPECT_CURATOR": "1"}, True),
+                                           ({"CI": "true", "LABKIT_EXPECT_CURATOR": "0"}, False)])
+def test_a_missing_curator_skips_unless_the_run_expects_it(tmp_path, env, expected):
+    done = subprocess.run([sys.executable, "-c", REQUIRE], env=without_java(tmp_path, **env),
+                          capture_output=True, text=True, timeout=60)
+    print(env, done.stdout, done.stderr[-600:])
+    if expected:
+        assert done.returncode != 0 and "SKIPPED" not in done.stdout, done
+        assert "CuratorUnavailable: Curator is expected in this run" in done.stderr, done.stderr
+        assert "java is not on PATH" in done.stderr, done.stderr
+        assert "default-jdk-headless libcurator-recipes-java" in done.stderr, done.stderr
+    else:
+        assert done.returncode == 0, done.stderr
+        said = "SKIPPED: Curator cannot run on this machine, so the interop cell is skipped: java is not on PATH"
+        assert said in done.stdout and "default-jdk-headless libcurator-recipes-java" in done.stdout, done.stdout
+
+
+def test_a_curator_test_fails_rather_than_skips_where_curator_is_expected(tmp_path):
+    """tests/helpers.skip_unless_curator, in a pytest run of its own without java on PATH."""
+    test_file = tmp_path / "test_needs_curator.py"
+    test_file.write_text("from helpers import skip_unless_curator\n\n"
+                         "def test_it():\n    skip_unless_curator('a Curator test')\n")
+    command = [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", str(test_file)]
+    # helpers.py from this folder; no plugins (nbval, playwright...): only the import of labkit costs
+    here = {"PYTHONPATH": str(Path(__file__).parent), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    skipped = subprocess.run(command, env=without_java(tmp_path, **here), capture_output=True, text=True,
+                             timeout=120, cwd=tmp_path)
+    assert skipped.returncode == 0 and "1 skipped" in skipped.stdout, skipped.stdout + skipped.stderr
+    assert "java is not on PATH" in skipped.stdout, skipped.stdout
+    failed = subprocess.run(command, env=without_java(tmp_path, LABKIT_EXPECT_CURATOR="1", **here),
+                            capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert failed.returncode == 1 and "1 failed" in failed.stdout, failed.stdout + failed.stderr
+    assert "Curator is expected in this run" in failed.stdout, failed.stdout
+    assert "libcurator-recipes-java" in failed.stdout, failed.stdout
