@@ -25,6 +25,7 @@ from labkit.errors import LabError
 from labkit.locks.errors import Locked, LockTimeout, SessionExpired
 from labkit.locks.registry import login as registry_login
 from labkit.record.events import Event
+from labkit.servers.runners.clock import Clock, ClockHost
 from labkit.vocabulary import STATE_AFTER
 
 if TYPE_CHECKING:
@@ -62,10 +63,15 @@ class LockClient:
     ``expire_session()`` (ZooKeeper), ``revoke_lease()`` / ``stop_keepalive()`` (etcd).
     ``state`` is one of starting, idle, waiting, holding, lost, paused, stopped, dead."""
 
-    def __init__(self, group: ClientGroup, name: str, spec: dict[str, Any]):
+    def __init__(self, group: ClientGroup, name: str, spec: dict[str, Any],
+                 clock_environment: dict[str, str] | None = None):
         self.group = group
         self.name = name
         self.spec = spec  # what the child was started with: LockClients.replace starts another
+        # under the clock shim (spawn_clients(..., clocks=True)): ``clock`` steps its wall clock
+        # or makes its monotonic clock drift, as ``node.clock`` does a server's (docs/CLOCKS.md)
+        self.clock_environment = dict(clock_environment or {})
+        self.clock = Clock(ClockHost(name, self.clock_environment)) if clock_environment else None
         self.recipe = spec["recipe"]
         self.session: dict[str, Any] = {}
         self._condition = threading.Condition()
@@ -80,7 +86,7 @@ class LockClient:
         self._log_path = Path(group.log_directory) / f"{name}.log"
         package_parent = str(Path(__file__).resolve().parent.parent)
         environment = dict(os.environ, PYTHONPATH=os.pathsep.join(
-            filter(None, [package_parent, os.environ.get("PYTHONPATH", "")])))
+            filter(None, [package_parent, os.environ.get("PYTHONPATH", "")])), **self.clock_environment)
         with open(self._log_path, "wb") as log:
             self._process = subprocess.Popen(
                 [sys.executable, "-m", "labkit.clients.child", json.dumps(spec)], stdin=subprocess.PIPE,

@@ -45,6 +45,7 @@ from labkit.clients.client import START_TIMEOUT, STOP_GRACE, ClientError, LockCl
 from labkit.locks.registry import check_holders, connections_of, etcd_client_for
 from labkit.record.history import History
 from labkit.servers.live_labs import this_process
+from labkit.servers.runners.clock import prepare_clock
 from labkit.servers.runners.process import process_start_time
 
 if TYPE_CHECKING:
@@ -64,7 +65,8 @@ class LockClients:
                  history: History | None = None, hold: float = 0.2, loops: int = 1, store: FencedStore | None = None,
                  session_timeout: float = 4.0, ttl: float = 5.0, connections: dict[str, str] | None = None,
                  start_timeout: float = START_TIMEOUT, proxied: bool = False, keep_previous: bool = False,
-                 connections_for: Callable[[str], dict[str, str]] | None = None, holders: int = 1):
+                 connections_for: Callable[[str], dict[str, str]] | None = None, holders: int = 1,
+                 clocks: bool = False):
         check_holders(recipe, holders)   # the recipe's name too (UnknownRecipe)
         if n < 1:
             raise ValueError(f"n must be at least 1, got {n}")
@@ -91,7 +93,9 @@ class LockClients:
                     client_spec["connections"] = connections_for(client_name)
                 elif proxied:  # links of its own, so that lab.isolate(client_name) cuts this one
                     client_spec["connections"] = connections_of(lab, via=client_name)
-                self.clients.append(LockClient(self, client_name, client_spec))
+                # clocks=True: each process under the clock shim, with a clock file of its own here
+                clock_environment = prepare_clock(Path(self.log_directory), client_name) if clocks else None
+                self.clients.append(LockClient(self, client_name, client_spec, clock_environment))
             deadline = time.monotonic() + start_timeout
             for client in self.clients:
                 client.wait_until_ready(max(0.1, deadline - time.monotonic()))
@@ -144,7 +148,7 @@ class LockClients:
             raise ClientError(f"{old.name} is still running ({old.state}); only a dead client can be replaced",
                               hint=f"kill it first: clients[{old.name!r}].kill()")
         old.finish_close(time.monotonic())
-        new = LockClient(self, old.name, old.spec)
+        new = LockClient(self, old.name, old.spec, old.clock_environment)   # its clock as it left it
         self.clients[self.clients.index(old)] = new
         try:
             if self._closed:  # close() ran meanwhile and did not see the new process
@@ -174,8 +178,8 @@ class LockClients:
             client.finish_close(deadline)
         if self._etcd_client is not None:
             self._etcd_client.close()
-        for log in Path(self.log_directory).glob("*.log"):
-            log.unlink()
+        for leftover in Path(self.log_directory).iterdir():   # logs; clock files and shim (clocks=True)
+            leftover.unlink()
         os.rmdir(self.log_directory)
 
     def __enter__(self) -> "LockClients":
@@ -284,6 +288,9 @@ def spawn_clients(lab: Lab | None = None, recipe: str = "zookeeper", n: int = 5,
     through links of its own, so ``lab.isolate("client-2")`` cuts that process only.
     ``connections_for(name)``: each client's own connections instead (e.g. one member only).
     ``holders``: how many may hold a semaphore recipe at once (1 for every other recipe).
+    ``clocks=True``: each process runs under labkit's clock shim, and ``client.clock`` steps
+    its wall clock or makes its monotonic clock drift (``client.clock.monotonic_rate(4)``;
+    docs/CLOCKS.md); needs Linux and a C compiler (ClockUnavailable otherwise).
     An earlier group of this process on the same lock, outside a ``with`` block, is closed
     first (a re-run cell), and one line says so; ``keep_previous=True`` keeps it.
     Raises ClientError (with the child's stderr) if a client cannot start, for instance

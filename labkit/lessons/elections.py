@@ -1,5 +1,5 @@
-"""Notebook 10, leader election: an election is a lock with an epoch (C28), and a
-Kubernetes-style lease election fails over in a computable time but trusts clocks (C31).
+"""Notebook 10, leader election: an election is a lock with an epoch (C28). The
+Kubernetes-style lease election's experiments (C31) are in ``lease_elections.py``.
 
 * ``EtcdctlCandidate``: ``etcdctl elect NAME PROPOSAL`` (Go's Election) or ``etcdctl elect
   -l NAME`` (its Observe) as a process of its own; ``resign()`` sends SIGINT, on which
@@ -9,11 +9,9 @@ Kubernetes-style lease election fails over in a computable time but trusts clock
 * ``paused_leader`` (``paused_leaders``: etcd and ZooKeeper at once): an elected client process is frozen past its lease / session, a new
   leader is elected and writes, the old one wakes and writes with its old epoch: the fenced
   store refuses it.
-* ``lease_failover``: kill a lease-election leader (SIGKILL), measure how long until the
-  follower leads, next to the worst case computed from the three durations.
-* ``skewed_takeover``: a follower whose wall clock runs ahead takes over a healthy leader
-  that still believes it leads; with agreeing clocks (or client-go's rule) it does not.
-* ``measure_failover``: the benchmark's row: failover time against the lease's timeout.
+* ``kill_and_time_failover``: kill an election's leader (SIGKILL), measure how long until
+  the follower leads; ``measure_failover``: the benchmark's row, failover time against the
+  lease's timeout.
 
 What can fail: ``TimeoutError`` when an expected leader or event does not come in time,
 ``labkit.clients.ClientError`` when a client process fails, python-etcd3's and kazoo's
@@ -32,10 +30,8 @@ from kazoo.recipe.election import Election
 
 from labkit.clients import spawn_clients
 from labkit.lessons.pauses_and_fencing import PauseOutcome, pause_past_timeout, pause_past_timeout_at_once
-from labkit.locks.errors import LockTimeout
 from labkit.locks.etcd_election import EtcdElection, Leader
 from labkit.locks.etcd_session import EtcdSession
-from labkit.locks.lease_election import LeaseDurations, LeaseElection
 from labkit.locks.registry import lease_durations_for
 from labkit.locks.zookeeper_election import ZooKeeperElection
 from labkit.record.history import History
@@ -205,7 +201,7 @@ def paused_leaders(lab: Lab, timeout: float = 1.0, pause: float = 3.0) -> dict[s
                                       timeout=timeout, pause=pause)
 
 
-# ---- Kubernetes-style lease election ----------------------------------------------------------
+# ---- failover ------------------------------------------------------------------------------
 @dataclass
 class ElectionFailover:
     """A leader killed, a follower taking over: ``seconds`` from the kill to the follower's
@@ -239,65 +235,6 @@ def kill_and_time_failover(lab: Lab, recipe: str, ttl: float, name: str | None =
     took_over = history.events(client=follower.name, kind="acquired")[0].time
     worst = lease_durations_for(ttl).worst_case_failover() if recipe == "lease-election" else None
     return ElectionFailover(recipe, took_over - killed, ttl, worst)
-
-
-def lease_failover(lab: Lab, lease_duration: float = 1.5) -> ElectionFailover:
-    """``kill_and_time_failover`` for the lease election, durations in client-go's
-    proportions (lease_duration, 2/3 of it, 2/15 of it)."""
-    return kill_and_time_failover(lab, "lease-election", lease_duration)
-
-
-@dataclass
-class SkewOutcome:
-    """A follower with its wall clock ``skew`` seconds ahead joins a healthy leader.
-    ``took_over``: it led within the watch; ``overlap``: seconds both believed they led
-    (the old leader's step-down minus the follower's takeover), None without a takeover."""
-
-    skew: float
-    judge: str
-    took_over: bool
-    overlap: float | None
-    leader_believed_at_takeover: bool
-
-
-def skewed_takeover(lab: Lab, durations: LeaseDurations, skew: float, judge: str = "renew-time",
-                    watch: float | None = None) -> SkewOutcome:
-    """A leader renews on the true clock; right after one of its renewals a follower starts
-    whose clock reads ``skew`` seconds ahead, and campaigns for ``watch`` seconds (two
-    lease durations by default). Events are stamped on this process's monotonic clock."""
-    key = f"elections/skew-{time.time_ns()}"
-    marks: dict[str, float] = {}
-    believed: list[bool] = []
-    clients = [lab.etcd.client(), lab.etcd.client()]
-
-    def sink_for(who: str):
-        def on_event(kind: str, **detail: Any) -> None:
-            marks.setdefault(f"{who} {kind}", time.monotonic())
-            if who == "follower" and kind == "acquired":
-                believed.append(leader.is_leader)
-        return on_event
-    leader = LeaseElection(clients[0], key, "leader", durations, on_event=sink_for("leader"), judge=judge)
-    follower = LeaseElection(clients[1], key, "follower", durations, clock=lambda: time.time() + skew,
-                             on_event=sink_for("follower"), judge=judge)
-    try:
-        leader.acquire(timeout=10)
-        renewed = leader.record().renew_time
-        wait_until(lambda: leader.record().renew_time != renewed, "the leader to renew", timeout=10, poll=0.005)
-        try:
-            follower.acquire(timeout=watch if watch is not None else 2 * durations.lease_duration)
-        except LockTimeout:
-            pass
-        if "follower acquired" in marks:
-            wait_until(lambda: "leader lost" in marks, "the old leader to find out", timeout=10)
-    finally:
-        for candidate in (follower, leader):
-            candidate.crash()
-        for client in clients:
-            client.delete(key)
-            client.close()
-    took_over = "follower acquired" in marks
-    overlap = marks["leader lost"] - marks["follower acquired"] if took_over else None
-    return SkewOutcome(skew, judge, took_over, overlap, bool(believed and believed[0]))
 
 
 # ---- the benchmark's row ----------------------------------------------------------------------

@@ -50,7 +50,7 @@ class InvalidElectionName(LabError, ValueError):
 
 
 class InvalidLeaseDurations(LabError, ValueError):
-    """Lease-election durations that break leaseDuration > renewDeadline > retryPeriod > 0."""
+    """Lease-election durations that break leaseDuration > renewDeadline > 1.2 x retryPeriod > 0 (client-go's checks)."""
 
 
 class NotLeader(LockError):

@@ -33,6 +33,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 from labkit.errors import ClockUnavailable, InvalidClockChange
 from labkit.servers.run_folder import labkit_home
@@ -91,6 +92,18 @@ def prepare_clock(run_dir: Path, node_name: str) -> dict:
     clock_file = run_dir / f"{node_name}.clock"
     clock_file.write_bytes(LAYOUT.pack(MAGIC, 0, 0, 0, 1.0).ljust(FILE_SIZE, b"\0"))
     return {"LD_PRELOAD": str(shim), CLOCK_FILE_ENV: str(clock_file)}
+
+
+class ClockHost:
+    """What a Clock reads from its owner, for a process that is not a lab's node: a lock
+    client process started under the shim (``spawn_clients(..., clocks=True)``).
+    ``environment`` is what ``prepare_clock`` returned for it."""
+
+    clock_problem = None
+
+    def __init__(self, name: str, environment: dict):
+        self.name = name
+        self.runner = SimpleNamespace(env=environment)
 
 
 class Clock:
