@@ -50,6 +50,7 @@ from labkit.servers.runners import discovery, versions
 from labkit.servers.secret import USER
 from labkit.servers.services.postgres import SETTINGS as SERVER_SETTINGS
 from labkit.servers.services.postgres_template import template
+from labkit.vocabulary import STATE_COLOURS
 
 EARLY = 0.1     # s: a lock may show freed this much before its bound (kernel jiffies, our clock's read)
 LATE = 2.0      # s: ...and this much after (a loaded 2-core machine delays the backend's exit and our poll)
@@ -186,11 +187,14 @@ class HalfOpenHolds:
 
 
 def duration(seconds: float) -> str:
+    """Seconds as the table shows them: ``4``, or ``7875 (2 h 11 min)`` when long."""
     if math.isinf(seconds):
         return "never"
-    if seconds < 600:
-        return f"{seconds:g}"
-    return f"{seconds:g} ({int(seconds // 3600)} h {int(seconds % 3600 // 60)} min)"
+    return f"{seconds:g}" if seconds < 600 else f"{seconds:g} ({in_words(seconds)})"
+
+
+def in_words(seconds: float) -> str:
+    return f"{int(seconds // 3600)} h {int(seconds % 3600 // 60)} min"
 
 
 def postgres_major(bin_dir: str) -> int:
@@ -267,9 +271,9 @@ def holds_plot(result: HalfOpenHolds, ax=None):
     names = [hold.setting.name for hold in result.holds][::-1]
     for row, hold in enumerate(result.holds[::-1]):
         held = hold.held if hold.held is not None else hold.watched
-        ax.barh(row, held, color="#4c72b0" if hold.held is not None else "#c44e52", height=0.6)
+        ax.barh(row, held, color=STATE_COLOURS["holding"] if hold.held is not None else STATE_COLOURS["lost"], height=0.6)
         if hold.held is None:
-            ax.annotate(f"held; bound {duration(hold.expected)} s", (held, row), xytext=(4, 0),
+            ax.annotate(f"held to the end (bound: {in_words(hold.expected)})", (held, row), xytext=(4, 0),
                         textcoords="offset points", va="center", fontsize=8)
         else:
             ax.plot([hold.expected, hold.expected], [row - 0.4, row + 0.4], color="black", linewidth=2)
