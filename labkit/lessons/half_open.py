@@ -20,7 +20,7 @@ observer on another client port sees when each lock goes. Each hold is compared 
   unanswered), so the first probe at or after it ends it, whatever ``count`` says. Alone on a
   quiet connection it waits for the kernel's default keepalive (hours).
 - ``idle_session_timeout`` (PostgreSQL 14+): the server ends a session idle (outside a
-  transaction) that long, network or not: a live client that stays quiet loses its lock too.
+  transaction) that long, whatever the link does: a live client that stays quiet loses its lock too.
 - ``client_connection_check_interval`` (14+): during a statement the server polls the socket
   and ends the session if the kernel reports it closed; a half-open socket never is.
 - Nothing set: PostgreSQL turns keepalive on with the kernel's defaults, read in the namespace
