@@ -27,7 +27,8 @@ install_servers() {
     if command -v apt-get >/dev/null && command -v dpkg-query >/dev/null; then
         # gcc + libc6-dev build labkit's clock shim (labkit up --clocks, docs/CLOCKS.md)
         # openssl makes the key a private lab's etcd signs its login tokens with (labkit/servers/secret.py)
-        apt_install default-jre-headless zookeeper etcd-server etcd-client redis-server redis-sentinel postgresql python3-venv gcc libc6-dev openssl
+        # iproute2 (ip, tc) drops a half-open connection's packets in lesson 10 (labkit/faults/namespace.py)
+        apt_install default-jre-headless zookeeper etcd-server etcd-client redis-server redis-sentinel postgresql python3-venv gcc libc6-dev openssl iproute2
     else
         for tool in java etcd redis-server; do
             command -v "$tool" >/dev/null || say "missing '$tool': see README (Homebrew / conda), or use Docker"

@@ -63,8 +63,6 @@ ALLOWED = {
     ("labkit/lessons/redlock_and_clocks.py", "zookeeper_session_across_step"):
         "a sampler: checks the node at a pace for the whole watch, to see that it stayed",
     ("labkit/lessons/redlock_and_clocks.py", "etcd_lease_countdown"): "a sampler: each TTL read is kept",
-    ("labkit/lessons/databases.py", "holds_across_cut"):
-        "a sampler: the cut lasts its whole time whatever happens, and each lock's freeing is noted as it comes",
     ("labkit/widgets/driver.py", "ClientDriver._hold"):
         "the hold a panel shows: writes once a second for the hold's length, stops when the panel closes",
 }

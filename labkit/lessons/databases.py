@@ -5,31 +5,24 @@ C29, ``late_write``: an old leader (token 1) reads a balance, pauses, and writes
 computed after a new leader (token 2) has written. Unfenced, the database takes the late
 write and the new leader's change is gone; fenced (labkit/record/fenced_table.py), the
 UPDATE's ``token <= 1`` condition matches nothing and PostgreSQL refuses it.
+``late_write_isolated``: the same refusal when the old leader read and writes inside one
+transaction, at each isolation level. Under READ COMMITTED (PostgreSQL's default) each
+statement sees the newest committed row, so the late UPDATE matches no row; under REPEATABLE
+READ and SERIALIZABLE the transaction keeps the snapshot of its first read, and an UPDATE of a
+row changed since then raises a serialization error (SQLSTATE 40001) instead.
 
 C30, ``advisory_holds``: ``pg_advisory_lock`` belongs to a server session, and a session
-lives as long as its TCP connection, whatever happened to the client. Three measured holds:
-
-- the client process dies (SIGKILL: its kernel closes the socket) while its session runs a
-  query. With ``client_connection_check_interval`` the server polls the socket during the
-  query and ends the session within about one interval; without it the server sees the
-  closed socket only when the query ends and it turns to the client again.
-- the client's link is cut by the lab's proxy while it holds the lock, idle, with short
-  TCP keepalives (``tcp_keepalives_idle/interval/count``) or the connection check: the
-  lock stays for the whole cut. The proxy stays a live TCP endpoint (it only stops
-  forwarding bytes), so its kernel answers every keepalive probe, and no closed socket ever
-  shows. It is freed once the link heals and the client's goodbye gets through.
-
-What the proxy cannot simulate: a half-open connection, where the client's host vanishes
-and nothing answers the server's probes any more. There keepalive would end the session
-after idle + interval x count seconds; making that happen needs packets dropped by the
-kernel (root, or a second machine). A transaction-pooling proxy (PgBouncer), behind which
-an advisory lock belongs to whatever client the pool lent the connection to, is not
-installed here and is not measured.
+lives as long as its TCP connection, whatever happened to the client. Here the client process
+dies (SIGKILL: its kernel closes the socket) while its session runs a query. With
+``client_connection_check_interval`` the server polls the socket during the query and ends
+the session within about one interval; without it the server sees the closed socket only
+when the query ends and it turns to the client again. A client whose machine vanishes, so
+that nothing closes the socket (a half-open connection, packets dropped and no FIN), is
+labkit/lessons/half_open.py, in a network namespace of its own.
 
 ``measure_fenced_update``: p50 of a fenced and an unfenced UPDATE on the same connection,
-for ``labkit bench``. What can fail: NoPostgres for a lab without PostgreSQL; LabError
-from the network for a lab without ``network=True`` (``advisory_holds``); TimeoutError when
-a lock is never freed within its deadline.
+for ``labkit bench``. What can fail: NoPostgres for a lab without PostgreSQL; TimeoutError
+when a lock is never freed within its deadline.
 """
 from __future__ import annotations
 
@@ -41,9 +34,12 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+import psycopg
+from psycopg import sql
+
 from labkit.record.fenced_table import FencedTable, NoPostgres
 from labkit.stats import summarize, take_turns
-from labkit.timing import wait_for_value, wait_until
+from labkit.timing import wait_until
 
 
 def postgres_of(lab):
@@ -94,19 +90,53 @@ def late_write(lab, fenced: bool, table: str = "accounts", start: int = 100, old
     return LateWrite(fenced, start, planned, written, accepted, final, steps)
 
 
+# ---- C29 inside a transaction: the isolation level decides how PostgreSQL refuses -----------
+ISOLATION_LEVELS = ("read committed", "repeatable read", "serializable")
+
+
+def late_write_isolated(lab, isolation: str, table: str = "isolated") -> str:
+    """The old leader (token 1) reads the row in a transaction at ``isolation``; the new leader
+    (token 2) claims and writes it meanwhile (autocommit); then the old leader's fenced UPDATE,
+    in the same transaction. Returns what PostgreSQL did with it: ``"matched no row"``,
+    ``"accepted"``, or ``"serialization error, then ..."`` (SQLSTATE 40001, and what the same
+    UPDATE did when retried in a new transaction)."""
+    if isolation not in ISOLATION_LEVELS:
+        raise ValueError(f"isolation {isolation!r}: use one of {ISOLATION_LEVELS}")
+    postgres_of(lab)
+    with FencedTable(lab, table) as new:
+        new.put("row", 100)
+        old = postgres_of(lab).connect(autocommit=False)
+        try:
+            old.execute(sql.SQL("SET TRANSACTION ISOLATION LEVEL " + isolation.upper()))
+            old.execute(sql.SQL("SELECT value FROM {} WHERE key = 'row'").format(new.table)).fetchone()  # its snapshot
+            new.update("row", lambda value: value + 50, 2)        # the new leader claims and writes: committed
+            late = sql.SQL("UPDATE {} SET value = 110, token = 1 WHERE key = 'row' AND token <= 1").format(new.table)
+            try:
+                outcome = "accepted" if old.execute(late).rowcount == 1 else "matched no row"
+                old.commit()
+            except psycopg.errors.SerializationFailure:
+                old.rollback()
+                # the retry: a new transaction, whose snapshot sees the new leader's token
+                old.execute(sql.SQL("SET TRANSACTION ISOLATION LEVEL " + isolation.upper()))
+                retried = "accepted" if old.execute(late).rowcount == 1 else "matched no row"
+                old.commit()
+                outcome = f"serialization error, then {retried}"
+        finally:
+            old.close()
+        new.drop()
+    return outcome
+
+
 # ---- C30: how long an advisory lock outlives its client ---------------------------------------
 @dataclass
 class AdvisoryHolds:
-    """Seconds another session could not take the lock, measured from the fault."""
+    """Seconds another session could not take the lock, measured from the client's SIGKILL."""
     crash_with_check: float      # client killed mid-query, client_connection_check_interval on
     crash_without_check: float   # the same, short keepalives only
-    cut_keepalive: float         # link cut while idle, short keepalives: until the heal
-    cut_check: float             # link cut while idle, connection check on: until the heal
     check_interval: float        # the interval used (s)
-    keepalive_bound: float       # idle + interval x count: when keepalive would end a dead peer's session
+    keepalive_bound: float       # idle + interval x count of the keepalives set
     query_seconds: float         # how long the killed client's query was to run
     query_left: float            # what it still had to run when its client was killed (no check)
-    cut_seconds: float           # how long the links stayed cut
 
     def rows(self) -> list[dict]:
         return [
@@ -114,10 +144,6 @@ class AdvisoryHolds:
              "held (s)": f"{self.crash_with_check:.2f}"},
             {"fault": "client killed mid-query", "setting": f"keepalive ({self.keepalive_bound:g} s), no check",
              "held (s)": f"{self.crash_without_check:.2f}"},
-            {"fault": "link cut, client idle", "setting": f"keepalive ({self.keepalive_bound:g} s)",
-             "held (s)": f"{self.cut_keepalive:.2f}"},
-            {"fault": "link cut, client idle", "setting": f"check every {self.check_interval:g} s",
-             "held (s)": f"{self.cut_check:.2f}"},
         ]
 
 
@@ -181,55 +207,13 @@ def hold_after_crash(lab, key: int, check_interval: float | None, keepalive,
         client.wait()
 
 
-def holds_across_cut(lab, keys: dict[str, int], options: dict[str, str], cut_seconds: float) -> dict[str, float]:
-    """Each named client takes its lock through its own link and stays idle; the links are
-    cut for ``cut_seconds``, during which each client closes its connection (its goodbye is
-    stalled with everything else), then healed. Seconds each lock stayed taken, from the
-    cut until another session got it. Asserts nothing: a lock freed during the cut shows as
-    a hold shorter than ``cut_seconds``."""
-    service = postgres_of(lab)
-    holders = {name: service.connect(via=name, options=options[name]) for name in keys}
-    freed: dict[str, float] = {}
-    try:
-        for name, key in keys.items():
-            holders[name].execute("SELECT pg_advisory_lock(%s)", (key,))
-        with service.connect() as observer:
-            for name in keys:
-                lab.cut(name, service.node.name)
-            cut = time.monotonic()
-            for name, holder in holders.items():
-                holder.close()   # the client gives up and goes: its goodbye waits behind the cut
-            while time.monotonic() - cut < cut_seconds:   # a sampler: the cut lasts its time, each freeing is noted
-                for name, key in keys.items():
-                    if name not in freed and lock_is_free(observer, key):
-                        freed[name] = time.monotonic() - cut
-                time.sleep(0.05)
-            lab.heal()
-            for name, key in keys.items():
-                if name not in freed:
-                    wait_for_value(lambda key=key: lock_is_free(observer, key), f"{name}'s lock to be freed", 15, 0.01)
-                    freed[name] = time.monotonic() - cut
-    finally:
-        lab.heal()
-        for holder in holders.values():
-            holder.close()
-    return freed
-
-
 def advisory_holds(lab, check_interval: float = 0.2, keepalive: tuple[int, int, int] = (1, 1, 1),
-                   query_seconds: float = 2.0, cut_seconds: float | None = None) -> AdvisoryHolds:
-    """The four holds of C30 (about query_seconds + cut_seconds of wall time). The cut lasts
-    past the keepalive bound by a second unless ``cut_seconds`` says otherwise."""
+                   query_seconds: float = 2.0) -> AdvisoryHolds:
+    """The two holds of a killed client (about 2 x query_seconds of wall time)."""
     idle, interval, count = keepalive
-    bound = idle + interval * count
-    cut_seconds = bound + 1.0 if cut_seconds is None else cut_seconds
     with_check, _ = hold_after_crash(lab, 3001, check_interval, None, query_seconds)
     without_check, query_left = hold_after_crash(lab, 3002, None, keepalive, query_seconds)
-    cut = holds_across_cut(lab, {"client-ka": 3003, "client-check": 3004},
-                           {"client-ka": session_options(None, keepalive),
-                            "client-check": session_options(check_interval, None)}, cut_seconds)
-    return AdvisoryHolds(with_check, without_check, cut["client-ka"], cut["client-check"], check_interval, bound,
-                         query_seconds, query_left, cut_seconds)
+    return AdvisoryHolds(with_check, without_check, check_interval, idle + interval * count, query_seconds, query_left)
 
 
 # ---- the benchmark ------------------------------------------------------------------------
