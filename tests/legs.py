@@ -9,7 +9,7 @@ folder has a conftest.py too, so ``from conftest import ...`` can find the other
 # other runs; with 4 workers one curator race came out inverted. The benchmarks assert no
 # timing (tests/test_bench.py), so they are not races.
 RACES = ("test_holder_safety.py", "test_torture_nemeses.py", "test_clock_drift.py", "test_pre_vote.py",
-         "test_curator_topologies.py", "test_delayed_write.py")
+         "test_curator_topologies.py", "test_delayed_write.py", "test_semaphore_deadlines.py")
 
 # Not races, but their deadlines are about how fast the servers react, and a machine loaded by
 # other workers missed them (fresh-clone runs with 3 workers): a Sentinel failover past 30 s;

@@ -7,9 +7,21 @@ paused leader may still believe it leads. So the leader's **epoch**, the czxid o
 (the zxid of its create, one counter for the whole ensemble), must travel with everything
 it does, and the resource must refuse an epoch lower than one it has seen
 (``labkit.record.fencing``). ``campaign(timeout)`` raises ``LockTimeout``, or
-``SessionExpired`` when the session ends while waiting; ``leader()`` raises
+``SessionExpired`` when the session ends while waiting, or ``ValueError`` for a session too
+short to leave time to lead (it says how long it must be); ``leader()`` raises
 ``NoElectedLeader`` on an empty election; a path that is not a ZooKeeper path raises
 ``InvalidElectionName`` before anything is created.
+
+A leader *cut off* from the ensemble is not left believing: it keeps the lock's client-side
+deadline (``HolderDeadline``, zookeeper_deadline.py, through the ZooKeeperLock it is), so it
+heartbeats while it leads, ``is_leader`` reads the deadline each time, and when it passes a
+"lost" event says "client-side deadline" and my node is deleted (now, or once the connection
+is back). It steps down before the ensemble's leader can expire its session and elect the
+next candidate, whether its own link is cut or its server is a follower cut from the
+leader; etcd's election does the same through its session's deadline (etcd_election.py).
+kazoo's ``Election`` keeps no deadline: its leader function runs on, cut off, after the next
+candidate is elected (``lessons/semaphore_deadlines.py`` races both). A paused leader
+notices only when it wakes: that is what the epoch is for.
 
 Why kazoo's ``Election`` as the peer, and not Curator's ``LeaderLatch``: kazoo's election is
 nothing but kazoo's ``Lock`` on the election path (``run(func)`` holds the lock while
@@ -70,7 +82,8 @@ class ZooKeeperElection(HeldInside):
     """One candidate in the election at ``path``, on one KazooClient (one session).
 
     ``campaign(timeout)`` blocks until elected and returns my epoch; ``acquire`` is the
-    same, so the election follows the lock contract (docs/RECIPES.md).
+    same, so the election follows the lock contract (docs/RECIPES.md). ``deadline_margin``
+    and ``server_lag`` choose the leader's client-side deadline, as for ``ZooKeeperLock``.
     """
 
     def __init__(self, client: KazooClient, path: str, identifier: str = "",
@@ -100,6 +113,14 @@ class ZooKeeperElection(HeldInside):
         return self._lock.is_held
 
     is_held = is_leader
+
+    def give_up_at(self) -> float:
+        """The leader's client-side deadline (``time.monotonic()``, ``HolderDeadline``'s)."""
+        return self._lock.give_up_at()
+
+    def time_left(self) -> float:
+        """Seconds until the client-side deadline; 0 when not leading."""
+        return self._lock.time_left()
 
     @property
     def epoch(self) -> int | None:

@@ -4,11 +4,24 @@ Curator's Java clients share one semaphore.
 
 What can go wrong, first:
 
-- LOST: a lease is an ephemeral node. When the session expires the server deletes it and
-  the slot goes to the next waiter; ``is_held`` turns False and a "lost" event says so.
-  Until the client hears LOST it may still believe it holds: fence what it writes with
-  ``token`` (the czxid of its lease node), as for a mutex. This recipe keeps no client-side
-  deadline of its own while holding (Curator keeps none either).
+- The client-side deadline: a lease is an ephemeral node, and a holder cut off from the
+  ensemble hears nothing (kazoo says LOST only after it reconnects) while the leader expires
+  its session and gives the slot to the next waiter. So each holder keeps the lock's own
+  deadline, ``HolderDeadline`` (zookeeper_deadline.py: the send time of the newest answered
+  request, plus the session timeout, minus a margin, the leader's lag and a heartbeat): it
+  heartbeats while it holds, ``is_held`` reads the deadline each time, and when it passes a
+  "lost" event says "client-side deadline" and my lease node is deleted (now, or once the
+  connection is back). ``ZooKeeperLock`` does exactly the same, and so does the etcd
+  semaphore through its session. Curator's InterProcessSemaphoreV2 keeps no such deadline;
+  ``client_deadline=False`` is that behaviour (the negative control of
+  ``lessons/semaphore_deadlines.py``: cut off, it believes it holds after the next waiter got
+  its slot). A deadline does not replace fencing: fence what a holder writes with ``token``
+  (the czxid of its lease node), as for a mutex.
+- A session too short to leave time to hold (after the margin, the lag and a heartbeat) is
+  refused by ``acquire`` with a ``ValueError`` that says how long it must be.
+- LOST: the session expired, the server deleted my lease node and the slot went to the next
+  waiter; ``is_held`` turns False and a "lost" event says so. SUSPENDED ("suspended" event,
+  ``is_suspended``) while holding: stop writing until "reconnected".
 - ``acquire(timeout)`` raises ``LockTimeout`` and leaves nothing behind (its lease node and
   its place in the internal mutex are deleted); ``SessionExpired`` if the lease node vanished
   while it waited.
@@ -50,6 +63,8 @@ from kazoo.protocol.states import EventType, KazooState, KeeperState
 
 from labkit.locks.errors import LockError, LockTimeout, PathInUse, SessionExpired, check_semaphore_size
 from labkit.locks.zookeeper import ZooKeeperLock, sequence_of
+from labkit.locks.zookeeper_deadline import HolderDeadline
+from labkit.locks.zookeeper_queue import delete_when_connected
 from labkit.record.events import EventSink, ignore_events
 
 LOCKS = "locks"          # Curator's LOCK_PARENT
@@ -66,21 +81,35 @@ class ZooKeeperSemaphore:
     except its watches and wake-ups, with ``what="line"`` (the line of waiters moved),
     beside the "watch"/"woke" with ``what="slot"`` of the head, that a freed lease wakes.
     One lease per object at a time; give each thread or process its own object.
+
+    ``deadline_margin`` and ``server_lag`` choose the holder's client-side deadline, kept by
+    ``self.client_deadline`` (a ``HolderDeadline``, as for ``ZooKeeperLock``; the internal
+    mutex gets the same two). ``client_deadline=False`` keeps none (``self.client_deadline``
+    is None): a cut-off holder then believes it holds until kazoo says LOST. Unsafe, as
+    Curator's semaphore is; kept to be measured against.
     """
 
     def __init__(self, client: KazooClient, path: str, limit: int, identifier: str = "",
-                 on_event: EventSink = ignore_events, server_lag: float | None = None):
+                 on_event: EventSink = ignore_events, deadline_margin: float = 0.2,
+                 server_lag: float | None = None, client_deadline: bool = True):
         self.path = path.rstrip("/")
         self.limit = check_semaphore_size(limit, self.path)
         self.client = client
         self.identifier = identifier
         self.leases_path = f"{self.path}/{LEASES}"
         self._emit = on_event
+        # Made before my first request, whose answer must count (zookeeper_contact.py).
+        self.client_deadline = HolderDeadline(client, deadline_margin, server_lag) if client_deadline else None
         self.mutex = ZooKeeperLock(client, f"{self.path}/{LOCKS}", identifier=identifier,
-                                   on_event=self._line_events, server_lag=server_lag)
+                                   on_event=self._line_events, deadline_margin=deadline_margin,
+                                   server_lag=server_lag)
         self.node: str | None = None
         self.token: int | None = None
         self._held = False
+        self._gave_up = False                     # the client-side deadline passed while I held a lease
+        self._session_lost = False
+        self.is_suspended = False
+        self._guard = threading.Lock()
         self._checked_path = False
         self._changed = threading.Event()
         self._waiting = False                     # a wait armed the leases watch and sleeps on it
@@ -93,7 +122,18 @@ class ZooKeeperSemaphore:
 
     @property
     def is_held(self) -> bool:
-        return self._held
+        """True from acquire until release, until the client-side deadline passes (read at
+        each call), or until the session is LOST, whichever comes first."""
+        return self._held and time.monotonic() < self.give_up_at()
+
+    def give_up_at(self) -> float:
+        """The client-side deadline (``time.monotonic()``) of my lease, ``HolderDeadline``'s;
+        infinity with ``client_deadline=False``."""
+        return float("inf") if self.client_deadline is None else self.client_deadline.give_up_at()
+
+    def time_left(self) -> float:
+        """Seconds until the client-side deadline; 0 when not holding."""
+        return max(self.give_up_at() - time.monotonic(), 0.0) if self._held else 0.0
 
     def _check_path(self, children: list[str]) -> None:
         # A mutex's contenders live right under its path; a semaphore's under locks/ and leases/.
@@ -109,8 +149,11 @@ class ZooKeeperSemaphore:
         Raises LockTimeout, SessionExpired, PathInUse, or LockError if this object holds already."""
         if self.node is not None:
             raise LockError(f"this semaphore object already holds a lease of {self.path!r}; release() it first")
+        if self.client_deadline is not None:
+            self.client_deadline.check_session_is_long_enough(self.path)
         started = time.monotonic()
         deadline = None if timeout is None else started + timeout
+        self._gave_up = self._session_lost = False
         self._emit("requested", path=self.path, limit=self.limit)
         try:
             took = self._took_free_slot()
@@ -122,6 +165,8 @@ class ZooKeeperSemaphore:
         self._held = True
         self.client.add_listener(self._on_connection_state)
         self._emit("acquired", token=self.token, node=f"{self.leases_path}/{self.node}")
+        if self.client_deadline is not None:
+            self.client_deadline.start(f"{self.leases_path}/{self.node}", self._give_up)
         return self.token
 
     def _took_free_slot(self) -> bool:
@@ -217,14 +262,51 @@ class ZooKeeperSemaphore:
         self._changed.set()
 
     def _on_connection_state(self, state: str) -> bool:
-        if state == KazooState.LOST and self._held:
-            self._held, token = False, self.token
-            if self.client.client_state == KeeperState.CLOSED:
-                self._emit("released", token=token, reason="the client closed its session")
-            else:
-                self._emit("lost", token=token, reason="session expired: the server deleted my lease node")
+        # Runs on kazoo's connection thread: only flags, events and async calls here.
+        if state == KazooState.SUSPENDED:
+            self.is_suspended = True
+            if self._held:
+                self._emit("suspended", path=self.path)
+        elif state == KazooState.CONNECTED:
+            if self.is_suspended and self._held:
+                self._emit("reconnected", path=self.path)
+            self.is_suspended = False
+            if self._gave_up and self.node is not None:
+                # The session survived, and my lease with it, but I told my caller it was
+                # lost: give the slot to the next waiter rather than keep one nobody uses.
+                self.client.delete_async(f"{self.leases_path}/{self.node}")
+        elif state == KazooState.LOST:
+            self._stop_deadline()
+            self._session_lost = True
+            self.is_suspended = False
+            with self._guard:
+                was_held, self._held = self._held, False
+            if was_held:
+                token, self.token = self.token, None
+                if self.client.client_state == KeeperState.CLOSED:
+                    self._emit("released", token=token, reason="the client closed its session")
+                else:
+                    self._emit("lost", token=token, reason="session expired: the server deleted my lease node")
             return True                           # kazoo removes this listener
-        return not self._held
+        return False
+
+    def _give_up(self, hold_over: threading.Event) -> None:
+        """Called by my deadline's watch thread when the deadline of this lease passes."""
+        with self._guard:
+            if hold_over.is_set() or not self._held:
+                return                            # released or lost meanwhile
+            self._held, token, self.token = False, self.token, None
+            self._gave_up = True
+            hold_over.set()
+        self._emit("lost", token=token, **self.client_deadline.why_given_up())
+        if self.node is not None and not self._session_lost:
+            # If the session lives on, my lease would take a slot from a waiter for a holder
+            # that has given up: delete it (sent now, or as soon as the connection is back).
+            self.client.delete_async(f"{self.leases_path}/{self.node}")
+
+    def _stop_deadline(self) -> None:
+        if self.client_deadline is not None:
+            self.client_deadline.stop()
 
     def _delete_lease(self) -> None:
         if self.node is not None:
@@ -238,22 +320,34 @@ class ZooKeeperSemaphore:
 
     def release(self) -> None:
         """Delete my lease node (idempotent). Raises LockError if the server cannot be
-        reached: the lease then stays taken until release() succeeds or the session ends."""
+        reached: the lease then stays taken until release() succeeds or the session ends.
+        After the client-side deadline gave the lease up, an unreachable server is no error:
+        the node is deleted as soon as the connection is back (or goes with the session)."""
         if self.node is None:
             return
+        node = f"{self.leases_path}/{self.node}"
         try:
-            self.client.delete(f"{self.leases_path}/{self.node}")
+            self.client.delete(node)
         except (NoNodeError, SessionExpiredError):
             pass
         except KazooException as error:
-            raise LockError(f"could not delete my lease {self.leases_path}/{self.node} ({error!r}); the slot stays "
+            if self._gave_up:
+                delete_when_connected(self.client, node)
+                self._forget_lease()
+                return
+            raise LockError(f"could not delete my lease {node} ({error!r}); the slot stays "
                             "taken until release() succeeds or the session ends") from error
         was_held, token = self._held, self.token
-        self._held = False
-        self.node = self.token = None
-        self.client.remove_listener(self._on_connection_state)
+        self._forget_lease()
         if was_held:
             self._emit("released", token=token)
+
+    def _forget_lease(self) -> None:
+        self._stop_deadline()
+        self.client.remove_listener(self._on_connection_state)
+        with self._guard:
+            self._held = False
+        self.node = self.token = None
 
     def holders(self) -> list[str]:
         """The lease nodes under ``<path>/leases`` now (each client's, Curator's too)."""
