@@ -53,28 +53,36 @@ def four_letter(host: str, port: int, word: str, timeout: float = 2.0) -> str:
     return b"".join(chunks).decode(errors="replace")
 
 
-def zookeeper_config(data_dir: str, client_port: int, peers: list[tuple[int, int, int]], private: bool = False) -> str:
+def zookeeper_config(data_dir: str, client_port: int, peers: list[tuple[int, int, int]], private: bool = False,
+                     settings: dict | None = None) -> str:
     """peers: (myid, quorum port, election port) for every member; one member → standalone.
-    private: every session must log in with SASL (labkit/servers/secret.py)."""
-    lines = [
-        f"tickTime={TICK_MS}",
+    private: every session must log in with SASL (labkit/servers/secret.py). settings: zoo.cfg
+    keys to set instead of the lab's, e.g. {"tickTime": 2000, "syncLimit": 5} (ZooKeeper's
+    sample config) or {"4lw.commands.whitelist": "srvr,mntr"}; the shortest session stays
+    2 ticks unless ``minSessionTimeout`` is given too."""
+    settings = dict(settings or {})
+    tick = int(settings.get("tickTime", TICK_MS))
+    values = {
+        "tickTime": TICK_MS,
         # a new leader waits initLimit ticks for a quorum of followers; after a partition one
         # may first try the cut-off old leader (a stale vote) and come back only later: with
         # 25 ticks that wait cost 5 s per such election; a lab's data syncs in milliseconds
-        "initLimit=10",
-        f"syncLimit={SYNC_LIMIT}",
-        f"dataDir={data_dir}",
-        f"clientPort={client_port}",
-        f"clientPortAddress={HOST}",
-        "admin.enableServer=false",
-        "4lw.commands.whitelist=*",
-        f"minSessionTimeout={2 * TICK_MS}",
-        "maxSessionTimeout=60000",
-        "maxClientCnxns=0",  # every lesson client comes from 127.0.0.1: no per-address cap
-        "preAllocSize=4096",  # KB: 64 MB preallocated logs per node would be silly here
-        "reconfigEnabled=false",
-        "standaloneEnabled=true",
-    ]
+        "initLimit": 10,
+        "syncLimit": SYNC_LIMIT,
+        "dataDir": data_dir,
+        "clientPort": client_port,
+        "clientPortAddress": HOST,
+        "admin.enableServer": "false",
+        "4lw.commands.whitelist": "*",
+        "minSessionTimeout": 2 * tick,
+        "maxSessionTimeout": 60000,
+        "maxClientCnxns": 0,  # every lesson client comes from 127.0.0.1: no per-address cap
+        "preAllocSize": 4096,  # KB: 64 MB preallocated logs per node would be silly here
+        "reconfigEnabled": "false",
+        "standaloneEnabled": "true",
+    }
+    values.update(settings)
+    lines = [f"{key}={value}" for key, value in values.items()]
     if private:
         lines += ZOOKEEPER_AUTH_CONFIG
     if len(peers) > 1:
