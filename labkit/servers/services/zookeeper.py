@@ -17,6 +17,7 @@ from labkit.servers.network.links import not_enabled
 from labkit.servers.ports import HOST
 from labkit.servers.services.node import Node, Service
 from labkit.servers.secret import ZOOKEEPER_AUTH_CONFIG
+from labkit.servers.services.zookeeper_conf import lag_of_servers
 from labkit.timing import wait_for_value
 
 TICK_MS = 200
@@ -33,7 +34,9 @@ MAX_NOTIFICATION_INTERVAL_MS = 4 * TICK_MS
 # looks for a new leader; until then it keeps answering its clients' pings by itself, while
 # the leader (which alone expires sessions) hears of them only in its own ping exchange with
 # the follower, every half tick. So a follower's answer can be up to SERVER_LAG older than what
-# the leader knows of the session: ZooKeeperLock subtracts it from its client-side deadline.
+# the leader knows of the session: ZooKeeperLock subtracts it from its client-side deadline,
+# learned from each ensemble's own conf (zookeeper_conf.py); this is what the lab's
+# zoo.cfg implies, for the lab's own checks (zookeeper_settings= can change it).
 # 5 ticks (1 s) rather than 10: the smaller the lag, the shorter a session that can be held
 # safely (a 2 s session keeps 0.4 s of slack, see ZooKeeperLock).
 SYNC_LIMIT = 5
@@ -228,8 +231,9 @@ class ZooKeeperService(Service):
     @property
     def server_lag(self) -> float:
         """Seconds by which the leader's view of a session can trail what the client's own
-        server answered (syncLimit x tickTime + half a tick): ``ZooKeeperLock(server_lag=)``."""
-        return SERVER_LAG
+        server answered (syncLimit x tickTime + half a tick, 0 when standalone), asked of
+        every member with ``conf`` as ``ZooKeeperLock`` does (``zookeeper_conf.py``)."""
+        return lag_of_servers([(node.host, node.port) for node in self.nodes])
 
     def client(self, timeout: float = 4.0, via: str | None = None, nodes: list | None = None, **kwargs) -> KazooClient:
         """A started KazooClient on the whole ensemble (or on ``nodes``); the caller stops it.
