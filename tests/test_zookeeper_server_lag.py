@@ -1,7 +1,7 @@
 """ZooKeeperLock's server_lag is the ensemble's own: learned from every server of the client's
 connection string with the ``conf`` four-letter word (syncLimit x tickTime + tickTime / 2,
 the largest), 0 for a standalone server, and refused with a clear error when a server will not
-say. Never the lab's constant: an ensemble with other settings gets its own lag (on main it got
+say or none answers (one that is down is asked when the client connects to it). Never the lab's constant: an ensemble with other settings gets its own lag (on main it got
 the lab's 1.1 s whatever the ensemble said)."""
 from __future__ import annotations
 
@@ -12,7 +12,10 @@ import pytest
 
 import labkit
 from labkit.locks.zookeeper import ZooKeeperLock
-from labkit.servers.services.zookeeper_conf import ServerLagUnknown, lag_of, lag_of_servers, parse_conf
+from kazoo.client import KazooClient
+
+from labkit.servers.services.zookeeper_conf import (LearnedLag, ServerLagUnknown, ServerUnreachable, lag_of,
+                                                     lag_of_servers, parse_conf)
 from labkit.servers.services.zookeeper import SERVER_LAG
 
 # Not the lab's tick nor its syncLimit: 8 x 0.3 s + 0.15 s = 2.55 s, far from the lab's 1.1 s.
@@ -89,11 +92,35 @@ def test_the_largest_lag_of_the_servers_counts_and_a_standalone_server_has_none(
     assert lag_of_servers([(standalone.host, standalone.port)] + members) == pytest.approx(8 * 0.3 + 0.15)
 
 
-@pytest.mark.no_servers
-def test_a_server_nobody_answers_at_is_refused():
+def free_port() -> int:
     with socket.socket() as probe:               # a port with nobody behind it
         probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+        return probe.getsockname()[1]
+
+
+def test_a_member_that_is_down_is_skipped_until_the_client_is_on_it(other_ensemble, unique_name):
+    dead = ("127.0.0.1", free_port())
+    members = [(node.host, node.port) for node in other_ensemble.zookeeper.nodes]
+    client = KazooClient(hosts=",".join(f"{h}:{p}" for h, p in members + [dead]), timeout=6.0,
+                         **other_ensemble.zookeeper.auth)
+    client.start(timeout=15)
+    try:
+        lock = ZooKeeperLock(client, unique_name)
+        assert lock.server_lag == pytest.approx(8 * 0.3 + 0.15)   # from the three that answered
+        lock.acquire(timeout=10)
+        assert lock.is_held
+        lock.release()
+    finally:
+        stopped(client)
+    learned = LearnedLag(members + [dead], timeout=1.0)
+    assert learned.lag() == pytest.approx(2.55)
+    with pytest.raises(ServerUnreachable, match=rf"ZooKeeper server 127.0.0.1:{dead[1]}"):
+        learned.lag(connected=dead)            # its answers would prove nothing: the holder gives up
+
+
+@pytest.mark.no_servers
+def test_a_server_nobody_answers_at_is_refused():
+    port = free_port()
     with pytest.raises(ServerLagUnknown, match=rf"(?s)could not ask the ZooKeeper server 127.0.0.1:{port}.*pass server_lag="):
         lag_of_servers([("127.0.0.1", port)], timeout=1.0)
 

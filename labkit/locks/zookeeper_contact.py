@@ -59,6 +59,7 @@ class ServerContact:
         self.heard_at: float | None = None
         self.answered_at: float | None = None
         self._sent: dict[int | None, tuple[float, bool]] = {}   # xid -> (send time, proof?), not yet answered
+        self.server: tuple[str, int] | None = None   # (host, port) of the last connection made since we follow
 
     def expires_by(self) -> float:
         """The monotonic time by which the server may have expired the session, if it has
@@ -115,6 +116,7 @@ def _follow(connection, contact: ServerContact) -> None:
     def connecting(host, hostip, port):
         started = time.monotonic()
         read_timeout_ms, connect_timeout_ms = connect(host, hostip, port)
+        contact.server = (host, port)
         contact._sent.clear()                     # request numbers (xids) restart on each connection
         contact.session_timeout = read_timeout_ms * 1.5 / 1000.0   # kazoo reads for 2/3 of the granted timeout
         contact._answered(started, True)          # the handshake: the leader made or revalidated the session

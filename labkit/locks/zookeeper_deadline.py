@@ -29,13 +29,14 @@ from typing import Callable
 from kazoo.client import KazooClient
 
 from labkit.locks.zookeeper_contact import server_contact
-from labkit.servers.services.zookeeper_conf import FORMULA, learn_server_lag
+from labkit.servers.services.zookeeper_conf import FORMULA, LearnedLag, ServerUnreachable
 
 # Rules a holder may count its deadline by: "leader round trip" (heard_at, sync heartbeats),
 # and "any answer" (answered_at, exists heartbeats), the rule that a paused follower breaks,
 # kept as a negative control (lessons/holder_safety.py).
 PROOFS = ("leader round trip", "any answer")
-_learned: "weakref.WeakKeyDictionary[KazooClient, float]" = weakref.WeakKeyDictionary()
+_learned: "weakref.WeakKeyDictionary[KazooClient, LearnedLag]" = weakref.WeakKeyDictionary()
+_learning = threading.Lock()
 
 
 def heartbeat_for(session_timeout: float) -> float:
@@ -87,12 +88,13 @@ class HolderDeadline:
     @property
     def server_lag(self) -> float:
         """Seconds subtracted from the deadline for the leader's lag (see the class docstring)."""
-        if self._server_lag is None:
+        if self._server_lag is not None:
+            return self._server_lag
+        with _learning:                           # one client, one LearnedLag: each server asked once
             learned = _learned.get(self.client)
             if learned is None:
-                learned = _learned[self.client] = learn_server_lag(self.client)
-            self._server_lag = learned
-        return self._server_lag
+                learned = _learned[self.client] = LearnedLag(self.client.hosts)
+        return learned.lag(self.contact.server)
 
     def heard_at(self) -> float | None:
         """The send time the deadline counts from (by ``proof``: ``zookeeper_contact.py``)."""
@@ -110,10 +112,14 @@ class HolderDeadline:
         """The client-side deadline (``time.monotonic()``): the holder stops holding then,
         before the leader can have expired the session. Now, if nothing was ever answered."""
         heard_at = self.heard_at()
+        try:
+            lag = self.server_lag
+        except ServerUnreachable:                 # the lag of the server we are on is not known yet
+            return time.monotonic()
         if heard_at is None:
             return time.monotonic()
         return (heard_at + self.contact.session_timeout * (1 - self.deadline_margin)
-                - self.server_lag - self.heartbeat)
+                - lag - self.heartbeat)
 
     def check_session_is_long_enough(self, path: str) -> None:
         """Raise ``ValueError`` (saying how long it must be) if the deadline of a session this
@@ -173,9 +179,13 @@ class HolderDeadline:
         """The detail of the "lost" event a lock emits when it gives up at the deadline."""
         contact, heard_at = self.contact, self.heard_at()
         silent_for = 0.0 if heard_at is None else time.monotonic() - heard_at
+        try:
+            behind = f"with the leader up to {self.server_lag:.2f} s behind"
+        except ServerUnreachable:
+            behind = "with the lag of the server I am connected to not known (it did not answer conf)"
         proven = "the server answered after a round trip to the leader" if self.proof == PROOFS[0] else "the server answered"
         return {"silent_for": round(silent_for, 3),
                 "reason": f"client-side deadline: the newest request {proven} was sent "
-                          f"{silent_for:.2f} s ago; with the leader up to {self.server_lag:.2f} s behind "
+                          f"{silent_for:.2f} s ago; {behind} "
                           f"and a {contact.session_timeout:.2f} s session, it may expire the session at any "
                           "moment, so I stop holding"}

@@ -14,8 +14,10 @@ ensemble's own (zoo.cfg), and differ between ensembles: ZooKeeper's sample confi
 server the client may connect to (its connection string's hosts) with the ``conf``
 four-letter word and takes the largest lag (``ZooKeeperService.server_lag`` asks the lab's
 members the same way). What can go wrong, and is refused with
-``ServerLagUnknown`` (never guessed): a server that does not answer, one whose
-``4lw.commands.whitelist`` leaves ``conf`` out, a reply without tickTime.
+``ServerLagUnknown`` (never guessed): no server that answers, one whose
+``4lw.commands.whitelist`` leaves ``conf`` out, a reply without tickTime. A server that is
+down or not serving when first asked is asked again once the client connects to it
+(``LearnedLag``): until then its answers would prove nothing, so the holder gives up.
 
 (The AdminServer's ``configuration`` command says the same over HTTP, on a port of its own
 that the connection string does not name; Debian's ZooKeeper 3.8 package cannot start it,
@@ -23,7 +25,10 @@ that the connection string does not name; Debian's ZooKeeper 3.8 package cannot 
 """
 from __future__ import annotations
 
+import math
 import socket
+import threading
+import time
 
 from kazoo.client import KazooClient
 
@@ -35,6 +40,10 @@ FORMULA = "syncLimit x tickTime + tickTime / 2"
 class ServerLagUnknown(LabError, ValueError):
     """The ensemble would not say its tickTime and syncLimit, so the lock cannot know how
     late a follower's answer may be: pass ``server_lag=`` (seconds) yourself."""
+
+
+class ServerUnreachable(ServerLagUnknown):
+    """One server could not be asked now (down, cut off, or not serving, as during an election)."""
 
 
 def parse_conf(text: str) -> dict[str, str]:
@@ -77,12 +86,15 @@ def ask_conf(host: str, port: int, timeout: float = 2.0) -> dict[str, str]:
             while chunk := conn.recv(65536):
                 chunks.append(chunk)
     except OSError as error:
-        raise ServerLagUnknown(
+        raise ServerUnreachable(
             f"could not ask {where} for its tickTime and syncLimit ({error}): the lock must know them "
             "for every server the client may connect to",
             hint=f"start the client when every server of its connection string answers, or pass server_lag= "
                  f"yourself, in seconds: {FORMULA} from the ensemble's zoo.cfg") from None
     text = b"".join(chunks).decode(errors="replace")
+    if "not currently serving" in text:
+        raise ServerUnreachable(f"{where} is not serving now (it answered conf with {text.strip()!r})",
+                                hint=f"wait until the ensemble has a leader, or pass server_lag= yourself: {FORMULA}")
     if "not in the whitelist" in text or "not executed" in text:
         raise ServerLagUnknown(
             f"{where} refused the conf four-letter word ({text.strip()!r}), so the lock cannot learn how late "
@@ -93,14 +105,56 @@ def ask_conf(host: str, port: int, timeout: float = 2.0) -> dict[str, str]:
 
 
 def lag_of_servers(hosts: list[tuple[str, int]], timeout: float = 2.0) -> float:
-    """The largest lag over the servers ``hosts`` [(host, port), ...] (see the module docstring)."""
-    if not hosts:
-        raise ServerLagUnknown("no ZooKeeper server to ask", hint="pass server_lag= yourself, in seconds")
-    return max(lag_of(ask_conf(host, port, timeout), f"the ZooKeeper server {host}:{port}")
-               for host, port in hosts)
+    """The largest lag over the servers ``hosts`` [(host, port), ...] that answer (``LearnedLag``)."""
+    return LearnedLag(hosts, timeout).lag()
+
+
+class LearnedLag:
+    """The lags of the servers of one client's connection string, each asked once.
+
+    ``lag(connected)``: the largest known. The first call asks every host; one that cannot be
+    asked now (``ServerUnreachable``) is skipped if another answered, and asked when the
+    client is connected to it (``connected``, a (host, port)), at most once a second; until it
+    answers, that raises ServerUnreachable: answers from a server whose lag is unknown prove
+    nothing. A refusal or a reply without the numbers raises ServerLagUnknown at once."""
+
+    def __init__(self, hosts, timeout: float = 2.0):
+        self.hosts = [tuple(host) for host in hosts]
+        self.timeout = timeout
+        self.lags: dict[tuple, float] = {}
+        self._asked_at: dict[tuple, float] = {}
+        self._asking = threading.Lock()
+
+    def lag(self, connected: tuple | None = None) -> float:
+        with self._asking:
+            return self._lag(connected)
+
+    def _lag(self, connected: tuple | None) -> float:
+        if not self.lags:
+            unreachable = [error for error in map(self._ask, self.hosts) if error is not None]
+            if not self.lags:
+                raise unreachable[0] if unreachable else ServerLagUnknown(
+                    "no ZooKeeper server to ask", hint="pass server_lag= yourself, in seconds")
+        if connected is not None and tuple(connected) not in self.lags:
+            connected = tuple(connected)
+            error = None
+            if time.monotonic() - self._asked_at.get(connected, -math.inf) >= 1.0:
+                error = self._ask(connected)
+            if connected not in self.lags:
+                raise error or ServerUnreachable(f"the lag of the ZooKeeper server {connected[0]}:{connected[1]}, "
+                                                 "which the client is connected to, is not known yet")
+        return max(self.lags.values())
+
+    def _ask(self, host: tuple) -> ServerUnreachable | None:
+        self._asked_at[host] = time.monotonic()
+        try:
+            self.lags[host] = lag_of(ask_conf(host[0], host[1], self.timeout), f"the ZooKeeper server {host[0]}:{host[1]}")
+        except ServerUnreachable as error:
+            return error
+        return None
 
 
 def learn_server_lag(client: KazooClient, timeout: float = 2.0) -> float:
     """``server_lag`` of the ensemble ``client`` connects to: asked of every host of its
-    connection string (``client.hosts``), the largest. Raises ServerLagUnknown."""
-    return lag_of_servers(list(client.hosts), timeout)
+    connection string (``client.hosts``), the largest of those that answer (``LearnedLag``)."""
+    return lag_of_servers(client.hosts, timeout)
