@@ -8,7 +8,7 @@ the quorum while the waiter keeps it. The holder's ``is_held`` is read every 2 m
 outcome says when it first read False and when the waiter's ``acquire`` returned, in ms
 after the fault. Safe means: the holder gave up strictly before the waiter acquired.
 
-The topologies (``TOPOLOGIES``):
+The topologies (``TOPOLOGIES``, and ``ZOOKEEPER_ONLY``'s one):
 
 - ``client-link``: the holder's own link to its server is cut (the server is fine).
 - ``follower-cut``: the holder's server is a follower, cut from the leader and the third
@@ -18,9 +18,19 @@ The topologies (``TOPOLOGIES``):
   An etcd member forwards keep-alives to its leader, so there they fail at once.
 - ``old-leader``: the holder's server is the leader, isolated with the holder; the other two
   elect a new leader.
+- ``follower-paused`` (ZooKeeper): the holder's server, a follower, is frozen (SIGSTOP) for
+  P = T / 2, longer than syncLimit x tickTime (so the leader drops it) and than the deadline's
+  margin, shorter than the 2/3 T after which kazoo gives up on a silent connection; then
+  SIGCONT. On resume the follower answers what was queued in its socket (kazoo's ping sent
+  at about T / 3, the holder's heartbeat) before it notices it lost its leader and drops its
+  clients; once the holder's connection has dropped, its link is cut so that it cannot come
+  back before the leader expires its session (that is not the fault: a session that
+  survives would be a lock legitimately still held, and no race). T is 20 s by default.
 
-``naive=True`` (ZooKeeper only) gives the holder ``server_lag=0``: it trusts every answer of
-its own server, the rule that is unsafe in ``follower-cut`` (the negative control).
+``naive=True`` (ZooKeeper only) is the negative control, the rule that fails there: in
+``follower-paused``, today's rule with its one hole (every answer counts, a read heartbeat,
+the ensemble's lag subtracted: proof "any answer"); elsewhere the holder trusts every answer
+of its own server with ``server_lag=0`` too, the rule that is unsafe in ``follower-cut``.
 
 What can fail: ``TimeoutError`` if the waiter never acquires or the ensemble does not settle
 again after the heal (the message says which); ``ValueError`` for an unknown recipe or
@@ -35,6 +45,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import etcd3
+from kazoo.client import KazooState
 
 from labkit.lessons.client_deadlines import DEADLINE_RECIPES
 from labkit.locks.etcd_mutex import EtcdMutex
@@ -50,6 +61,19 @@ TOPOLOGIES = {
     "follower-cut": "the holder's server (a follower) is cut from the leader; the holder's link stays up",
     "old-leader": "the holder's server is the leader, isolated with the holder",
 }
+# A ZooKeeper follower's own way to fail, kept apart so that TOPOLOGIES stays what every recipe
+# runs (lesson 07 loops over it for etcd too): ALL_TOPOLOGIES is what holder_race and
+# `labkit races` accept.
+ZOOKEEPER_ONLY = {
+    "follower-paused": "the holder's server (a follower) is frozen for half the session timeout, then resumed",
+}
+ALL_TOPOLOGIES = {**TOPOLOGIES, **ZOOKEEPER_ONLY}
+# The session timeout a topology runs with unless told: a paused follower's race needs one long
+# enough that the pause (T / 2) exceeds the margin and the ensemble's lag, and that kazoo's ping
+# (T / 3) falls inside the pause; with 2 s the other races take 8 s a run.
+TIMEOUTS = {"follower-paused": 20.0}
+DEFAULT_TIMEOUT = 2.0
+NEGATIVE_CONTROLS = ("trusts its server", "counts any answer")   # the rules a batch must find unsafe
 HOLDER, WAITER = "holder-1", "waiter-1"
 POLL = 0.002
 
@@ -84,15 +108,19 @@ class RaceRun:
                 "safe": self.safe}
 
 
-def holder_race(lab, recipe: str = "zookeeper", topology: str = "follower-cut", timeout: float = 2.0,
+def holder_race(lab, recipe: str = "zookeeper", topology: str = "follower-cut", timeout: float | None = None,
                 naive: bool = False) -> RaceRun:
     """One race (see the module docstring). ``timeout``: the holder's session timeout
-    (ZooKeeper, seconds) or lease TTL (etcd, whole seconds)."""
+    (ZooKeeper, seconds) or lease TTL (etcd, whole seconds); None: ``TIMEOUTS`` or 2 s."""
     recipe_named(recipe, among=DEADLINE_RECIPES)
-    if topology not in TOPOLOGIES:
-        raise ValueError(f"topology={topology!r} is not one of {tuple(TOPOLOGIES)}")
+    if topology not in ALL_TOPOLOGIES:
+        raise ValueError(f"topology={topology!r} is not one of {tuple(ALL_TOPOLOGIES)}")
+    if topology in ZOOKEEPER_ONLY and recipe != "zookeeper":
+        raise ValueError(f"topology={topology!r} is a ZooKeeper race (a follower's own answers); etcd forwards "
+                         "keep-alives to its leader")
+    timeout = TIMEOUTS.get(topology, DEFAULT_TIMEOUT) if timeout is None else timeout
     if naive and recipe != "zookeeper":
-        raise ValueError("naive=True is the ZooKeeper negative control (server_lag=0); etcd has no such rule")
+        raise ValueError("naive=True is the ZooKeeper negative control (every answer counts); etcd has no such rule")
     service = lab.zookeeper if recipe == "zookeeper" else lab.etcd
     if service is None or len(service.nodes) != 3 or lab.network is None:
         raise ValueError(f"holder_race needs a lab with 3 {recipe} members and network=True, "
@@ -101,7 +129,7 @@ def holder_race(lab, recipe: str = "zookeeper", topology: str = "follower-cut", 
     return race(lab, topology, timeout, naive).run()
 
 
-def race_many(lab, recipe: str, topology: str, runs: int, timeout: float = 2.0, naive: bool = False,
+def race_many(lab, recipe: str, topology: str, runs: int, timeout: float | None = None, naive: bool = False,
               progress=None) -> list[RaceRun]:
     """``runs`` races in a row; ``progress(i, run)`` after each (e.g. print)."""
     results = []
@@ -169,17 +197,20 @@ class _Race:
             waiting = threading.Thread(target=self._waiter, args=(acquired, failed), daemon=True)
             waiting.start()
             self.wait_queued()
-            fault_at = time.monotonic()
-            if self.topology == "client-link":
-                self.lab.isolate(HOLDER)
-            else:
-                self.lab.partition([holder_node.name, HOLDER], [node.name for node in others] + [WAITER])
             gave_up: list[float] = []   # when the holder's is_held first read False
 
             def holder_gave_up() -> bool:
                 if not gave_up and not self.holder_is_held():
                     gave_up.append(time.monotonic())
                 return bool(gave_up)
+
+            fault_at = time.monotonic()
+            if self.topology == "client-link":
+                self.lab.isolate(HOLDER)
+            elif self.topology == "follower-paused":
+                self.pause(holder_node, holder_gave_up)
+            else:
+                self.lab.partition([holder_node.name, HOLDER], [node.name for node in others] + [WAITER])
 
             def waiter_done() -> bool:
                 holder_gave_up()          # the holder's is_held is read at every poll, while the waiter tries
@@ -194,6 +225,8 @@ class _Race:
             # Unsafe if it still believes it holds: go on reading, to say how late it gave up.
             became_true(holder_gave_up, max(0.0, acquired[0] + 2 * self.timeout - time.monotonic()), POLL)
         finally:
+            if self.topology == "follower-paused":
+                holder_node.resume()              # a no-op if it was resumed already
             self.lab.heal()
             self.close()
         self.settle()
@@ -222,7 +255,9 @@ class _ZooKeeperRace(_Race):
 
     @property
     def rule(self) -> str:
-        return "trusts its server" if self.naive else "server_lag subtracted"
+        if not self.naive:
+            return "server_lag subtracted"
+        return "counts any answer" if self.topology == "follower-paused" else "trusts its server"
 
     def open(self, holder_node, others) -> None:
         zookeeper = self.service()
@@ -230,9 +265,32 @@ class _ZooKeeperRace(_Race):
         self.holder_client = zookeeper.client(timeout=self.timeout, via=HOLDER, nodes=[holder_node])
         self.waiter_client = zookeeper.client(timeout=max(self.timeout, 6.0), via=WAITER, nodes=others)
         path = f"/{self.name}"
-        self.holder = ZooKeeperLock(self.holder_client, path, "holder", server_lag=0 if self.naive else None)
+        paused = self.topology == "follower-paused"
+        self.holder = ZooKeeperLock(self.holder_client, path, "holder", server_lag=0 if self.naive and not paused else None)
+        if self.naive:                            # the rule before the fix: every answer, reads and pings too
+            self.holder.client_deadline.proof = "any answer"
         self.waiter = ZooKeeperLock(self.waiter_client, path, "waiter")
         self.path = path
+
+    def pause(self, holder_node, holder_gave_up) -> None:
+        """Freeze the holder's follower for T / 2 and let it go; once the holder's connection
+        has dropped (the follower lost its leader), cut the holder's link."""
+        if not self.holder.server_lag < self.timeout / 2:
+            raise ValueError(f"follower-paused pauses the follower for T / 2 = {self.timeout / 2:g} s, which must exceed "
+                             f"the ensemble's lag ({self.holder.server_lag:g} s) so that the leader drops it: "
+                             "pass a longer timeout (20 s by default)")
+        holder_node.pause()
+        try:
+            became_true(lambda: holder_gave_up() and False, self.timeout / 2, POLL)   # is_held read meanwhile
+        finally:
+            holder_node.resume()
+
+        def dropped() -> bool:
+            holder_gave_up()
+            return self.holder_client.state != KazooState.CONNECTED
+
+        wait_until(dropped, "the holder's connection to drop after the pause", self.timeout, POLL)
+        self.lab.isolate(HOLDER)
 
     def holder_acquire(self) -> None:
         self.holder.acquire(timeout=15)
@@ -308,18 +366,21 @@ class _EtcdRace(_Race):
                 client.close()
 
 
-def batches(recipes=DEADLINE_RECIPES, topologies=tuple(TOPOLOGIES), runs: int = 10, naive_runs: int = 10,
-            timeout: float = 2.0, print_=print) -> list[dict[str, Any]]:
+def batches(recipes=DEADLINE_RECIPES, topologies=tuple(ALL_TOPOLOGIES), runs: int = 10, naive_runs: int = 10,
+            timeout: float | None = None, print_=print) -> list[dict[str, Any]]:
     """``labkit races``: ``runs`` races of each recipe in each topology on a lab of its own
-    (3 members, network=True), plus ``naive_runs`` of the ZooKeeper negative control in
-    ``follower-cut``; prints each run and returns one summary row per batch."""
+    (3 members, network=True), plus ``naive_runs`` of the ZooKeeper negative controls in
+    ``follower-cut`` and ``follower-paused``; prints each run and returns one summary row per
+    batch. etcd skips the ZooKeeper-only topologies."""
     rows = []
     for recipe in recipes:
         members = {"zookeeper": 3 if recipe == "zookeeper" else 0, "etcd": 3 if recipe == "etcd" else 0}
         with up(redis=False, network=True, quiet=True, **members) as lab:
-            plans = [(topology, False, runs) for topology in topologies]
-            if recipe == "zookeeper" and naive_runs and "follower-cut" in topologies:
-                plans.append(("follower-cut", True, naive_runs))
+            plans = [(topology, False, runs) for topology in topologies
+                     if recipe == "zookeeper" or topology not in ZOOKEEPER_ONLY]
+            if recipe == "zookeeper" and naive_runs:
+                plans += [(topology, True, naive_runs) for topology in ("follower-cut", "follower-paused")
+                          if topology in topologies]
             for topology, naive, count in plans:
                 done = race_many(lab, recipe, topology, count, timeout, naive,
                                  progress=lambda number, run: print_(f"  {number + 1:2d} {run.row()}"))

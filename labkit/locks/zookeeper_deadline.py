@@ -8,24 +8,35 @@ So the holder counts for itself and stops *before* the leader can act:
 
     give_up_at = heard_at + session_timeout x (1 - deadline_margin) - server_lag - heartbeat
 
-``heard_at`` is the send time of the newest request the client's server answered
-(``zookeeper_contact.py``), and ``server_lag`` is there because an answer from a *follower*
-does not prove that the leader heard of us: a follower cut from the leader keeps answering
-for up to syncLimit x tickTime while the leader expires the session. The watch thread that
-``start`` begins sends a heartbeat while the lock is held, so that ``heard_at`` stays fresh,
-and calls the lock back when the deadline passes. Whatever the lock does then (say "lost",
-delete its node) is the lock's business.
+``heard_at`` is the send time of the newest request whose answer came after a round trip to
+the leader (a ``sync``, a write, the handshake: ``zookeeper_contact.py``; a follower frozen
+longer than syncLimit x tickTime answers reads and pings queued during its freeze when it
+resumes, so those do not count). ``server_lag`` is there because even then the leader hears
+of a follower's clients only in its own ping exchange with it, and a follower cut from the
+leader keeps answering for up to syncLimit x tickTime while the leader expires the session;
+it is learned from the ensemble itself (``servers/services/zookeeper_conf.py``). The watch thread that
+``start`` begins sends a heartbeat (a ``sync``) while the lock is held, so that ``heard_at``
+stays fresh, and calls the lock back when the deadline passes. Whatever the lock does then
+(say "lost", delete its node) is the lock's business.
 """
 from __future__ import annotations
 
 import threading
 import time
+import weakref
 from typing import Callable
 
 from kazoo.client import KazooClient
 
 from labkit.locks.zookeeper_contact import server_contact
-from labkit.servers.services.zookeeper import SERVER_LAG
+from labkit.servers.services.zookeeper_conf import FORMULA, LearnedLag, ServerUnreachable
+
+# Rules a holder may count its deadline by: "leader round trip" (heard_at, sync heartbeats),
+# and "any answer" (answered_at, exists heartbeats), the rule that a paused follower breaks,
+# kept as a negative control (lessons/holder_safety.py).
+PROOFS = ("leader round trip", "any answer")
+_learned: "weakref.WeakKeyDictionary[KazooClient, LearnedLag]" = weakref.WeakKeyDictionary()
+_learning = threading.Lock()
 
 
 def heartbeat_for(session_timeout: float) -> float:
@@ -43,24 +54,30 @@ class HolderDeadline:
       answers of the client's own server. A follower passes its clients' pings on to the
       leader only when the leader pings it (every half tick), and cut from the leader it keeps
       answering for syncLimit x tickTime: so syncLimit x tickTime + tickTime / 2. By default
-      (None) it asks the server once per client: a standalone server (empty
-      ``/zookeeper/config``) answers for itself, lag 0; an ensemble gets this lab's bound
-      (``lab.zookeeper.server_lag``, 1.1 s). For another ensemble, compute it from its zoo.cfg
-      (ZooKeeper's sample config: 5 x 2 s + 1 s = 11 s). 0 trusts every answer, the rule that
-      is unsafe when the holder's follower is cut from the leader (``lessons/holder_safety.py``
-      keeps it as the negative control).
-    - ``heartbeat`` (``min(timeout / 10, 0.1 s)``): while holding, the watch asks the server
-      about the lock's own node that often, so the leader's last news of us is at most one
+      (None) it is learned from the ensemble, once per client: every server of the client's
+      connection string is asked with the ``conf`` four-letter word, and the largest lag
+      taken (0 for a standalone server, which expires sessions itself; ZooKeeper's sample
+      config gives 5 x 2 s + 1 s = 11 s, this lab's 5 x 0.2 s + 0.1 s = 1.1 s). A server that
+      will not say (conf not in ``4lw.commands.whitelist``, unreachable) makes the first
+      ``acquire`` raise ``ServerLagUnknown``, which says to pass ``server_lag=`` yourself.
+      0 trusts every answer, the rule that is unsafe when the holder's follower is cut from
+      the leader (``lessons/holder_safety.py`` keeps it as the negative control).
+    - ``heartbeat`` (``min(timeout / 10, 0.1 s)``): while holding, the watch sends a ``sync``
+      of the lock's own node that often, so the leader's last news of us is at most one
       heartbeat older than what the follower last passed on.
+    - ``proof`` (an attribute, not an argument): which answers move the deadline, one of
+      ``PROOFS``. "any answer" is the rule a paused follower breaks, for the negative control.
 
     Raises ``ValueError`` for a margin outside [0, 1) or a negative lag.
     """
+
+    proof = "leader round trip"
 
     def __init__(self, client: KazooClient, deadline_margin: float = 0.2, server_lag: float | None = None):
         if not 0 <= deadline_margin < 1:
             raise ValueError(f"deadline_margin={deadline_margin!r} is a fraction of the session timeout, in [0, 1)")
         if server_lag is not None and server_lag < 0:
-            raise ValueError(f"server_lag={server_lag!r}: seconds, 0 or more (syncLimit x tickTime + tickTime / 2)")
+            raise ValueError(f"server_lag={server_lag!r}: seconds, 0 or more ({FORMULA})")
         self.client = client
         self.deadline_margin = deadline_margin
         self._server_lag = server_lag
@@ -71,9 +88,20 @@ class HolderDeadline:
     @property
     def server_lag(self) -> float:
         """Seconds subtracted from the deadline for the leader's lag (see the class docstring)."""
-        if self._server_lag is None:
-            self._server_lag = 0.0 if self.contact.standalone(self.client) else SERVER_LAG
-        return self._server_lag
+        if self._server_lag is not None:
+            return self._server_lag
+        with _learning:                           # one client, one LearnedLag: each server asked once
+            learned = _learned.get(self.client)
+            if learned is None:
+                learned = _learned[self.client] = LearnedLag(self.client.hosts)
+        return learned.lag(self.contact.server)
+
+    def heard_at(self) -> float | None:
+        """The send time the deadline counts from (by ``proof``: ``zookeeper_contact.py``)."""
+        if self.proof not in PROOFS:
+            raise ValueError(f"proof={self.proof!r} is not one of {PROOFS}")
+        contact = self.contact
+        return contact.heard_at if self.proof == PROOFS[0] else contact.answered_at
 
     @property
     def heartbeat(self) -> float:
@@ -83,11 +111,15 @@ class HolderDeadline:
     def give_up_at(self) -> float:
         """The client-side deadline (``time.monotonic()``): the holder stops holding then,
         before the leader can have expired the session. Now, if nothing was ever answered."""
-        contact = self.contact
-        if contact.heard_at is None:
+        heard_at = self.heard_at()
+        try:
+            lag = self.server_lag
+        except ServerUnreachable:                 # the lag of the server we are on is not known yet
             return time.monotonic()
-        return (contact.heard_at + contact.session_timeout * (1 - self.deadline_margin)
-                - self.server_lag - self.heartbeat)
+        if heard_at is None:
+            return time.monotonic()
+        return (heard_at + self.contact.session_timeout * (1 - self.deadline_margin)
+                - lag - self.heartbeat)
 
     def check_session_is_long_enough(self, path: str) -> None:
         """Raise ``ValueError`` (saying how long it must be) if the deadline of a session this
@@ -101,12 +133,19 @@ class HolderDeadline:
                 f"learn of this client's contact {self.server_lag:.2f} s late (server_lag), the deadline keeps a "
                 f"{self.deadline_margin:.0%} margin and a {self.heartbeat:.2f} s heartbeat, which leaves no time "
                 f"to hold. Ask for a session timeout of at least {shortest:.1f} s (the timeout argument of KazooClient), "
-                "or pass the server_lag of your ensemble (syncLimit x tickTime + tickTime / 2).")
+                f"or pass the server_lag of your ensemble ({FORMULA}).")
 
     def start(self, node: str, on_deadline: Callable[[threading.Event], None]) -> None:
         """While the lock holds ``node`` (a full path): heartbeat, and when the deadline passes
-        call ``on_deadline`` with this hold's event (set it to end the hold). Ends at ``stop``."""
+        call ``on_deadline`` with this hold's event (set it to end the hold). Ends at ``stop``.
+
+        A lock granted after a long wait was last proven alive long ago (its wait's reads and
+        kazoo's pings do not count): then it first syncs, one round trip, so that a fresh hold
+        does not read as given up at once. The answer, if any, comes within a third of a
+        session timeout; without it the watch gives up at the deadline it has."""
         self._hold_over = hold_over = threading.Event()
+        if self.proof == PROOFS[0] and self.give_up_at() < time.monotonic() + 2 * self.heartbeat:
+            self.client.sync_async(node).wait(self.contact.session_timeout / 3)
         thread = threading.Thread(target=self._watch, args=(hold_over, node, on_deadline),
                                   name=f"zookeeper-deadline-{node.rsplit('/', 1)[1]}", daemon=True)
         thread.start()
@@ -128,18 +167,25 @@ class HolderDeadline:
                 return
             if now >= next_beat:
                 if beat is None or beat.ready():
-                    # Any request will do: its answer moves heard_at (zookeeper_contact.py).
-                    # Queued by kazoo while the connection is down, answered when it is back.
-                    beat = self.client.exists_async(node)
+                    # A sync: the server answers it only after a round trip to the leader, so
+                    # its answer moves heard_at (zookeeper_contact.py). Queued by kazoo while
+                    # the connection is down, answered when it is back. "any answer": a read.
+                    beat = (self.client.sync_async(node) if self.proof == PROOFS[0]
+                            else self.client.exists_async(node))
                 next_beat = now + self.heartbeat
             hold_over.wait(max(min(next_beat, give_up_at) - time.monotonic(), 0.001))
 
     def why_given_up(self) -> dict:
         """The detail of the "lost" event a lock emits when it gives up at the deadline."""
-        contact = self.contact
-        silent_for = contact.silent_for()
+        contact, heard_at = self.contact, self.heard_at()
+        silent_for = 0.0 if heard_at is None else time.monotonic() - heard_at
+        try:
+            behind = f"with the leader up to {self.server_lag:.2f} s behind"
+        except ServerUnreachable:
+            behind = "with the lag of the server I am connected to not known (it did not answer conf)"
+        proven = "the server answered after a round trip to the leader" if self.proof == PROOFS[0] else "the server answered"
         return {"silent_for": round(silent_for, 3),
-                "reason": f"client-side deadline: the newest request the server answered was sent "
-                          f"{silent_for:.2f} s ago; with the leader up to {self.server_lag:.2f} s behind "
+                "reason": f"client-side deadline: the newest request {proven} was sent "
+                          f"{silent_for:.2f} s ago; {behind} "
                           f"and a {contact.session_timeout:.2f} s session, it may expire the session at any "
                           "moment, so I stop holding"}

@@ -256,7 +256,7 @@ def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = Fa
        backend: str | None = None, base_port: int | None = None, quiet: bool = False,
        detached: bool = False, timeout: float | None = None, clocks: bool = False, redlock: int = 0,
        sentinels: int = 0, network: bool = False, private: bool = True, keep_previous: bool = False,
-       etcd_pre_vote: bool = False, postgres: bool = False) -> Lab:
+       etcd_pre_vote: bool = False, postgres: bool = False, zookeeper_settings: dict | None = None) -> Lab:
     """Start a lab of real servers and wait until every node answers.
 
     zookeeper / etcd: ensemble sizes (0, 1, 3 or 5). redis: a primary; replica: plus an
@@ -276,7 +276,9 @@ def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = Fa
     (off by default, as in etcd 3.4, which Debian 12 ships; etcd 3.5 turns it on): a member
     cut off from the others then stops bumping its term, so it rejoins without forcing an
     election (labkit/lessons/pre_vote.py measures it). postgres: a PostgreSQL server pg1 as
-    ``lab.postgres`` (labkit/servers/services/postgres.py).
+    ``lab.postgres`` (labkit/servers/services/postgres.py). zookeeper_settings: zoo.cfg keys
+    every ZooKeeper member gets instead of the lab's, e.g. ``{"tickTime": 2000, "syncLimit": 5}``
+    (ZooKeeper's sample config) or ``{"4lw.commands.whitelist": "srvr,mntr,ruok"}``.
 
     keep_previous: keep running the labs this process started before outside a ``with``
     block. Without it they are stopped first, with the client groups and panels bound to
@@ -306,7 +308,7 @@ def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = Fa
         secret = create_secret(plan.run_dir) if private else None
         if network:  # its Python starts while the nodes are laid out and started
             links = Network.launch(plan.run_dir, ports)
-        lab = Lab(make_plan(plan, sizes, binaries, ports, secret, links, etcd_pre_vote), owned=True, network=links)
+        lab = Lab(make_plan(plan, sizes, binaries, ports, secret, links, etcd_pre_vote, zookeeper_settings), owned=True, network=links)
         for node in lab.nodes:
             for use, port in node.ports.items():
                 check_port_free(port, f"{node.name} ({use})")

@@ -182,13 +182,14 @@ def find_binaries(sizes: Sizes, backend: str) -> dict:
 
 
 def make_plan(plan: LabPlan, sizes: Sizes, binaries: dict, ports: PortPool, secret: LabSecret | None = None,
-              network: Network | None = None, etcd_pre_vote: bool = False) -> LabPlan:
+              network: Network | None = None, etcd_pre_vote: bool = False,
+              zookeeper_settings: dict | None = None) -> LabPlan:
     """Fill ``plan`` (its id, folder, backend and clocks set) with the nodes of ``sizes``:
     each takes its ports from ``ports`` as it is laid out, gets its folder and config file
     in the run folder, and its links through ``network`` when the lab has one."""
     layout = Layout(plan, binaries, ports, secret, network)
     if sizes.zookeeper:
-        layout.zookeeper(sizes.zookeeper)
+        layout.zookeeper(sizes.zookeeper, zookeeper_settings)
     if sizes.etcd:
         layout.etcd(sizes.etcd, etcd_pre_vote)
         plan.etcdctl = binaries.get("etcdctl")
@@ -231,7 +232,7 @@ class Layout:
         the lab has a network, else the port itself."""
         return port if self.network is None else self.network.route(src, dst, port, kind, **extra)
 
-    def zookeeper(self, count: int) -> None:
+    def zookeeper(self, count: int, settings: dict | None = None) -> None:
         triples = [(i + 1, self.ports.take(), self.ports.take(), self.ports.take()) for i in range(count)]
         peers = [(myid, quorum, election) for myid, _, quorum, election in triples]
         jaas = str(write_private(self.run_dir / "zookeeper.jaas", zookeeper_jaas(self.secret))) if self.secret else None
@@ -245,7 +246,8 @@ class Layout:
             seen = [(j, q, e) if j == myid else
                     (j, self.via(name, f"zk{j}", q), self.via(name, f"zk{j}", e, "zk-election"))
                     for j, q, e in peers]
-            config.write_text(zookeeper_config(str(data_dir), client_port, seen, private=self.secret is not None))
+            config.write_text(zookeeper_config(str(data_dir), client_port, seen, private=self.secret is not None,
+                                                settings=settings))
             argv = zookeeper_argv(self.binaries["java"], self.binaries["zookeeper"], str(config), jaas)
             self.add(ZooKeeperNode, name, {"client": client_port, "quorum": quorum, "election": election},
                      data_dir, argv)

@@ -17,6 +17,7 @@ from labkit.servers.network.links import not_enabled
 from labkit.servers.ports import HOST
 from labkit.servers.services.node import Node, Service
 from labkit.servers.secret import ZOOKEEPER_AUTH_CONFIG
+from labkit.servers.services.zookeeper_conf import lag_of_servers
 from labkit.timing import wait_for_value
 
 TICK_MS = 200
@@ -33,7 +34,9 @@ MAX_NOTIFICATION_INTERVAL_MS = 4 * TICK_MS
 # looks for a new leader; until then it keeps answering its clients' pings by itself, while
 # the leader (which alone expires sessions) hears of them only in its own ping exchange with
 # the follower, every half tick. So a follower's answer can be up to SERVER_LAG older than what
-# the leader knows of the session: ZooKeeperLock subtracts it from its client-side deadline.
+# the leader knows of the session: ZooKeeperLock subtracts it from its client-side deadline,
+# learned from each ensemble's own conf (zookeeper_conf.py); this is what the lab's
+# zoo.cfg implies, for the lab's own checks (zookeeper_settings= can change it).
 # 5 ticks (1 s) rather than 10: the smaller the lag, the shorter a session that can be held
 # safely (a 2 s session keeps 0.4 s of slack, see ZooKeeperLock).
 SYNC_LIMIT = 5
@@ -53,28 +56,36 @@ def four_letter(host: str, port: int, word: str, timeout: float = 2.0) -> str:
     return b"".join(chunks).decode(errors="replace")
 
 
-def zookeeper_config(data_dir: str, client_port: int, peers: list[tuple[int, int, int]], private: bool = False) -> str:
+def zookeeper_config(data_dir: str, client_port: int, peers: list[tuple[int, int, int]], private: bool = False,
+                     settings: dict | None = None) -> str:
     """peers: (myid, quorum port, election port) for every member; one member → standalone.
-    private: every session must log in with SASL (labkit/servers/secret.py)."""
-    lines = [
-        f"tickTime={TICK_MS}",
+    private: every session must log in with SASL (labkit/servers/secret.py). settings: zoo.cfg
+    keys to set instead of the lab's, e.g. {"tickTime": 2000, "syncLimit": 5} (ZooKeeper's
+    sample config) or {"4lw.commands.whitelist": "srvr,mntr"}; the shortest session stays
+    2 ticks unless ``minSessionTimeout`` is given too."""
+    settings = dict(settings or {})
+    tick = int(settings.get("tickTime", TICK_MS))
+    values = {
+        "tickTime": TICK_MS,
         # a new leader waits initLimit ticks for a quorum of followers; after a partition one
         # may first try the cut-off old leader (a stale vote) and come back only later: with
         # 25 ticks that wait cost 5 s per such election; a lab's data syncs in milliseconds
-        "initLimit=10",
-        f"syncLimit={SYNC_LIMIT}",
-        f"dataDir={data_dir}",
-        f"clientPort={client_port}",
-        f"clientPortAddress={HOST}",
-        "admin.enableServer=false",
-        "4lw.commands.whitelist=*",
-        f"minSessionTimeout={2 * TICK_MS}",
-        "maxSessionTimeout=60000",
-        "maxClientCnxns=0",  # every lesson client comes from 127.0.0.1: no per-address cap
-        "preAllocSize=4096",  # KB: 64 MB preallocated logs per node would be silly here
-        "reconfigEnabled=false",
-        "standaloneEnabled=true",
-    ]
+        "initLimit": 10,
+        "syncLimit": SYNC_LIMIT,
+        "dataDir": data_dir,
+        "clientPort": client_port,
+        "clientPortAddress": HOST,
+        "admin.enableServer": "false",
+        "4lw.commands.whitelist": "*",
+        "minSessionTimeout": 2 * tick,
+        "maxSessionTimeout": 60000,
+        "maxClientCnxns": 0,  # every lesson client comes from 127.0.0.1: no per-address cap
+        "preAllocSize": 4096,  # KB: 64 MB preallocated logs per node would be silly here
+        "reconfigEnabled": "false",
+        "standaloneEnabled": "true",
+    }
+    values.update(settings)
+    lines = [f"{key}={value}" for key, value in values.items()]
     if private:
         lines += ZOOKEEPER_AUTH_CONFIG
     if len(peers) > 1:
@@ -220,8 +231,9 @@ class ZooKeeperService(Service):
     @property
     def server_lag(self) -> float:
         """Seconds by which the leader's view of a session can trail what the client's own
-        server answered (syncLimit x tickTime + half a tick): ``ZooKeeperLock(server_lag=)``."""
-        return SERVER_LAG
+        server answered (syncLimit x tickTime + half a tick, 0 when standalone), asked of
+        every member with ``conf`` as ``ZooKeeperLock`` does (``zookeeper_conf.py``)."""
+        return lag_of_servers([(node.host, node.port) for node in self.nodes])
 
     def client(self, timeout: float = 4.0, via: str | None = None, nodes: list | None = None, **kwargs) -> KazooClient:
         """A started KazooClient on the whole ensemble (or on ``nodes``); the caller stops it.
