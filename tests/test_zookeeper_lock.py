@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from labkit.faults import expire_session
+from labkit.lessons.zookeeper_recipe import watchers_of
 from labkit.locks.errors import LockTimeout, SessionExpired
 from labkit.locks.kazoo_reference import KazooReferenceLock
 from labkit.locks.zookeeper import ZooKeeperLock, sequence_of, sorted_contenders
@@ -154,10 +155,17 @@ def test_successor_of_a_dead_waiter_rechecks_and_keeps_waiting(lab, clients, uni
             outcomes[lock.identifier] = pool.submit(lock.acquire, DEADLINE)
             wait_until(lambda: recorder.of("watch", lock.identifier), f"{lock.identifier} watches")
         assert recorder.of("watch", "last")[0][1]["target"].endswith(doomed.node)
+        # "watch" is stamped before the watch is set: wait until the server holds it, or the
+        # node could go first and the successor would find it gone (a re-check, no wake-up)
+        wait_until(lambda: last.client_id[0] in watchers_of(lab.zookeeper, f"{unique_name}/{doomed.node}"),
+                   "the server to hold the successor's watch on the doomed node")
 
         doomed_client.stop()                             # its session ends: its node goes
         wait_until(lambda: len(recorder.of("watch", "last")) == 2, "the successor watches again")
-        assert len(recorder.of("woke", "last")) == 1
+        # an order made by cause, not by two threads' clocks: the callback stamps "woke" before
+        # it wakes the waiter, and only then does the waiter re-list and stamp its next "watch"
+        kinds = [kind for client, kind, _ in list(recorder.events) if client == "last" and kind in ("watch", "woke")]
+        assert kinds == ["watch", "woke", "watch"], kinds
         assert recorder.of("watch", "last")[1][1]["target"].endswith(first_lock.node)
         assert holder.is_held and not last_lock.is_held and not first_lock.is_held
         with pytest.raises(SessionExpired):

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from labkit.clients.crowd import Crowd, running
 from labkit.errors import LabError
-from labkit.harness.handoff import Settled, hand_off, server_watches
+from labkit.harness.handoff import Settled, hand_off, server_watches, starts_after
 from labkit.locks.registry import connections_of, make_lock
 from labkit.record.history import History
 from labkit.servers.services.zookeeper import parse_mntr
@@ -109,13 +109,20 @@ class WatchTally:
 
     def __init__(self) -> None:
         self.armed: dict[str, int] = {}
+        self.since: dict[str, Any] = {}   # where each contender's newest watch starts (if it says)
+        self.newest_token: Any = None
 
-    def __call__(self, kind: str, client: str = "", **_: Any) -> None:
+    def __call__(self, kind: str, client: str = "", **detail: Any) -> None:
         if kind in ("watch", "woke"):
             self.armed[client] = self.armed.get(client, 0) + (1 if kind == "watch" else -1)
+        if kind == "watch":
+            self.since[client] = detail.get("from_revision")
+        elif kind == "acquired":
+            self.newest_token = detail.get("token")
 
     def settled(self, history: History, waiting: list[str]) -> bool:
-        return all(self.armed.get(name) == 1 for name in waiting)
+        return all(self.armed.get(name) == 1 and starts_after(self.since.get(name), self.newest_token)
+                   for name in waiting)
 
 
 def patiently(settled: Settled) -> Settled:

@@ -177,7 +177,7 @@ class Crowd:
             self.woke_at.setdefault(event.client, []).append(monotonic)
         self.history.append(event)
         for listener in self.listeners:
-            listener(event.kind, client=event.client)
+            listener(event.kind, client=event.client, **event.detail)
 
     @property
     def pids(self) -> list[int]:

@@ -43,7 +43,9 @@ class _InstrumentedEtcd3Lock(etcd3.Lock):
             event_iter, cancel = self.etcd_client.watch(self.key, start_revision=self.revision + 1)
         except exceptions.WatchTimedOut:
             return
-        self.on_event("watch", target=self.key, what="key")
+        # from_revision: the watch sees every change after the key this try found (a
+        # harness waits for it to pass the newest holder's token: labkit.harness.handoff)
+        self.on_event("watch", target=self.key, what="key", from_revision=self.revision + 1)
 
         if timeout is not None:
             timer = threading.Timer(timeout, cancel)
