@@ -28,6 +28,8 @@ def test_links_code_and_emphasis_are_read_as_words():
     # a comparison in a sentence is said, not dropped or read as a tag
     assert speakable("Keep renewDeadline < leaseDuration and P >= 2 s.") == \
         "Keep renewDeadline less than leaseDuration and P at least 2 s."
+    assert speakable("In etcd issue #15247 a stale leader revoked leases.") == \
+        "In etcd issue number 15247 a stale leader revoked leases."
 
 
 def test_headings_lists_and_paragraphs_become_sentences():

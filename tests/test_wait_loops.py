@@ -33,6 +33,9 @@ ALLOWED = {
     ("labkit/clients/client.py", "LockClient.wait_for_state"):
         "waits on a Condition that the reader thread notifies at every event and reply: it wakes at "
         "once, where a poll would lag; only the process's exit is polled",
+    ("labkit/lessons/clock_drift.py", "SlowClockHolder.answer"):
+        "waits on a Condition that its reader thread notifies at every answer, as LockClient.wait_for_state "
+        "does: it wakes at once, where a poll would lag",
     ("labkit/clients/crowd.py", "_Worker.call"):
         "one Event per call, set by that call's own reply: with a thousand contenders waiting, a poll "
         "each would cost the CPU the benchmark measures",

@@ -5,7 +5,7 @@ both ways and no FIN or RST, is held until a timer of the server's own ends the 
 namespace (labkit/faults/namespace.py: no root needed) with a PostgreSQL of its own, copied
 from the lab's template (the same programs and initdb as ``labkit.up(postgres=True)``;
 its pg_hba trusts 127.0.0.1, which only processes inside that namespace can reach). One
-holder per setting of ``SETTINGS`` takes a lock, says its last word and is cut off; an
+holder per setting of ``HALF_OPEN_SETTINGS`` takes a lock, says its last word and is cut off; an
 observer on another client port sees when each lock goes. Each hold is compared with
 ``expected_hold``, the bound the setting itself gives (Linux and PostgreSQL's rules):
 
@@ -50,7 +50,7 @@ from labkit.servers.runners import discovery, versions
 from labkit.servers.secret import USER
 from labkit.servers.services.postgres import SETTINGS as SERVER_SETTINGS
 from labkit.servers.services.postgres_template import template
-from labkit.vocabulary import STATE_COLOURS
+from labkit.vocabulary import GUIDE_COLOUR, MARK_COLOUR, STATE_COLOURS
 
 EARLY = 0.1     # s: a lock may show freed this much before its bound (kernel jiffies, our clock's read)
 LATE = 2.0      # s: ...and this much after (a loaded 2-core machine delays the backend's exit and our poll)
@@ -73,7 +73,7 @@ class Setting:
         return shown + ("" if self.cut else " (link intact)")
 
 
-SETTINGS = (
+HALF_OPEN_SETTINGS = (
     Setting("keepalive", {"tcp_keepalives_idle": 2, "tcp_keepalives_interval": 1, "tcp_keepalives_count": 2}),
     Setting("user timeout + keepalive", {"tcp_user_timeout": 2500, "tcp_keepalives_idle": 2,
                                          "tcp_keepalives_interval": 1, "tcp_keepalives_count": 10}),
@@ -124,7 +124,7 @@ def expected_hold(setting: Setting, kernel: dict[str, int]) -> float:
 
 
 @dataclass
-class Hold:
+class SettingHold:
     setting: Setting
     expected: float             # expected_hold: when the server should free the lock (s after the last word)
     held: float | None          # when the observer saw it freed (s after the last word); None: held all the watch
@@ -166,12 +166,12 @@ class Hold:
 
 @dataclass
 class HalfOpenHolds:
-    holds: list[Hold]
+    holds: list[SettingHold]
     kernel: dict[str, int]     # the namespace's TCP timers (namespace.tcp_defaults)
     server_version: str
     watch: float
 
-    def __getitem__(self, name: str) -> Hold:
+    def __getitem__(self, name: str) -> SettingHold:
         return next(hold for hold in self.holds if hold.setting.name == name)
 
     @property
@@ -203,12 +203,12 @@ def postgres_major(bin_dir: str) -> int:
     return found[0] if found else 0
 
 
-def half_open_holds(settings: tuple[Setting, ...] = SETTINGS, poll: float = 0.02) -> HalfOpenHolds:
+def half_open_holds(settings: tuple[Setting, ...] = HALF_OPEN_SETTINGS, poll: float = 0.02) -> HalfOpenHolds:
     """Every setting's hold, all on one private server at once: one round of half_open_runs."""
     return half_open_runs(1, settings, poll)[0]
 
 
-def half_open_runs(rounds: int, settings: tuple[Setting, ...] = SETTINGS, poll: float = 0.02,
+def half_open_runs(rounds: int, settings: tuple[Setting, ...] = HALF_OPEN_SETTINGS, poll: float = 0.02,
                    timeout: float | None = None) -> list[HalfOpenHolds]:
     """``rounds`` rounds of every setting's hold, one after the other on one private server
     started once (each round watches for the last bound that ends within seconds, plus LATE:
@@ -240,7 +240,7 @@ def half_open_runs(rounds: int, settings: tuple[Setting, ...] = SETTINGS, poll: 
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     kernel = report["kernel"]
-    return [HalfOpenHolds([Hold(setting, expected_hold(setting, kernel), row["held"], row["watched"], row["cut_after"],
+    return [HalfOpenHolds([SettingHold(setting, expected_hold(setting, kernel), row["held"], row["watched"], row["cut_after"],
                                 row["running_at_cut"], row["server_socket"], row["client_socket"],
                                 row["dropped_from_client"], row["dropped_to_client"], row["shown"], row["error"])
                            for setting, row in zip(settings, measured)], kernel, report["server_version"], watch)
@@ -276,8 +276,8 @@ def holds_plot(result: HalfOpenHolds, ax=None):
             ax.annotate(f"held to the end (bound: {in_words(hold.expected)})", (held, row), xytext=(4, 0),
                         textcoords="offset points", va="center", fontsize=8)
         else:
-            ax.plot([hold.expected, hold.expected], [row - 0.4, row + 0.4], color="black", linewidth=2)
-            ax.fill_betweenx([row - 0.4, row + 0.4], hold.expected - EARLY, hold.expected + LATE, color="grey", alpha=0.2)
+            ax.plot([hold.expected, hold.expected], [row - 0.4, row + 0.4], color=MARK_COLOUR, linewidth=2)
+            ax.fill_betweenx([row - 0.4, row + 0.4], hold.expected - EARLY, hold.expected + LATE, color=GUIDE_COLOUR, alpha=0.2)
     ax.set_yticks(range(len(names)), names)
     ax.set_xlim(0, result.watch * 1.45)
     ax.set_xlabel("seconds after the holder's last word (black: the bound; grey: the margin asserted)")

@@ -29,7 +29,7 @@ from labkit.errors import LabError
 from labkit.faults import namespace
 from labkit.timing import became_true, wait_until
 
-HOST = "127.0.0.1"
+LOOPBACK = "127.0.0.1"
 LONG_QUERY = 600            # a statement that runs past any watch (s)
 SHOWN = ("tcp_keepalives_idle", "tcp_keepalives_interval", "tcp_keepalives_count", "tcp_user_timeout",
          "idle_session_timeout", "client_connection_check_interval")
@@ -66,7 +66,7 @@ def start_server(config: dict) -> subprocess.Popen:
 
 def connect(config: dict, settings: dict | None = None) -> psycopg.Connection:
     options = " ".join(f"-c {name}={value}" for name, value in (settings or {}).items())
-    return psycopg.connect(host=HOST, port=config["port"], user=config["user"], dbname="postgres", autocommit=True,
+    return psycopg.connect(host=LOOPBACK, port=config["port"], user=config["user"], dbname="postgres", autocommit=True,
                            connect_timeout=5, options=options)
 
 

@@ -39,6 +39,7 @@ from labkit.plots import new_axes
 from labkit.record.history import History
 from labkit.servers.services.etcd import etcd_client
 from labkit.timing import wait_until
+from labkit.vocabulary import GUIDE_COLOUR, MARK_COLOUR, STATE_COLOURS
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -54,7 +55,7 @@ def _wall(monotonic: float) -> float:
 def _next_renewal(read, timeout: float = 10.0) -> float:
     """Poll ``read()`` (the record's mod revision) until it changes; return the wall-clock
     time at which the last poll that still saw the old revision was sent: the change was
-    committed after that."""
+    written after that."""
     first = read()
     last_old = [time.time()]
 
@@ -224,13 +225,13 @@ def leaders_plot(runs: list[RateRun], ax: Axes | None = None) -> Axes:
     for row, run in enumerate(runs):
         origin = run.cut_at
         ax.barh(row + 0.17, run.leader_until - run.leader_from, left=run.leader_from - origin, height=0.3,
-                color="0.6", label=label("old leader believes"))
+                color=GUIDE_COLOUR, label=label("old leader believes"))
         ax.barh(row - 0.17, end - (run.acquired_at - origin), left=run.acquired_at - origin, height=0.3,
-                color="tab:blue", label=label("follower leads"))
+                color=STATE_COLOURS["holding"], label=label("follower leads"))
         if run.two_leaders:
             ax.barh(row, run.leader_until - run.acquired_at, left=run.acquired_at - origin, height=0.8,
-                    color="tab:red", alpha=0.5, label=label("two leaders"))
-    ax.axvline(0, color="black", linewidth=1, linestyle="--")
+                    color=STATE_COLOURS["lost"], alpha=0.5, label=label("two leaders"))
+    ax.axvline(0, color=MARK_COLOUR, linewidth=1, linestyle="--")
     ax.set_yticks(range(len(runs)), [f"follower {run.rate:g}x fast" for run in runs])
     ax.set_xlim(-0.6, end)
     ax.set_xlabel("seconds after the leader was cut off from etcd (dashed line)")
@@ -243,7 +244,7 @@ def leaders_plot(runs: list[RateRun], ax: Axes | None = None) -> Axes:
 @dataclass(frozen=True)
 class LeaseFailover:
     """A leader SIGKILLed ``since_renewal`` s after its last renewal could have been
-    committed; ``seconds`` from the kill until the follower's "acquired". ``margin``: 5 x the
+    written; ``seconds`` from the kill until the follower's "acquired". ``margin``: 5 x the
     follower's slowest try plus 2 x its latest wake-up among its recent tries, the round trips
     and scheduling the bound ``worst_case`` (leaseDuration + 2 x 2.2 x retryPeriod) leaves out."""
 

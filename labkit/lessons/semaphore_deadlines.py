@@ -39,25 +39,25 @@ import uuid
 from kazoo.exceptions import KazooException
 from kazoo.recipe.election import Election
 
+from labkit.lessons.curator_topologies import WAITER_TIMEOUT   # the waiter's (and the second holder's) session
 from labkit.lessons.holder_safety import HOLDER, POLL, TOPOLOGIES, WAITER, RaceRun
 from labkit.locks.errors import LockError
 from labkit.locks.zookeeper_election import ZooKeeperElection
 from labkit.locks.zookeeper_semaphore import ZooKeeperSemaphore
 from labkit.timing import became_true, wait_until
 
-KINDS = {"semaphore": "zookeeper-semaphore", "election": "zookeeper-election"}
+RACED_RECIPES = {"semaphore": "zookeeper-semaphore", "election": "zookeeper-election"}
 RULES = {("semaphore", True): "client-side deadline", ("semaphore", False): "client_deadline=False",
          ("election", True): "client-side deadline", ("election", False): "kazoo's Election, no deadline"}
 PEER = "holder-2"           # the semaphore's second holder, on the majority side
 LIMIT = 2                   # the semaphore's slots
-WAITER_TIMEOUT = 6.0        # the waiter's (and the second holder's) session: it must outlive the race
 
 
 def deadline_race(lab, kind: str = "semaphore", topology: str = "client-link", timeout: float = 2.0,
                   deadline: bool = True) -> RaceRun:
     """One race (see the module docstring). ``timeout``: the holder's session timeout, in s."""
-    if kind not in KINDS:
-        raise ValueError(f"kind={kind!r} is not one of {tuple(KINDS)}")
+    if kind not in RACED_RECIPES:
+        raise ValueError(f"kind={kind!r} is not one of {tuple(RACED_RECIPES)}")
     if topology not in TOPOLOGIES:
         raise ValueError(f"topology={topology!r} is not one of {tuple(TOPOLOGIES)}")
     zookeeper = lab.zookeeper
@@ -117,7 +117,7 @@ def deadline_race(lab, kind: str = "semaphore", topology: str = "client-link", t
         lab.heal()
         contest.close()
     wait_until(zookeeper.is_ready, "the ZooKeeper ensemble settles after the heal", timeout=60, poll=0.05)
-    return RaceRun(KINDS[kind], topology, RULES[kind, deadline], float(timeout),
+    return RaceRun(RACED_RECIPES[kind], topology, RULES[kind, deadline], float(timeout),
                    1000 * (gave_up[0] - fault_at) if gave_up else None, 1000 * (acquired[0] - fault_at))
 
 

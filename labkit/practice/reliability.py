@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from labkit.vocabulary import GUIDE_COLOUR
+
 OVERCONFIDENT_BY = 0.15   # a level whose hit rate is this far below it, over MIN_TO_JUDGE answers
 MIN_TO_JUDGE = 3
 
@@ -106,7 +108,7 @@ def plot_reliability(result: Reliability, ax=None):
     if ax is None:
         from matplotlib.figure import Figure
         ax = Figure(figsize=(4.2, 4.2)).add_subplot()
-    ax.plot([0, 1], [0, 1], linestyle=":", color="grey", label="as sure as right")
+    ax.plot([0, 1], [0, 1], linestyle=":", color=GUIDE_COLOUR, label="as sure as right")
     rows = result.rows()
     if rows:
         ax.scatter([level.confidence for level in rows], [level.hit_rate for level in rows],

@@ -122,6 +122,8 @@ def speakable(markdown: str) -> str:
     text = html.unescape(text).replace("\\", "")
     for symbol, words in SYMBOLS.items():
         text = text.replace(symbol, words)
+    # an issue number ("etcd issue #15247") is said as a number, not as a heading mark
+    text = re.sub(r"#(\d+)", r"number \1", text)
     # a comparison in prose ("renewDeadline < leaseDuration"), not markup: said as words
     text = re.sub(r"(?<=\s)<=?(?=\s)", lambda m: " at most " if m.group() == "<=" else " less than ", text)
     text = re.sub(r"(?<=\s)>=?(?=\s)", lambda m: " at least " if m.group() == ">=" else " more than ", text)
