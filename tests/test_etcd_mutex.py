@@ -97,7 +97,9 @@ def queue_waiters(stack, etcd, recorder, lock_factory, count: int, watching: str
         waiters.append(waiter)
         futures.append(pool.submit(waiter.acquire, DEADLINE))
         # The next waiter queues only once this one waits on the server: the order is known.
-        wait_until(lambda: len(recorder.of("watch", name)) == 1, f"{name} watches {watching}")
+        # (A waiter whose lock() failed says why at once, instead of a wait that times out.)
+        wait_until(lambda: futures[-1].done() or len(recorder.of("watch", name)) == 1, f"{name} watches {watching}")
+        assert not futures[-1].done(), f"{name} stopped waiting: {futures[-1].result()!r}"
     return holder, waiters, futures
 
 
