@@ -19,7 +19,6 @@ Every connection and process a function opens is closed before it returns.
 from __future__ import annotations
 
 import contextlib
-import shutil
 import threading
 import time
 import uuid
@@ -27,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from labkit.clients import spawn_clients
-from labkit.locks.curator import CuratorPeer, CuratorUnavailable, compiled_peer_directory
+from labkit.locks.curator import CuratorPeer
 from labkit.locks.errors import LockTimeout
 from labkit.locks.registry import RecipeHandle, connections_of, make_lock
 from labkit.record.checker import Verdict, check_at_most_holders
@@ -252,17 +251,6 @@ def wakeups_per_freed_slot(lab: Any, recipe: str, limit: int = 2, waiters: int =
             for handle in handles:
                 closing.callback(handle.close)
     return freed
-
-
-def curator_missing() -> str | None:
-    """Why Curator's peer cannot run on this machine (no Java, no jars), or None if it can."""
-    if shutil.which("java") is None:
-        return "java is not on PATH (apt-get install -y default-jdk-headless libcurator-recipes-java)"
-    try:
-        compiled_peer_directory()
-    except CuratorUnavailable as error:
-        return str(error)
-    return None
 
 
 @dataclass
