@@ -45,14 +45,14 @@ from kazoo.protocol.states import EventType, KazooState, KeeperState
 
 from labkit.record.events import EventSink, ignore_events
 from labkit.locks.errors import LockError, LockTimeout, PathInUse, SessionExpired
-from labkit.locks.zookeeper_deadline import HolderDeadline, heartbeat_for  # noqa: F401 (lessons import heartbeat_for here)
+from labkit.locks.zookeeper_deadline import GivesUpAtDeadline, HolderDeadline, heartbeat_for  # noqa: F401 (lessons import heartbeat_for here)
 from labkit.locks.zookeeper_queue import (NODE_MARKER, SEMAPHORE_CHILDREN, QueuedNode, delete_when_connected,
                                          queue_of, sequence_of, sorted_contenders)
 
 WATCH_KINDS = ("predecessor", "parent")
 
 
-class ZooKeeperLock:
+class ZooKeeperLock(GivesUpAtDeadline):
     """An exclusive lock on ``path`` for one ``KazooClient`` (one session).
 
     ``token`` (the fencing token) is ``czxid``, the zxid of my node's create: ZooKeeper's
@@ -333,19 +333,9 @@ class ZooKeeperLock:
             return True                           # kazoo removes this listener
         return False
 
-    def _give_up(self, hold_over: threading.Event) -> None:
-        """Called by my deadline's watch thread when the deadline of this hold passes."""
-        with self._guard:
-            if hold_over.is_set() or not self._held:
-                return                            # released or lost meanwhile
-            self._held, token, self.token = False, self.token, None
-            self._gave_up = True
-            hold_over.set()
-        self._emit("lost", token=token, **self.client_deadline.why_given_up())
-        if self.node is not None and not self._session_lost:
-            # If the session lives on, my node would block the queue for a holder that has
-            # given up: delete it (sent now, or as soon as the connection is back).
-            self.client.delete_async(f"{self.path}/{self.node}")
+    def held_node(self) -> str:
+        """The full path of my lock node (``self.node`` under its parent)."""
+        return f"{self.path}/{self.node}"
 
     def release(self) -> None:
         """Delete my node (idempotent). Raises LockError if the server cannot be reached:

@@ -189,3 +189,24 @@ class HolderDeadline:
                           f"{silent_for:.2f} s ago; {behind} "
                           f"and a {contact.session_timeout:.2f} s session, it may expire the session at any "
                           "moment, so I stop holding"}
+
+
+class GivesUpAtDeadline:
+    """What a ZooKeeper holder does when its ``HolderDeadline`` passes, shared by ``ZooKeeperLock``
+    and ``ZooKeeperSemaphore``: the hold ends, "lost" is emitted with the deadline's reason, and
+    the holder's node is deleted if the session lives on (sent now, or as soon as the connection is
+    back): a node left behind would keep a waiter out for a holder that has given up. The class
+    using it has ``_guard``, ``_held``, ``token``, ``_gave_up``, ``node``, ``_session_lost``,
+    ``client``, ``client_deadline`` and ``_emit``, and names its node's path in ``held_node()``."""
+
+    def _give_up(self, hold_over: threading.Event) -> None:
+        """Called by the deadline's watch thread when the deadline of this hold passes."""
+        with self._guard:
+            if hold_over.is_set() or not self._held:
+                return                            # released or lost meanwhile
+            self._held, token, self.token = False, self.token, None
+            self._gave_up = True
+            hold_over.set()
+        self._emit("lost", token=token, **self.client_deadline.why_given_up())
+        if self.node is not None and not self._session_lost:
+            self.client.delete_async(self.held_node())

@@ -63,7 +63,7 @@ from kazoo.protocol.states import EventType, KazooState, KeeperState
 
 from labkit.locks.errors import LockError, LockTimeout, PathInUse, SessionExpired, check_semaphore_size
 from labkit.locks.zookeeper import ZooKeeperLock, sequence_of
-from labkit.locks.zookeeper_deadline import HolderDeadline
+from labkit.locks.zookeeper_deadline import GivesUpAtDeadline, HolderDeadline
 from labkit.locks.zookeeper_queue import delete_when_connected
 from labkit.record.events import EventSink, ignore_events
 
@@ -73,7 +73,7 @@ LEASE_NAME = "lease-"    # Curator's LEASE_BASE_NAME
 PROTECTION = "_c_"       # Curator's withProtection(): "_c_" + uuid + "-" before the name
 
 
-class ZooKeeperSemaphore:
+class ZooKeeperSemaphore(GivesUpAtDeadline):
     """Up to ``limit`` holders of ``path`` at once, one lease per ``acquire``.
 
     ``token`` is the czxid of my lease node (for a fenced resource), ``node`` its name.
@@ -290,19 +290,9 @@ class ZooKeeperSemaphore:
             return True                           # kazoo removes this listener
         return False
 
-    def _give_up(self, hold_over: threading.Event) -> None:
-        """Called by my deadline's watch thread when the deadline of this lease passes."""
-        with self._guard:
-            if hold_over.is_set() or not self._held:
-                return                            # released or lost meanwhile
-            self._held, token, self.token = False, self.token, None
-            self._gave_up = True
-            hold_over.set()
-        self._emit("lost", token=token, **self.client_deadline.why_given_up())
-        if self.node is not None and not self._session_lost:
-            # If the session lives on, my lease would take a slot from a waiter for a holder
-            # that has given up: delete it (sent now, or as soon as the connection is back).
-            self.client.delete_async(f"{self.leases_path}/{self.node}")
+    def held_node(self) -> str:
+        """The full path of my lease node (``self.node`` under its parent)."""
+        return f"{self.leases_path}/{self.node}"
 
     def _stop_deadline(self) -> None:
         if self.client_deadline is not None:
