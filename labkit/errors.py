@@ -18,6 +18,11 @@ class LabError(Exception):
         super().__init__(message if not hint else f"{message}\n  hint: {hint}")
 
 
+class LockError(Exception):
+    """Base of the lock recipes' errors (``labkit.locks.errors`` re-exports it): the lock could
+    not be taken or kept, as opposed to a mistake in how it was asked for."""
+
+
 class ServerNotFound(LabError):
     """A server binary (or Java, for ZooKeeper) is not installed where labkit looks."""
 

@@ -72,8 +72,11 @@ def test_a_holder_whose_follower_was_paused_gives_up_before_anyone_else_acquires
 @pytest.mark.slow
 def test_negative_control_counting_a_resumed_followers_answers_is_unsafe(zookeeper_lab):
     # main's rule: every answer counts (a read heartbeat, kazoo's pings), the lag subtracted. The
-    # ping sent at about T / 3, during the freeze, is answered on resume: the deadline moves ~6 s
-    # past the leader's last news of the session, and the waiter gets the lock first.
+    # requests sent during the freeze are answered on resume (the race forces that order: the
+    # follower's links to the others are cut a tick into the pause, holding back the leader's
+    # close; holder_safety._ZooKeeperRace.pause): the deadline moves ~6 s past the leader's last
+    # news of the session, and the waiter gets the lock first, in every run. (Left to the
+    # follower's threads, it answered first in 1 run of 3 on a loaded CI machine.)
     runs = race_many(zookeeper_lab, "zookeeper", "follower-paused", RUNS, naive=True)
     rows = [run.row() for run in runs]
     print(*rows, sep="\n")

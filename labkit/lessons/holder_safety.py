@@ -21,9 +21,10 @@ The topologies (``TOPOLOGIES``, and ``ZOOKEEPER_ONLY``'s one):
 - ``follower-paused`` (ZooKeeper): the holder's server, a follower, is frozen (SIGSTOP) for
   P = T / 2, longer than syncLimit x tickTime (so the leader drops it) and than the deadline's
   margin, shorter than the 2/3 T after which kazoo gives up on a silent connection; then
-  SIGCONT. On resume the follower answers what was queued in its socket (kazoo's ping sent
-  at about T / 3, the holder's heartbeat) before it notices it lost its leader and drops its
-  clients; once the holder's connection has dropped, its link is cut so that it cannot come
+  SIGCONT. A tick into the pause its links to the other members are cut, which holds back
+  the leader's close: on resume the follower answers what was queued in its socket (kazoo's
+  ping sent at about T / 3, the holder's heartbeat) before it notices, syncLimit x tickTime
+  later, that it lost its leader and drops its clients (the order forced, see ``pause``); once the holder's connection has dropped, its link is cut so that it cannot come
   back before the leader expires its session (that is not the fault: a session that
   survives would be a lock legitimately still held, and no race). T is 20 s by default.
 
@@ -53,8 +54,9 @@ from labkit.locks.etcd_session import EtcdSession
 from labkit.locks.registry import recipe_named
 from labkit.locks.zookeeper import ZooKeeperLock
 from labkit.servers import up
+from labkit.servers.services.zookeeper_conf import ask_conf
+from labkit.lessons.race_plots import plot_races  # noqa: F401  (lessons 07 and 10 import it from here)
 from labkit.timing import became_true, wait_until
-from labkit.vocabulary import GUIDE_COLOUR, STATE_COLOURS
 
 TOPOLOGIES = {
     "client-link": "the holder's link to its server is cut",
@@ -148,30 +150,6 @@ def summary(runs: list[RaceRun]) -> dict[str, Any]:
             "safe": sum(run.safe for run in runs),
             "margin min (ms)": round(min(margins)) if margins else "-",
             "margin max (ms)": round(max(margins)) if margins else "-"}
-
-
-def plot_races(runs: list[RaceRun], ax=None):
-    """One row per (recipe, topology, rule): each run's give-up (a holding-blue dot) and the
-    waiter's grant (a red cross), in seconds after the fault. Safe rows have every dot left
-    of every cross of its run; a run whose holder never gave up is drawn at the right edge."""
-    import matplotlib.pyplot as plt
-
-    labels = list(dict.fromkeys(f"{run.recipe}, {run.topology}\n({run.rule})" for run in runs))
-    if ax is None:
-        _, ax = plt.subplots(figsize=(10, 0.55 * len(labels) + 1.2), layout="constrained")
-    right = max(max(run.acquired_ms, run.gave_up_ms or 0) for run in runs) / 1000 + 0.3
-    for run in runs:
-        row = labels.index(f"{run.recipe}, {run.topology}\n({run.rule})")
-        gave_up = right if run.gave_up_ms is None else run.gave_up_ms / 1000
-        ax.plot([gave_up, run.acquired_ms / 1000], [row, row], color=GUIDE_COLOUR, linewidth=0.8, zorder=1)
-        ax.scatter([gave_up], [row], color=STATE_COLOURS["holding"] if run.safe else STATE_COLOURS["lost"],
-                   marker="o", s=22, zorder=2)
-        ax.scatter([run.acquired_ms / 1000], [row], color=STATE_COLOURS["lost"], marker="x", s=30, zorder=3)
-    ax.set_yticks(range(len(labels)), labels, fontsize=8)
-    ax.invert_yaxis()
-    ax.set_xlim(0, right + 0.1)
-    ax.set_xlabel("seconds after the fault: o = the old holder gave up (red: after the grant), x = the waiter acquired")
-    return ax
 
 
 class _Race:
@@ -274,14 +252,36 @@ class _ZooKeeperRace(_Race):
 
     def pause(self, holder_node, holder_gave_up) -> None:
         """Freeze the holder's follower for T / 2 and let it go; once the holder's connection
-        has dropped (the follower lost its leader), cut the holder's link."""
+        has dropped (the follower lost its leader), cut the holder's link.
+
+        The order on resume is forced, not left to the follower's threads: a tick into the
+        pause (the leader's pings of that tick are in the follower's socket by then), its
+        links to the other members are cut, well before the leader drops it (syncLimit x
+        tickTime after its last ack). The cut holds back the leader's close as well, so on
+        resume the follower reads those pings, waits syncLimit x tickTime for more, and
+        meanwhile answers what its clients queued during the freeze; only then does it give
+        up on its leader and drop them. Let through, the close could be read first and the
+        queued requests never answered: then no rule is put to the test."""
         if not self.holder.server_lag < self.timeout / 2:
             raise ValueError(f"follower-paused pauses the follower for T / 2 = {self.timeout / 2:g} s, which must exceed "
                              f"the ensemble's lag ({self.holder.server_lag:g} s) so that the leader drops it: "
                              "pass a longer timeout (20 s by default)")
+        settings = ask_conf(holder_node.host, holder_node.port)
+        tick = int(settings["tickTime"]) / 1000.0
+        drops_after = int(settings["syncLimit"]) * tick
+        others = [node.name for node in self.service().nodes if node.name != holder_node.name]
+        paused_at = time.monotonic()
         holder_node.pause()
         try:
-            became_true(lambda: holder_gave_up() and False, self.timeout / 2, POLL)   # is_held read meanwhile
+            became_true(lambda: holder_gave_up() and False, tick, POLL)         # is_held read meanwhile
+            self.lab.partition([holder_node.name], others)
+            late = time.monotonic() - paused_at
+            if late >= drops_after - tick / 2:
+                raise RuntimeError(
+                    f"follower-paused: the cut of the paused follower from the other members took effect "
+                    f"{late:.2f} s into the pause, too close to when the leader drops it ({drops_after:.2f} s): "
+                    "the order on resume would not be forced. Is the machine overloaded? Run the race again")
+            became_true(lambda: holder_gave_up() and False, self.timeout / 2 - late, POLL)
         finally:
             holder_node.resume()
 

@@ -1,11 +1,7 @@
 """Errors raised by the lock recipes."""
 from __future__ import annotations
 
-from labkit.errors import LabError
-
-
-class LockError(Exception):
-    """Base of the recipe errors."""
+from labkit.errors import LabError, LockError  # noqa: F401  (LockError: the base, re-exported)
 
 
 class LockTimeout(LockError):

@@ -32,7 +32,7 @@ import time
 
 from kazoo.client import KazooClient
 
-from labkit.errors import LabError
+from labkit.errors import LabError, LockError
 
 FORMULA = "syncLimit x tickTime + tickTime / 2"
 
@@ -42,8 +42,10 @@ class ServerLagUnknown(LabError, ValueError):
     late a follower's answer may be: pass ``server_lag=`` (seconds) yourself."""
 
 
-class ServerUnreachable(ServerLagUnknown):
-    """One server could not be asked now (down, cut off, or not serving, as during an election)."""
+class ServerUnreachable(ServerLagUnknown, LockError):
+    """One server could not be asked now (down, cut off, or not serving, as during an election).
+    Also a ``LockError``: a lock asked for on that server cannot be taken now, as when its
+    create cannot reach a serving server (a client stranded with an isolated old leader)."""
 
 
 def parse_conf(text: str) -> dict[str, str]:
