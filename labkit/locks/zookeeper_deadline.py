@@ -35,7 +35,10 @@ from labkit.servers.services.zookeeper_conf import FORMULA, LearnedLag, ServerUn
 # and "any answer" (answered_at, exists heartbeats), the rule that a paused follower breaks,
 # kept as a negative control (lessons/holder_safety.py).
 PROOFS = ("leader round trip", "any answer")
-_learned: "weakref.WeakKeyDictionary[KazooClient, LearnedLag]" = weakref.WeakKeyDictionary()
+# One LearnedLag per connection string (its sorted hosts), shared by every lock on it, kept while
+# a lock uses it: 200 clients of one ensemble ask each server once, not 200 times at once (which
+# ran a learner's process out of file descriptors, 1024 by default, in lesson 02's herd).
+_learned: "weakref.WeakValueDictionary[tuple, LearnedLag]" = weakref.WeakValueDictionary()
 _learning = threading.Lock()
 
 
@@ -54,8 +57,8 @@ class HolderDeadline:
       answers of the client's own server. A follower passes its clients' pings on to the
       leader only when the leader pings it (every half tick), and cut from the leader it keeps
       answering for syncLimit x tickTime: so syncLimit x tickTime + tickTime / 2. By default
-      (None) it is learned from the ensemble, once per client: every server of the client's
-      connection string is asked with the ``conf`` four-letter word, and the largest lag
+      (None) it is learned from the ensemble, once per connection string (the locks of every client
+      with the same hosts share what was learned): every server of it is asked with the ``conf`` four-letter word, and the largest lag
       taken (0 for a standalone server, which expires sessions itself; ZooKeeper's sample
       config gives 5 x 2 s + 1 s = 11 s, this lab's 5 x 0.2 s + 0.1 s = 1.1 s). A server that
       will not say (conf not in ``4lw.commands.whitelist``, unreachable) makes the first
@@ -81,6 +84,7 @@ class HolderDeadline:
         self.client = client
         self.deadline_margin = deadline_margin
         self._server_lag = server_lag
+        self._learned_lag: LearnedLag | None = None   # held here: _learned keeps it only while used
         self.contact = server_contact(client)    # before the lock's first request: its answer must count
         self._hold_over = threading.Event()       # set when a hold ends: stops its watch
         self._hold_over.set()
@@ -90,11 +94,14 @@ class HolderDeadline:
         """Seconds subtracted from the deadline for the leader's lag (see the class docstring)."""
         if self._server_lag is not None:
             return self._server_lag
-        with _learning:                           # one client, one LearnedLag: each server asked once
-            learned = _learned.get(self.client)
-            if learned is None:
-                learned = _learned[self.client] = LearnedLag(self.client.hosts)
-        return learned.lag(self.contact.server)
+        if self._learned_lag is None:
+            hosts = tuple(sorted(tuple(host) for host in self.client.hosts))
+            with _learning:                       # one connection string, one LearnedLag
+                learned = _learned.get(hosts)
+                if learned is None:
+                    learned = _learned[hosts] = LearnedLag(hosts)
+            self._learned_lag = learned
+        return self._learned_lag.lag(self.contact.server)
 
     def heard_at(self) -> float | None:
         """The send time the deadline counts from (by ``proof``: ``zookeeper_contact.py``)."""
