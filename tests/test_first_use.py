@@ -36,6 +36,10 @@ TERMS = {
     "ephemeral": r"\bephemeral\b",
     "herd": r"\bherd\b",
 }
+# the numbers of 00's glossary ("- **czxid**: ..."), each used as a term; not "revision", a word
+# every etcd number's name contains
+GLOSSARY_HEADING = "## The numbers of this course"
+GENERIC = {"revision"}
 EMPHASIS = r"(?:\*\*?|_){word}(?:\*\*?|_)"
 # Notebooks the per-notebook rule does not judge, each with why:
 RECAPS = {
@@ -57,6 +61,18 @@ def course_order() -> list[Path]:
     listed = [NOTEBOOKS / f"{name}.ipynb" for name in re.findall(r"^\| `([^`]+)`", course_map, flags=re.MULTILINE)]
     on_disk = sorted(NOTEBOOKS.glob("*.ipynb"))
     return [path for path in listed if path.exists()] + [path for path in on_disk if path not in listed]
+
+
+def glossary() -> list[str]:
+    """The terms 00's glossary defines, in its order."""
+    start = NOTEBOOKS / "00_start_here.ipynb"
+    [text] = [source(cell) for cell in json.loads(start.read_text(encoding="utf-8"))["cells"]
+              if source(cell).startswith(GLOSSARY_HEADING)]
+    return [term for term in re.findall(r"^- \*\*([^*]+)\*\*", text, flags=re.MULTILINE) if term not in GENERIC]
+
+
+for _term in glossary():
+    TERMS.setdefault(_term, r"\b" + re.escape(_term).replace(r"\ ", " ") + r"s?\b")
 
 
 def teaching_cells(path: Path) -> list[tuple[int, str]]:
@@ -85,6 +101,10 @@ def first_uses() -> dict[str, tuple[str, int, bool]]:
                 if term not in found and uses(term, text):
                     found[term] = (path.stem, index, defines(term, text))
     return found
+
+
+def test_the_glossary_is_read():
+    assert {"czxid", "create revision", "lease id", "fencing token"} <= set(glossary()) <= set(TERMS)
 
 
 def test_every_term_is_used_somewhere():
