@@ -60,8 +60,10 @@ def test_the_stated_time_is_within_20_percent_of_the_estimate(path):
 def test_the_exceptions_are_few_and_exist_or_are_coming():
     on_disk = {path.stem for path in notebooks()}
     assert len(judged()) >= 9, f"most lessons should be judged: {[path.stem for path in judged()]}"
-    coming = {"11_interview_practice"}   # the split moves practice there
-    stale = set(NOT_JUDGED) - on_disk - coming
+    # names before and after helper `split` renumbers (practice 09 -> 11, 10 cut into 09 and 10):
+    # either may be on disk while the branches merge
+    renumbered = {"09_interview_practice", "10_semaphores_elections_and_databases", "11_interview_practice"}
+    stale = set(NOT_JUDGED) - on_disk - renumbered
     assert not stale, f"NOT_JUDGED names notebooks that no longer exist: {stale}"
 
 
