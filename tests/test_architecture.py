@@ -385,7 +385,7 @@ def test_private_override_is_found_in_a_sample(tmp_path):
 # lessons lives in labkit.harness).
 LESSON_IMPORTERS_ALLOWED = {
     "cli": "`labkit races` runs the batches of lessons/holder_safety.py from the command line: "
-           "the command is a lesson's experiment, repeated; `labkit bench --lesson10` runs lesson 10's "
+           "the command is a lesson's experiment, repeated; `labkit bench --lesson10` runs lessons 09 and 10's "
            "measurements (semaphore, failover, fenced UPDATE) the same way",
 }
 

@@ -21,7 +21,7 @@ NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 
 def exercise_cell(lesson: str) -> tuple[str, str, str]:
     """(the id of the cell before it, the exercise cell's source, the next cell's) in the
-    notebook of ``lesson`` ("01" ... "08", "09-zookeeper", "09-etcd")."""
+    notebook of ``lesson`` ("01" ... "08", "11-zookeeper", "11-etcd")."""
     [notebook] = NOTEBOOKS.glob(f"{lesson[:2]}_*.ipynb")
     cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
     [index] = [number for number, cell in enumerate(cells)

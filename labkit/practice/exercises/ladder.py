@@ -19,7 +19,7 @@ must fail (else ``ExerciseError``: the checker could not tell), then on the refe
 solution, whose report the cell asserts. So every unattended run checks both halves of
 the exercise; a learner's own code is never swapped for the reference, flag or not.
 
-Notebook 09 has two: ``"09-zookeeper"`` (the recipe) and ``"09-etcd"`` (the wait step).
+Notebook 11 has two: ``"11-zookeeper"`` (the recipe) and ``"11-etcd"`` (the wait step).
 
 What can fail: ``ExerciseError`` for a lesson with no exercise, or a skeleton that passes.
 """
@@ -122,14 +122,14 @@ EXERCISES = {exercise.lesson: exercise for exercise in (
         "Start the transaction with a claim: UPDATE {table} SET token = %s WHERE key = %s AND token <= %s. If "
         "it matched no row (rowcount 0), return False; else read the value and write value + delta, all "
         "inside one `with conn.transaction():`.")),
-    Exercise("09-zookeeper", check_zookeeper_lock, ("acquire", "release"),
+    Exercise("11-zookeeper", check_zookeeper_lock, ("acquire", "release"),
              (examples.zookeeper_acquire, examples.zookeeper_release), (
         "Four steps: join the queue with an ephemeral sequential node; the lowest node holds; otherwise "
         "wait on one node; when it goes, look again. Which node, and why look again?",
         "Watch the node just before yours (client.exists(path, watch=...)), not the parent: a parent watch "
         "wakes every waiter on every release. After it fires, list the children again: the node that went "
         "may be a waiter whose session ended while the holder still holds.")),
-    Exercise("09-etcd", check_etcd_wait, ("wait_for_turn",), (examples.etcd_wait_for_turn,), (
+    Exercise("11-etcd", check_etcd_wait, ("wait_for_turn",), (examples.etcd_wait_for_turn,), (
         "Wait on one key only: not the holder's (each release would wake every waiter), but the youngest "
         "key older than yours, the one just ahead of you in etcd.queue(prefix).",
         "When etcd.wait_for_delete(that key) returns, do not return yet: list the queue again, because the "
