@@ -25,8 +25,18 @@ def exercise_cell(lesson: str) -> tuple[str, str, str]:
     [notebook] = NOTEBOOKS.glob(f"{lesson[:2]}_*.ipynb")
     cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
     [index] = [number for number, cell in enumerate(cells)
-               if cell["cell_type"] == "code" and f'check_exercise("{lesson}"' in "".join(cell["source"])]
+               if cell["cell_type"] == "code" and checks_exercise("".join(cell["source"]), lesson)]
     return cells[index - 1]["id"], "".join(cells[index]["source"]), "".join(cells[index + 1]["source"])
+
+
+def checks_exercise(source: str, lesson: str) -> bool:
+    """Does a cell's ``source`` run lesson ``lesson``'s checker: ``check_exercise("09-etcd", ...)``,
+    or on the course layer ``lesson.check_exercise(...)`` (with ``part="etcd"`` for "09-etcd")?"""
+    if f'check_exercise("{lesson}"' in source:
+        return True
+    _, _, part = lesson.partition("-")
+    call = re.search(r"\blesson\.check_exercise\(([^\n]*)", source)
+    return call is not None and (f'part="{part}"' in call.group(1) if part else "part=" not in call.group(1))
 
 
 def skeleton_functions(lesson: str) -> list:
