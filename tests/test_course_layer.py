@@ -26,9 +26,7 @@ MAX_IMPORT_LINES = 3
 # practice to 11, and converts those notebooks as it does. The lead empties this list at merge.
 UNCONVERTED = {"09_interview_practice.ipynb", "10_semaphores_elections_and_databases.ipynb",
                # converted by this branch's next commits, each once its notebook passes under nbval
-               "01_redis_vs_consensus.ipynb", "02_zookeeper_lock_recipe.ipynb",
-               "03_etcd_leases_and_mutex.ipynb", "05_coordinator_crash_and_quorum.ipynb",
-               "07_partitions_and_client_side_expiry.ipynb"}
+               "02_zookeeper_lock_recipe.ipynb"}
 LESSON_CALL = re.compile(r"""\blabkit\.lesson\(["']([\w]+)["']\)""")
 
 
