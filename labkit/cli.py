@@ -172,7 +172,7 @@ def cmd_bench(args) -> int:
 
 
 def bench_lesson10(tiny: bool = False, quick: bool = False) -> int:
-    """`labkit bench --lesson10`: lesson 10's numbers on one lab of its own (3 ZooKeeper, 3 etcd,
+    """`labkit bench --lesson10`: the numbers of lessons 09 and 10 on one lab of its own (3 ZooKeeper, 3 etcd,
     Redis, PostgreSQL): semaphore against mutex, election failover against the lease's timeout,
     fenced against unfenced UPDATE. The measurements are the lesson's own functions (as
     `labkit races` runs the holder-safety lesson's batches), printed with PASS / MISS."""
@@ -183,7 +183,7 @@ def bench_lesson10(tiny: bool = False, quick: bool = False) -> int:
         semaphore = semaphores.bench_semaphore_vs_mutex(lab, iterations=iterations)
         update = databases.measure_fenced_update(lab, iterations=iterations)
         failover = elections.measure_failover(lab, runs=runs)
-    print(f"lesson 10 ({iterations} iterations, {runs} failover run(s) per recipe)")
+    print(f"lessons 09 and 10 ({iterations} iterations, {runs} failover run(s) per recipe)")
     targets = []
     for service, row in semaphore.items():
         print(f"  {service} semaphore / mutex acquire+release p50: {row['semaphore']['p50_ms']:.3f} / "

@@ -24,7 +24,7 @@ LABKIT = Path(__file__).resolve().parent.parent / "labkit"
 # Lowest first. A module may import from its own room and from rooms before it.
 ROOMS = ["errors", "timing", "stats", "vocabulary", "servers", "record", "locks", "faults", "clients",
          "plots", "torture", "harness", "lessons", "practice", "health", "widgets", "bench_network", "bench_scale", "bench_peers", "bench", "cli",
-         "book", "__init__"]
+         "book", "course", "__init__"]
 
 
 def module_name(path: Path) -> str:
@@ -384,8 +384,10 @@ def test_private_override_is_found_in_a_sample(tmp_path):
 # calls, and nothing else builds on them (what bench, health and practice shared with the
 # lessons lives in labkit.harness).
 LESSON_IMPORTERS_ALLOWED = {
+    "course": "the course layer is the notebooks' face: each labkit/course/lessonNN.py re-exports what "
+              "notebook NN calls, its experiments from labkit.lessons included",
     "cli": "`labkit races` runs the batches of lessons/holder_safety.py from the command line: "
-           "the command is a lesson's experiment, repeated; `labkit bench --lesson10` runs lesson 10's "
+           "the command is a lesson's experiment, repeated; `labkit bench --lesson10` runs lessons 09 and 10's "
            "measurements (semaphore, failover, fenced UPDATE) the same way",
 }
 

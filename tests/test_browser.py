@@ -26,7 +26,7 @@ from helpers import CHROMIUM, CHROMIUM_ARGS
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOK = REPO / "notebooks" / "lab_panel.ipynb"
 ARTIFACTS = REPO / "artifacts"
-CELLS_UP_TO_THE_PANEL = 5  # title, read aloud, imports, labkit.up, the panel (the rest click and clean up)
+CELLS_UP_TO_THE_PANEL = 5  # title, read aloud (the lesson handle), %matplotlib, lesson.lab(), the panel (the rest click and clean up)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow,
               pytest.mark.skipif(not os.path.exists(CHROMIUM),

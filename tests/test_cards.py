@@ -14,7 +14,8 @@ NOTEBOOKS = {"00_start_here.ipynb", "01_redis_vs_consensus.ipynb", "02_zookeeper
              "03_etcd_leases_and_mutex.ipynb", "04_pauses_and_fencing.ipynb",
              "05_coordinator_crash_and_quorum.ipynb", "06_observing_lock_health.ipynb",
              "07_partitions_and_client_side_expiry.ipynb", "08_redlock_and_clocks.ipynb",
-             "09_interview_practice.ipynb", "10_semaphores_elections_and_databases.ipynb", "sandbox.ipynb"}
+             "09_semaphores_and_elections.ipynb", "10_fencing_a_database.ipynb", "11_interview_practice.ipynb",
+             "sandbox.ipynb"}
 
 # Key phrases of each seed question (Q&A, then Pitfalls), checked case-insensitively.
 SEED_QUESTIONS = [

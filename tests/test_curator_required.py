@@ -1,5 +1,5 @@
 """Where a missing Curator skips and where it fails (labkit.locks.curator.require_curator): the
-interop cells of notebooks 02 and 10 and the Curator tests skip, saying why, on a machine
+interop cells of notebooks 02 and 09 and the Curator tests skip, saying why, on a machine
 without Java or Curator's jars; where the run says Curator must be here (CI=true, or
 LABKIT_EXPECT_CURATOR=1 as scripts/ci/test.sh and the lab image set it) they fail, naming what
 is missing and what to install. Each case runs in a subprocess with no java on its PATH."""

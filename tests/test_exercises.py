@@ -216,9 +216,9 @@ def test_link_status_finds_missing_and_unwritten_sections(tmp_path):
     from labkit.practice.links import FOUND, MISSING, NOT_WRITTEN, link_status
 
     cell = {"cell_type": "markdown", "metadata": {}, "source": ["# Title\n", "## Practice cards\n", "text"]}
-    (tmp_path / "09_interview_practice.ipynb").write_text(json.dumps({"cells": [cell]}))
-    card = Card("demo", "Q?", "A.", (("09_interview_practice.ipynb", "Practice cards"),
-                                      ("09_interview_practice.ipynb", "Mock interview"),
+    (tmp_path / "11_interview_practice.ipynb").write_text(json.dumps({"cells": [cell]}))
+    card = Card("demo", "Q?", "A.", (("11_interview_practice.ipynb", "Practice cards"),
+                                      ("11_interview_practice.ipynb", "Mock interview"),
                                       ("sandbox.ipynb", "First come, first served")))
     assert [row["status"] for row in link_status(tmp_path, [card])] == [FOUND, MISSING, NOT_WRITTEN]
 

@@ -44,8 +44,8 @@ EMPHASIS = r"(?:\*\*?|_){word}(?:\*\*?|_)"
 # Notebooks the per-notebook rule does not judge, each with why:
 RECAPS = {
     # interview practice recaps every lesson: it names terms the lessons defined, and sets some in
-    # bold again in its answers (09 today; 11 once helper `split` moves it last)
-    "09_interview_practice", "11_interview_practice",
+    # bold again in its answers
+    "11_interview_practice",
 }
 
 

@@ -25,6 +25,8 @@ ALLOWED = {
            "its module (`bench_network.run`): the benchmarks share one shape",
     "report": "each benchmark module's text report of its own results, called through its module",
     "PROPERTIES": "each auto-checked exercise names the properties it judges; exercises/report.py reads them",
+    "SHAPE": "each lesson's facade (labkit/course/lessonNN.py) names the servers its lab starts; "
+             "Lesson.lab reads it, always through the facade",
     "CASES": "the exercises with a table of cases name it alike, for the same reader (exercises/run.py)",
 }
 # Left to do, with why; remove an entry once its name has one definition (the test then

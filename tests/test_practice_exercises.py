@@ -133,7 +133,7 @@ def test_08_ttl_minus_elapsed_outlives_the_keys(clock_lab):
 
 
 # ---- the notebooks' skeletons (issue #27): each fails with the checker's words, the reference passes ----
-SKELETON_OPTIONS = {"02": {"clients": 6}, "09-zookeeper": {"clients": 6}, "09-etcd": {"clients": 5}}
+SKELETON_OPTIONS = {"02": {"clients": 6}, "11-zookeeper": {"clients": 6}, "11-etcd": {"clients": 5}}
 
 
 def _skeleton_then_reference(lesson, lab, monkeypatch):
@@ -147,7 +147,7 @@ def _skeleton_then_reference(lesson, lab, monkeypatch):
     passes(reference)
 
 
-@pytest.mark.parametrize("lesson", ["01", "02", "03", "04", "05", "06", "07", "09-zookeeper", "09-etcd"])
+@pytest.mark.parametrize("lesson", ["01", "02", "03", "04", "05", "06", "07", "11-zookeeper", "11-etcd"])
 def test_the_notebook_skeleton_fails_with_the_checkers_words_and_the_reference_passes(lesson, lab, monkeypatch):
     _skeleton_then_reference(lesson, lab, monkeypatch)
 

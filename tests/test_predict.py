@@ -99,7 +99,8 @@ def _notebook_questions():
             source = "\n".join(line for line in "".join(cell["source"]).splitlines()
                                if not line.lstrip().startswith(("%", "!")))
             for node in ast.walk(ast.parse(source)):
-                if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "predict":
+                if isinstance(node, ast.Call) and "predict" in (getattr(node.func, "id", None),   # predict(...)
+                                                                getattr(node.func, "attr", None)):  # lesson.predict(...)
                     assert isinstance(node.args[0], ast.Constant), f"{notebook.name}: a predict() question must be a literal"
                     questions.append((notebook.name[:2], node.args[0].value))
     return questions

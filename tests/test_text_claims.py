@@ -194,7 +194,7 @@ TEXTS = passages()
 
 def test_the_scan_reads_every_kind_of_source():
     files = {_file_of(where) for where, _ in TEXTS}
-    for expected in ("notebooks/04_pauses_and_fencing.ipynb", "notebooks/09_interview_practice.ipynb",
+    for expected in ("notebooks/04_pauses_and_fencing.ipynb", "notebooks/11_interview_practice.ipynb",
                      "README.md", "docs/RECIPES.md", "labkit/practice/cards.json",
                      "labkit/practice/scenarios.json", "labkit/locks/redis_lock.py"):
         assert expected in files, f"the scan does not read {expected}"

@@ -54,7 +54,7 @@ def map_order(folder: Path = NOTEBOOKS) -> list[str]:
 
 
 def course_notebooks(folder: Path = NOTEBOOKS) -> list[Path]:
-    """The course in the course map's order (00 ... 08, 10, 09, the sandbox, the lab panel);
+    """The course in the course map's order (00 ... 11, the sandbox, the lab panel);
     a notebook the map does not list comes last, by name."""
     present = {path.stem: path for path in sorted(folder.glob("*.ipynb"))}
     ordered = [present.pop(name) for name in map_order(folder) if name in present]

@@ -295,7 +295,7 @@ class LockClient:
         # A command sent to a child that had died stays in the pipe's buffer (its flush failed).
         # Closed here, the pipe drops it quietly; left to the garbage collector, Python 3.13
         # prints the failed flush as "Exception ignored ... BrokenPipeError" (3.11 said nothing)
-        # in whatever cell is running, e.g. when a killed client is replaced (lesson 10).
+        # in whatever cell is running, e.g. when a killed client is replaced (lesson 09).
         try:
             self._process.stdin.close()  # type: ignore[union-attr]
         except (OSError, ValueError):

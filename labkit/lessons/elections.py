@@ -1,4 +1,4 @@
-"""Notebook 10, leader election: an election is a lock with an epoch (C28). The
+"""Notebook 09, leader election: an election is a lock with an epoch (C28). The
 Kubernetes-style lease election's experiments (C31) are in ``lease_elections.py``.
 
 * ``EtcdctlCandidate``: ``etcdctl elect NAME PROPOSAL`` (Go's Election) or ``etcdctl elect

@@ -1,4 +1,4 @@
-"""Notebook 10, the Kubernetes-style lease election (C31): it times the lease on each
+"""Notebook 09, the Kubernetes-style lease election (C31): it times the lease on each
 candidate's own clock from when it saw the record change, as client-go does, so a clock
 *offset* is harmless, a clock *rate* error beyond leaseDuration / renewDeadline is not, and
 a killed leader is replaced within leaseDuration + 2 x 2.2 x retryPeriod.

@@ -1,6 +1,6 @@
 """A cut-off semaphore holder, or election leader, must stop before the next one is let in:
 the lock's client-side deadline on ZooKeeperSemaphore's leases and ZooKeeperElection's
-leader, raced on a real 3-node ensemble (claims C20, C27, C28; notebook 10).
+leader, raced on a real 3-node ensemble (claims C20, C27, C28; notebook 09).
 
 ``deadline_race(lab, kind, topology)`` runs one race on a lab started with
 ``labkit.up(zookeeper=3, network=True)``, in the topologies of ``holder_safety.py``:

@@ -1,4 +1,4 @@
-"""The experiments of the semaphore section of notebook 10 (claim C27), the tests and the bench.
+"""The experiments of the semaphore section of notebook 09 (claim C27), the tests and the bench.
 
 - ``never_more_than``: client processes loop on a semaphore of N and write to a store,
   some holders are SIGKILLed on the way; the store's record is judged ("at most N").

@@ -12,7 +12,7 @@ in on an earlier run stays counted when a later "Run All" skips the same questio
 never answered counts as skipped, neither right nor wrong.
 
     your_predictions("02")        # the "your predictions" cell at the end of lesson 02
-    course_calibration()          # notebook 09's summary: every lesson, then the course
+    course_calibration()          # notebook 11's summary: every lesson, then the course
 
 What can fail: nothing raises for an empty or partial journal (every count is then 0); a
 corrupt journal file is set aside by ``Journal`` with a warning.
@@ -27,7 +27,7 @@ from labkit.practice.predict import REVEALED
 from labkit.practice.prediction_notes import MISCONCEPTIONS, NOTES
 from labkit.practice.reliability import Reliability, reliability
 
-# every lesson that asks a prediction, from predictions.json (a fixed 00-09 left lesson 10 out)
+# every lesson that asks a prediction, from predictions.json (a fixed list once left a lesson out)
 LESSONS = tuple(sorted({item.lesson for item in NOTES.values() if item.lesson}))
 RECUR = 2     # wrong answers on one misconception that make it "recurring"
 

@@ -1,7 +1,7 @@
 """What each prediction of the course is about: its lesson, and the misconception its wrong
 answers stand for. The data lives in ``predictions.json`` next to this module: a list of
 misconceptions (an id and one sentence each) and one entry per ``predict()`` question of
-notebooks 00-09, keyed by the question's exact text.
+notebooks 00-11, keyed by the question's exact text.
 
     note("20 waiters watch the parent. How many wake on the first release?")
     # PredictionNote(lesson="02", misconception="watch-fan-out")
@@ -43,5 +43,5 @@ def note(question: str) -> PredictionNote:
 
 
 def questions_of(lesson: str) -> list[str]:
-    """The questions lesson ``lesson`` ("00" ... "09") asks, in the order of the file."""
+    """The questions lesson ``lesson`` ("00" ... "11") asks, in the order of the file."""
     return [question for question, item in NOTES.items() if item.lesson == lesson]

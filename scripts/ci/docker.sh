@@ -98,7 +98,7 @@ if [ "$built" -eq 0 ]; then
     say "running the tests that depend on where servers run, with every server in a Docker container, $workers files at a time"
     phase=$SECONDS
     # and lesson 10, whose PostgreSQL runs in a container too (its other servers as every lesson's)
-    run_pytest_in_parts "$workers" "$PY" -m pytest tests notebooks/10_semaphores_elections_and_databases.ipynb \
+    run_pytest_in_parts "$workers" "$PY" -m pytest tests notebooks/10_fencing_a_database.ipynb \
         --nbval-lax --leg docker "$@" || status=$?
     say "tests on Docker took $((SECONDS - phase)) s"
     if [ -n "$debian13_pid" ]; then

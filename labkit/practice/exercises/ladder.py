@@ -9,8 +9,11 @@ written a body the cell fails, with the checker's explanation, until the code pa
 Stuck? The ladder gives two hints, then the reference solution (``lesson_examples``,
 ``examples``):
 
-    reveal_solution("01")     # a button: hint 1, hint 2, then the solution (text without widgets)
-    show_solution("01")       # the same ladder in text: each call shows the next step
+    lesson.reveal_solution()  # a button: hint 1, hint 2, then the solution (text without widgets)
+    lesson.show_solution()    # the same ladder in text: each call shows the next step
+
+(``lesson = labkit.lesson("01")``: labkit/course binds the lesson's number; here it is the
+``lesson`` argument, "01", or "09-etcd" for a lesson's second exercise.)
 
 Unattended runs (nbval, ``./lab.sh book``): with ``LABKIT_EXERCISES=reference`` in the
 environment (``notebooks/conftest.py`` sets it for every notebook test run), a cell whose
@@ -19,7 +22,7 @@ must fail (else ``ExerciseError``: the checker could not tell), then on the refe
 solution, whose report the cell asserts. So every unattended run checks both halves of
 the exercise; a learner's own code is never swapped for the reference, flag or not.
 
-Notebook 09 has two: ``"09-zookeeper"`` (the recipe) and ``"09-etcd"`` (the wait step).
+Notebook 11 has two: ``"11-zookeeper"`` (the recipe) and ``"11-etcd"`` (the wait step).
 
 What can fail: ``ExerciseError`` for a lesson with no exercise, or a skeleton that passes.
 """
@@ -122,14 +125,14 @@ EXERCISES = {exercise.lesson: exercise for exercise in (
         "Start the transaction with a claim: UPDATE {table} SET token = %s WHERE key = %s AND token <= %s. If "
         "it matched no row (rowcount 0), return False; else read the value and write value + delta, all "
         "inside one `with conn.transaction():`.")),
-    Exercise("09-zookeeper", check_zookeeper_lock, ("acquire", "release"),
+    Exercise("11-zookeeper", check_zookeeper_lock, ("acquire", "release"),
              (examples.zookeeper_acquire, examples.zookeeper_release), (
         "Four steps: join the queue with an ephemeral sequential node; the lowest node holds; otherwise "
         "wait on one node; when it goes, look again. Which node, and why look again?",
         "Watch the node just before yours (client.exists(path, watch=...)), not the parent: a parent watch "
         "wakes every waiter on every release. After it fires, list the children again: the node that went "
         "may be a waiter whose session ended while the holder still holds.")),
-    Exercise("09-etcd", check_etcd_wait, ("wait_for_turn",), (examples.etcd_wait_for_turn,), (
+    Exercise("11-etcd", check_etcd_wait, ("wait_for_turn",), (examples.etcd_wait_for_turn,), (
         "Wait on one key only: not the holder's (each release would wake every waiter), but the youngest "
         "key older than yours, the one just ahead of you in etcd.queue(prefix).",
         "When etcd.wait_for_delete(that key) returns, do not return yet: list the queue again, because the "
@@ -160,8 +163,15 @@ def show_solution(lesson: str) -> str:
     what, text = next_step(lesson)
     print(f"Lesson {lesson}, {what}:\n\n{text}")
     if what != STEPS[-1]:
-        print(f"\n(call show_solution({lesson!r}) again for the {STEPS[_shown[lesson]]})")
+        print(f"\n(call {show_solution_call(lesson)} again for the {STEPS[_shown[lesson]]})")
     return text
+
+
+def show_solution_call(lesson: str) -> str:
+    """How a notebook climbs the ladder in text: through its lesson handle (labkit/course),
+    ``part`` naming a lesson's second exercise ("09-etcd": ``lesson.show_solution("etcd")``)."""
+    part = lesson.partition("-")[2]
+    return f'lesson.show_solution("{part}")' if part else "lesson.show_solution()"
 
 
 def is_skeleton(function: Callable) -> bool:
@@ -196,10 +206,10 @@ def check_exercise(lesson: str, *functions: Callable, lab: Any, **options: Any) 
         report.untouched = skeleton
         if skeleton:
             print(f"\nThis is the skeleton, untouched: write the body and run the cell again (until then it does "
-                  f"not stop Run All). Stuck? The panel above the cell, or show_solution({lesson!r}): two hints, "
+                  f"not stop Run All). Stuck? The panel above the cell, or {show_solution_call(lesson)}: two hints, "
                   "then the solution.")
         elif not report.passed:
-            print(f"\nNot passed yet. Stuck? The panel above the cell, or show_solution({lesson!r}): two hints, "
+            print(f"\nNot passed yet. Stuck? The panel above the cell, or {show_solution_call(lesson)}: two hints, "
                   "then the solution.")
         return report
     print(f"\n{FLAG}=reference and the skeleton is untouched: it failed as it should ({', '.join(report.causes)}). "
@@ -215,7 +225,7 @@ def reveal_solution(lesson: str, widgets: bool | None = None):
     if widgets is None:
         widgets = widgets_available()
     if not widgets:
-        print(f"Stuck on the exercise below? show_solution({lesson!r}) gives hint 1; call it again for hint 2, "
+        print(f"Stuck on the exercise below? {show_solution_call(lesson)} gives hint 1; call it again for hint 2, "
               "then the reference solution.")
         return None
     return SolutionLadder(lesson)
