@@ -10,9 +10,10 @@ import pytest
 from labkit.errors import LabError
 from labkit.practice.journal import Journal
 from labkit.practice.rubric import LEVELS
-from labkit.practice.scenarios import SCENARIOS, ScenarioInterview, UnknownScenario, scenario, show_scenario
-from labkit.practice.worked_answers import (WORDS_FIRST, WORKED_ANSWERS, AnswerLadder, WorkedNumber, reveal_answers,
-                                            show_answer, static_html, worked_answers)
+from labkit.practice.scenarios import SCENARIOS, ScenarioInterview, scenario, show_scenario
+from labkit.practice.worked_answers import (WORDS_FIRST, WORKED_ANSWERS, AnswerLadder, NoWorkedAnswers, WorkedNumber,
+                                            reveal_answers,
+                                            show_answer, answers_html, worked_answers)
 
 pytestmark = pytest.mark.no_servers
 
@@ -65,7 +66,7 @@ def test_text_answers_need_your_own_answer_and_the_end_of_the_interview(tmp_path
         show_answer("daily-job-once", "staff", mine="a lock")
     with pytest.raises(LabError, match="not a level"):
         show_answer("daily-job-once", "principal", mine=MINE)
-    with pytest.raises(UnknownScenario):
+    with pytest.raises(NoWorkedAnswers):
         worked_answers("nope")
     text = show_answer("daily-job-once", "staff", mine=MINE)
     assert worked_answers("daily-job-once")["staff"].says[0] in text
@@ -109,5 +110,24 @@ def test_the_panel_shows_the_ladder_after_end_and_the_book_copy_keeps_answers_sh
     assert page.count('<details class="worked-answer">') == 3 and "<details open" not in page
     assert f'data-words="{WORDS_FIRST}"' in page and 'textarea class="worked-mine"' in page
     assert page.index("<summary>The mid answer") < page.index(staff[:30].replace("'", "&#x27;"))
-    assert static_html("expiry-storm-incident") in page
+    assert answers_html("expiry-storm-incident") in page
     panel.close()
+
+
+def test_the_calibration_transcripts_score_what_they_say():
+    from labkit.practice.rubric import grade
+    from labkit.practice.worked_answers import transcripts
+
+    found = transcripts()
+    assert sorted(t["level"] for t in found) == ["senior", "staff"]
+    for record in found:
+        item = scenario(record["scenario"])
+        assert [mark["item"] for mark in record["marks"]] == list(range(len(item.rubric))), record["scenario"]
+        assert all(len(mark["why"]) > 30 for mark in record["marks"])
+        minutes = [exchange["minute"] for exchange in record["exchanges"]]
+        assert minutes[0] == 0 and minutes[1:] == [f.minute for f in item.follow_ups][:len(minutes) - 1]
+        graded = grade(item.rubric, item.red_flags, {m["item"]: m["level"] for m in record["marks"] if m["level"]},
+                       [flag["flag"] for flag in record["red_flags"]])
+        assert graded["points"] == record["points"], f"{record['scenario']}: the marks give {graded['points']}"
+        levels = [mark["level"] for mark in record["marks"]]
+        assert max(set(levels), key=levels.count) == record["level"], "most marks are at the transcript's level"

@@ -33,6 +33,7 @@ from labkit.errors import LabError
 from labkit.practice.deck import widgets_available
 from labkit.practice.journal import Journal
 from labkit.practice.rubric import LEVELS, RedFlag, RubricItem, debrief, grade, item_from, rubric_text
+from labkit.practice.worked_answers import WORKED_ANSWERS, AnswerLadder, answers_html, show_answer
 
 DATA = Path(__file__).with_name("scenarios.json")
 
@@ -160,8 +161,6 @@ class ScenarioInterview:
     def worked_answer(self, level: str, mine: str) -> str:
         """After ``finish``: the worked answer at ``level`` (mid, senior, staff), once ``mine``,
         your own answer, is written (``labkit.practice.worked_answers``)."""
-        from labkit.practice.worked_answers import show_answer
-
         if not self.finished:
             raise LabError("the worked answers come at the end", hint="answer first, then interview.finish()")
         return show_answer(self.scenario.id, level, mine)
@@ -275,8 +274,6 @@ class ScenarioPanel:
         self.rubric_box.children = ([w.HTML("<b>Rubric</b>: for each key point, the level your answer reached.")]
                                     + rows + [w.HTML("<b>Red flags</b>: tick each one you said.")] + self.flags)
         self.save_button.disabled = False
-        from labkit.practice.worked_answers import WORKED_ANSWERS, AnswerLadder
-
         if self.interview.scenario.id in WORKED_ANSWERS:
             self.ladder = AnswerLadder(self.interview.scenario.id)
             self.rubric_box.children += (w.HTML("<b>Worked answers</b>: write what you said, then compare."),
@@ -295,12 +292,10 @@ class ScenarioPanel:
         self._stop.set()
 
     def _repr_mimebundle_(self, **kwargs):
-        from labkit.practice.worked_answers import WORKED_ANSWERS, static_html
-
         bundle = self.box._repr_mimebundle_(**kwargs)
         item = self.interview.scenario
         follow_ups = "".join(f"<li>minute {f.minute}: {html.escape(f.prompt)}</li>" for f in item.follow_ups)
-        answers = static_html(item.id) if item.id in WORKED_ANSWERS else ""
+        answers = answers_html(item.id) if item.id in WORKED_ANSWERS else ""
         # the book's static copy (JupyterLab draws the widget): the prompt, the follow-ups, the hidden answers
         bundle["text/html"] = (f"<h4>{html.escape(item.title)} ({item.minutes} minutes)</h4><p>{html.escape(item.prompt)}"
                                f"</p><p>Follow-ups:</p><ol>{follow_ups}</ol>{answers}")

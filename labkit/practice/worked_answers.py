@@ -16,7 +16,7 @@ course. The texts live in ``worked_answers.json`` next to this module.
 In the book (``./lab.sh book``) the ladder has a static copy: a box and one ``<details>`` per
 level, which the book's script keeps shut until something is written in the box.
 
-What can fail: ``UnknownScenario`` for a scenario with no worked answers; ``LabError`` for
+What can fail: ``NoWorkedAnswers`` for a scenario with no worked answers; ``LabError`` for
 a level that is not one of mid, senior, staff, or a number whose source is not labkit or
 arithmetic.
 """
@@ -27,19 +27,23 @@ import html
 import importlib
 import json
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from labkit.errors import LabError
 from labkit.practice.deck import widgets_available
 from labkit.practice.rubric import LEVELS
-from labkit.practice.scenarios import UnknownScenario, scenario
 
 ANSWERS_DATA = Path(__file__).with_name("worked_answers.json")
 WORDS_FIRST = 15   # words of the learner's own answer before the first worked answer shows
 _ARITHMETIC = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Constant, ast.Add, ast.Sub, ast.Mult, ast.Div,
                ast.FloorDiv, ast.USub)
 _LABKIT_NAME = re.compile(r"labkit(?:\.[A-Za-z_]\w*)+")
+
+
+class NoWorkedAnswers(LabError):
+    """A scenario id with no worked answers in worked_answers.json."""
 
 
 @dataclass(frozen=True)
@@ -59,7 +63,6 @@ class WorkedNumber:
             return float(eval(compile(tree, "<arithmetic>", "eval"), {"__builtins__": {}}))
         if not _LABKIT_NAME.search(self.source):
             raise LabError(f"{self.source!r} does not read labkit", hint="a lesson's constant or function, labkit.…")
-        import labkit
         for dotted in _LABKIT_NAME.findall(self.source):
             parts = dotted.split(".")
             for end in range(2, len(parts) + 1):
@@ -67,7 +70,7 @@ class WorkedNumber:
                     importlib.import_module(".".join(parts[:end]))
                 except ImportError:
                     break
-        return float(eval(self.source, {"__builtins__": {}, "labkit": labkit}))
+        return float(eval(self.source, {"__builtins__": {}, "labkit": sys.modules["labkit"]}))
 
     def tolerance(self) -> float:
         """Half a unit of the last digit the value is written with (23.8: 0.05; 8333: 0.5)."""
@@ -103,9 +106,9 @@ WORKED_ANSWERS = load_answers()
 
 def worked_answers(scenario_id: str) -> dict[str, WorkedAnswer]:
     """{level: WorkedAnswer} for one scenario, mid first."""
-    scenario(scenario_id)                              # UnknownScenario for an id not in scenarios.json
     if scenario_id not in WORKED_ANSWERS:
-        raise UnknownScenario(f"scenario {scenario_id!r} has no worked answers yet", hint=f"add them to {ANSWERS_DATA.name}")
+        raise NoWorkedAnswers(f"no worked answers for a scenario {scenario_id!r}",
+                              hint="one of: " + ", ".join(WORKED_ANSWERS))
     return {level: WORKED_ANSWERS[scenario_id][level] for level in LEVELS}
 
 
@@ -121,12 +124,12 @@ def show_answer(scenario_id: str, level: str, mine: str = "") -> str:
         raise LabError("write your own answer first", hint=f"show_answer(id, level, mine='...') with at least "
                                                            f"{WORDS_FIRST} words of yours")
     answer = worked_answers(scenario_id)[level]
-    text = f"The {level} answer to {scenario(scenario_id).title}:\n{answer.text()}"
+    text = f"The {level} answer ({scenario_id}):\n{answer.text()}"
     print(text)
     return text
 
 
-def static_html(scenario_id: str) -> str:
+def answers_html(scenario_id: str) -> str:
     """The book's copy: a box for the learner's answer and a shut ``<details>`` per level
     (book.js opens none until the box holds WORDS_FIRST words)."""
     answers = worked_answers(scenario_id)
@@ -195,5 +198,15 @@ class AnswerLadder:
 
     def _repr_mimebundle_(self, **kwargs):
         bundle = self.box._repr_mimebundle_(**kwargs)
-        bundle["text/html"] = static_html(self.scenario_id)    # the book shows this; JupyterLab the widget
+        bundle["text/html"] = answers_html(self.scenario_id)    # the book shows this; JupyterLab the widget
         return bundle
+
+
+TRANSCRIPTS_DATA = Path(__file__).with_name("transcripts.json")
+
+
+def transcripts(path: Path = TRANSCRIPTS_DATA) -> list[dict]:
+    """The calibration transcripts: a mock interview of one scenario at senior level and one
+    at staff (question, answer, the interviewer's mark per rubric item and why, the total), so
+    an instructor and a learner can check their grading against a known one."""
+    return json.loads(path.read_text(encoding="utf-8"))
