@@ -50,6 +50,32 @@ def test_each_number_is_in_its_answer_and_matches_its_source(sid, level, number)
         f"{sid} {level}: the answer says {number.text} ({number.value}), {number.source} gives {got}"
 
 
+NUMBER_WRITTEN = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?")
+
+
+def numbers_in(text: str) -> set[str]:
+    return {token.rstrip(",") for token in NUMBER_WRITTEN.findall(text)}
+
+
+@pytest.mark.parametrize("sid", sorted(WORKED_ANSWERS))
+def test_every_number_written_in_an_answer_is_accounted_for(sid):
+    """From the scenario's own text (prompt, follow-ups, rubric), a checked number, or a given
+    with why; "notebook 04", "lesson 07" and "phase 2" are names, not numbers."""
+    item = scenario(sid)
+    context = " ".join([item.prompt, *(f.prompt for f in item.follow_ups),
+                        *(" ".join([p.point, *p.levels.values()]) for p in item.rubric)])
+    for level, answer in WORKED_ANSWERS[sid].items():
+        known = numbers_in(context) | numbers_in(" ".join(n.text for n in answer.numbers)) | \
+            numbers_in(" ".join(text for text, _ in answer.givens))
+        assert all(len(why) > 10 and text in " ".join(answer.says) for text, why in answer.givens), (sid, level)
+        for line in answer.says:
+            for found in NUMBER_WRITTEN.finditer(line):
+                token = found.group().rstrip(",")
+                if re.search(r"(notebook|lesson|phase) $", line[max(0, found.start() - 9):found.start()]):
+                    continue
+                assert token in known, f"{sid} {level}: {token!r} in {line!r} has no source"
+
+
 def test_a_number_can_drift_and_the_check_sees_it():
     true = WorkedNumber("1.1 s", 1.1, "labkit.servers.services.zookeeper.SERVER_LAG", "from")
     drifted = WorkedNumber("1.5 s", 1.5, "labkit.servers.services.zookeeper.SERVER_LAG", "from")

@@ -10,7 +10,9 @@ senior, then the staff one.
 Every number a worked answer uses is written in its text and listed with where it comes
 from: ``from``, an expression over labkit (a lesson's constant, a measured result a lesson's
 code computes, the committed expiry-storm run), or ``arithmetic`` on the prompt's own
-numbers. tests/test_worked_answers.py evaluates each one, so an answer cannot drift from the
+numbers; a number from outside both (the answer's own assumption, a product's default, a
+paper) is a ``given``, with why. tests/test_worked_answers.py evaluates each source and checks
+that every number written in an answer is one of these, so an answer cannot drift from the
 course. The texts live in ``worked_answers.json`` next to this module.
 
 In the book (``./lab.sh book``) the ladder has a static copy: a box and one ``<details>`` per
@@ -80,9 +82,12 @@ class WorkedNumber:
 
 @dataclass(frozen=True)
 class WorkedAnswer:
+    """``givens``: (text, why) for each number the answer takes from outside the course and
+    the prompt (its own assumption, a product's default, a paper), said with why."""
     level: str
     says: tuple[str, ...]
     numbers: tuple[WorkedNumber, ...]
+    givens: tuple[tuple[str, str], ...] = ()
 
     def text(self) -> str:
         return "\n".join(f"{number}. {line}" for number, line in enumerate(self.says, 1))
@@ -96,7 +101,8 @@ def load_answers(path: Path = ANSWERS_DATA) -> dict[str, dict[str, WorkedAnswer]
             level: WorkedAnswer(level, tuple(answer["says"]),
                                 tuple(WorkedNumber(n["text"], n["value"], n.get("from") or n["arithmetic"],
                                                    "from" if "from" in n else "arithmetic")
-                                      for n in answer.get("numbers", ())))
+                                      for n in answer.get("numbers", ())),
+                                tuple((g["text"], g["why"]) for g in answer.get("givens", ())))
             for level, answer in entry["answers"].items()}
     return found
 
