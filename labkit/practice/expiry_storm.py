@@ -7,17 +7,17 @@ timeline, so the scenario's learner reasons over a real run, not a drawing:
     data = expiry_storm(lab, clients=30)            # lab = labkit.up(zookeeper=3, zookeeper_settings=STORM_SETTINGS)
     reconnect_curve(load_storm())                   # the committed run (expiry_storm.json)
 
-Why the sessions expire, read in ZooKeeper's code (3.8, ``SessionTrackerImpl``,
-``LearnerHandler``, ``Follower``): only the leader expires sessions. A follower answers its
-clients' pings itself and reports the sessions it saw to the leader in the reply to the
-leader's ping, every half tick. A frozen leader sends no ping, hears no reply, and expires
-nothing; its followers keep their clients connected until they have heard nothing for
-``syncLimit x tickTime`` (then they drop the leader and elect another, whose session tracker
-starts every session's timer again). So a pause longer than the session timeout and shorter
-than the followers' patience ends with the leader's expiry thread finding every session
-overdue the moment it runs again: it proposes a closeSession for each before the followers'
-reports arrive. The clients connect only to the followers here, so nothing but the leader's
-expiry ends their sessions.
+Why the sessions expire (ZooKeeper's ``SessionTrackerImpl`` and the leader's ping exchange
+with its learners): only the leader expires sessions. A follower answers its clients' pings
+itself and reports the sessions it saw to the leader in the reply to the leader's ping, every
+half tick. A frozen leader sends no ping, hears no reply, and expires nothing; its followers
+keep their clients connected until they have heard nothing for ``syncLimit x tickTime``
+(then they drop the leader and elect another, whose session tracker tracks every session
+afresh, with its full timeout: the control run). So after a pause longer than the session
+timeout and shorter than the followers' patience, the leader's expiry thread wakes with
+sessions overdue and closes every one it reaches before that session's follower reports it:
+a race, measured here as 14 of 30 sessions expired in one run and 30 of 30 in the next. The
+clients connect only to the followers, so nothing but the leader's expiry ends their sessions.
 
 Two reconnect policies, one run each: ``immediate`` (open the new session as soon as the old
 one is reported expired, what kazoo itself does) and ``jittered`` (wait a random delay drawn
