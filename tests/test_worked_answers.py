@@ -157,3 +157,16 @@ def test_the_calibration_transcripts_score_what_they_say():
         assert graded["points"] == record["points"], f"{record['scenario']}: the marks give {graded['points']}"
         levels = [mark["level"] for mark in record["marks"]]
         assert max(set(levels), key=levels.count) == record["level"], "most marks are at the transcript's level"
+
+
+def test_the_books_theme_draws_the_panels_static_copy_not_the_widget_placeholder(tmp_path):
+    from labkit.book.theme import WIDGET_VIEW, Page, output
+
+    panel = show_scenario("multi-tenant-lock-service", widgets=True, journal=Journal(tmp_path / "j.json"))
+    bundle = panel._repr_mimebundle_()
+    node = {"type": "output", "jupyter_data": {"output_type": "display_data", "data": {
+        mime: {"content": value if isinstance(value, str) else str(value)} for mime, value in bundle.items()}}}
+    assert WIDGET_VIEW in node["jupyter_data"]["data"]
+    drawn = output(node, Page(tmp_path, "11_interview_practice"))
+    assert "worked-answers" in drawn and "needs a running kernel" not in drawn
+    panel.close()
