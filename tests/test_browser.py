@@ -70,8 +70,10 @@ def stop(process: subprocess.Popen, grace: float = 15.0) -> None:
 def assert_widgets_front_end(environment: dict) -> None:
     """ipywidgets 8 ships its JupyterLab front-end as a prebuilt extension: it must be
     listed and enabled, or the panel would render as plain text."""
+    # 180 s: at a load average of 29-37 on 2 cores the listing took more than 60 s (it imports
+    # every server extension); an answer that slow still says the same thing
     listing = subprocess.run([sys.executable, "-m", "jupyter", "labextension", "list"], env=environment,
-                             capture_output=True, text=True, timeout=60)
+                             capture_output=True, text=True, timeout=180)
     lines = [line for line in (listing.stdout + listing.stderr).splitlines()
              if "@jupyter-widgets/jupyterlab-manager" in line]
     assert lines and "enabled" in lines[0] and "OK" in lines[0], (

@@ -6,6 +6,9 @@ Playwright, as tests/test_browser.py does.
   reads 4 asked, 2 made, 2 skipped, and its right count matches the widgets' verdicts.
 - An exercise's reveal: the hint cell of lesson 01 alone, its button clicked three times:
   hint 1, hint 2, then the reference solution.
+- A scenario's worked answers (issue #37): hidden while the learner's box is empty (the button
+  is off), then mid, senior, staff in that order; and the book's static copy keeps each level
+  shut until something is written in its box (book.js, from disk).
 
 Screenshots go to artifacts/. Skips like tests/test_browser.py without Chromium or Playwright.
 """
@@ -19,7 +22,9 @@ from test_browser import (ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, REPO, open_lab, ru
                           sync_api)
 from test_browser import pytestmark  # noqa: F401  (browser, slow, skip without Chromium)
 
+from helpers import chromium_browser, open_watched
 from labkit.practice.exercises.ladder import EXERCISES
+from labkit.practice.worked_answers import WORDS_FIRST, answers_html, worked_answers
 
 LESSON = REPO / "notebooks" / "00_start_here.ipynb"
 # the two predictions of lesson 00 answered, and the choice clicked in each
@@ -120,3 +125,65 @@ def test_an_exercise_reveal_shows_two_hints_then_the_solution(tmp_path):
     assert first[:60] in shown[0] and second[:40] not in shown[0] and "def unlock" not in shown[0]
     assert second[:40] in shown[1] and "def unlock" not in shown[1]
     assert "def unlock(client, name, my_value):" in shown[2] and "COMPARE_AND_DELETE" in shown[2]
+
+
+MINE = ("I would claim the day with a unique row, fence each invoice with a token the database checks, "
+        "and page billing at five if no completion record exists.")
+
+
+def test_worked_answers_stay_hidden_until_the_learner_wrote_then_show_in_order(tmp_path):
+    notebook = nbformat.v4.new_notebook(metadata=json.loads((REPO / "notebooks" / "01_redis_vs_consensus.ipynb")
+                                                            .read_text(encoding="utf-8"))["metadata"])
+    notebook.cells = [nbformat.v4.new_code_cell('from labkit.practice.worked_answers import reveal_answers\n'
+                                                'reveal_answers("daily-job-once")')]
+    path = tmp_path / "worked_answers.ipynb"
+    nbformat.write(notebook, path)
+    answers = worked_answers("daily-job-once")
+    ARTIFACTS.mkdir(exist_ok=True)
+    with serve_jupyter(tmp_path, [path]) as [url], sync_api.sync_playwright() as playwright:
+        browser, page = open_notebook(playwright, url)
+        try:
+            run_cell(page, 0, 1)
+            output = page.locator(".jp-Notebook .jp-Cell").nth(0).locator(".jp-OutputArea")
+            button = output.locator("button")
+            button.wait_for(timeout=30_000)
+            before = output.inner_text()
+            disabled_before = button.is_disabled()
+            output.locator("textarea").fill(MINE)
+            page.wait_for_function("el => !el.disabled", arg=button.element_handle(), timeout=30_000)
+            for shown in range(1, 4):
+                button.click()
+                page.wait_for_function("([el, n]) => el.querySelectorAll('ol').length >= n",
+                                       arg=[output.element_handle(), shown], timeout=30_000)
+            after = output.inner_text()
+            page.screenshot(path=str(ARTIFACTS / "worked_answers.png"), full_page=True)
+        except Exception:
+            page.screenshot(path=str(ARTIFACTS / "worked_answers_failure.png"), full_page=True)
+            raise
+        finally:
+            browser.close()
+    assert disabled_before and f"Write {WORDS_FIRST} words first" in before
+    assert not any(answer.says[0][:40] in before for answer in answers.values())
+    at = [after.index(answers[level].says[0][:40]) for level in ("mid", "senior", "staff")]
+    assert at == sorted(at), "mid, then senior, then staff"
+
+
+def test_the_books_copy_opens_a_worked_answer_only_after_the_box_holds_words(tmp_path):
+    (tmp_path / "book.js").write_text((REPO / "labkit" / "book" / "book.js").read_text(encoding="utf-8"))
+    page_file = tmp_path / "answers.html"
+    page_file.write_text(f"<html><body>{answers_html('expiry-storm-incident')}<script src='book.js'></script>"
+                         "</body></html>", encoding="utf-8")
+    first = worked_answers("expiry-storm-incident")["mid"].says[0][:40]
+    with chromium_browser() as browser:
+        page, _, errors = open_watched(browser, page_file)
+        summary = page.locator("details.worked-answer summary").first
+        summary.click()
+        shut = not page.locator("details.worked-answer").first.evaluate("el => el.open")
+        hidden = not page.get_by_text(first).is_visible()
+        page.fill("textarea.worked-mine", MINE)
+        summary.click()
+        opened = page.locator("details.worked-answer").first.evaluate("el => el.open")
+        shown = page.get_by_text(first).is_visible()
+    assert not errors, errors
+    assert shut and hidden, "a click with an empty box must not open the answer"
+    assert opened and shown

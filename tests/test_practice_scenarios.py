@@ -1,4 +1,4 @@
-"""Scenario interviews: six of ~45 minutes, follow-ups on a clock, the rubric only at the
+"""Scenario interviews: nine of ~45 minutes, follow-ups on a clock, the rubric only at the
 end with levels per key point and red flags that subtract, scores per axis kept in the
 journal, a debrief that names what was missed; the widget and the text fallback never block."""
 import re
@@ -12,7 +12,8 @@ from labkit.practice.scenarios import (SCENARIOS, ScenarioInterview, ScenarioPan
                                        show_scenario)
 
 IDS = {"daily-job-once", "redis-checkout-post-mortem", "partitioned-leader-epochs", "lock-service-design",
-       "kubernetes-lease-writer", "multi-region-locks"}
+       "kubernetes-lease-writer", "multi-region-locks", "redis-to-fenced-migration", "expiry-storm-incident",
+       "multi-tenant-lock-service"}
 # the word "sequence" near "token" or "fenc" (tests/test_text_claims.py's rule, for the rubric alone)
 SEQUENCE_AS_TOKEN = re.compile(r"\bsequences?\b.{0,80}(token|fenc)|(token|fenc).{0,80}\bsequences?\b",
                                re.IGNORECASE)
@@ -33,7 +34,7 @@ def journal(tmp_path):
     return Journal(tmp_path / "scores.json")
 
 
-def test_six_scenarios_of_about_45_minutes_with_follow_ups_and_a_rubric():
+def test_nine_scenarios_of_about_45_minutes_with_follow_ups_and_a_rubric():
     assert {s.id for s in SCENARIOS} == IDS
     for item in SCENARIOS:
         assert 40 <= item.minutes <= 50 and len(item.follow_ups) >= 4 and len(item.rubric) >= 6
@@ -60,6 +61,13 @@ def test_no_rubric_asks_for_the_sequence_number_as_the_fencing_token(item):
     for point in item.rubric:
         for text in (point.point, *point.levels.values()):
             assert not SEQUENCE_AS_TOKEN.search(text), f"{item.id}: {text}"
+
+
+def test_the_staff_loop_questions_are_asked_somewhere():
+    """Issue #37: migration, the expiry storm, tenancy, test strategy, lease reads and FLP."""
+    asked = " ".join(f.prompt.lower() for item in SCENARIOS for f in item.follow_ups)
+    for phrase in ("fault-injection", "passing", "lease read", "truetime", "flp", "quota", "watch", "jitter"):
+        assert phrase in asked or phrase in " ".join(p.point.lower() for s in SCENARIOS for p in s.rubric), phrase
 
 
 def test_the_wrong_tokens_are_red_flags_somewhere():

@@ -60,8 +60,27 @@
     window.mermaid.run({ querySelector: "pre.mermaid" }).catch((error) => console.error("mermaid:", error));
   }
 
+  // Worked answers (labkit/practice/worked_answers.py): each <details> stays shut until the
+  // learner's box above it holds enough words, as the notebook's button does.
+  function guardWorkedAnswers() {
+    for (const block of document.querySelectorAll(".worked-answers")) {
+      const mine = block.querySelector("textarea.worked-mine");
+      const needed = Number(block.dataset.words || 0);
+      const enough = () => words(mine ? mine.value : "").length >= needed;
+      for (const answer of block.querySelectorAll("details.worked-answer")) {
+        const summary = answer.querySelector("summary");
+        summary.addEventListener("click", (event) => {
+          if (answer.open || enough()) return;
+          event.preventDefault();
+          if (mine) mine.placeholder = "write your answer first (" + needed + " words), then open the answers";
+        });
+      }
+    }
+  }
+
   const box = document.getElementById("book-search");
   const list = document.getElementById("book-search-results");
   if (box && list) box.addEventListener("input", () => showResults(box, list));
   drawMaps();
+  guardWorkedAnswers();
 })();

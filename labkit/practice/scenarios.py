@@ -33,6 +33,7 @@ from labkit.errors import LabError
 from labkit.practice.deck import widgets_available
 from labkit.practice.journal import Journal
 from labkit.practice.rubric import LEVELS, RedFlag, RubricItem, debrief, grade, item_from, rubric_text
+from labkit.practice.worked_answers import WORKED_ANSWERS, AnswerLadder, answers_html, show_answer
 
 DATA = Path(__file__).with_name("scenarios.json")
 
@@ -157,6 +158,13 @@ class ScenarioInterview:
                                        follow_ups_asked=len(self.asked))
         return self.result
 
+    def worked_answer(self, level: str, mine: str) -> str:
+        """After ``finish``: the worked answer at ``level`` (mid, senior, staff), once ``mine``,
+        your own answer, is written (``labkit.practice.worked_answers``)."""
+        if not self.finished:
+            raise LabError("the worked answers come at the end", hint="answer first, then interview.finish()")
+        return show_answer(self.scenario.id, level, mine)
+
     def debrief(self) -> str:
         """After ``score``: the score per axis, the red flags named, the key points missed."""
         if self.result is None:
@@ -188,7 +196,7 @@ def show_scenario(scenario_id: str, minutes: float | None = None, widgets: bool 
     print(f"Follow-ups come at minutes {', '.join(str(f.minute) for f in item.follow_ups)} of {item.minutes}.")
     print("In code: interview.start(); interview.next_follow_up(); print(interview.finish()); "
           "interview.score({item number: 'mid' | 'senior' | 'staff'}, red_flags=[numbers]); "
-          "print(interview.debrief())")
+          "print(interview.debrief()); interview.worked_answer('senior', mine=your_answer)")
     return interview
 
 
@@ -210,6 +218,7 @@ class ScenarioPanel:
         self.end_button = widgets.Button(description="End: show the rubric", button_style="warning", disabled=True)
         self.rubric_box = widgets.VBox()
         self.levels: list = []
+        self.ladder = None
         self.flags: list = []
         self.save_button = widgets.Button(description="Save my score", button_style="success", disabled=True)
         self.result = widgets.HTML()
@@ -265,6 +274,10 @@ class ScenarioPanel:
         self.rubric_box.children = ([w.HTML("<b>Rubric</b>: for each key point, the level your answer reached.")]
                                     + rows + [w.HTML("<b>Red flags</b>: tick each one you said.")] + self.flags)
         self.save_button.disabled = False
+        if self.interview.scenario.id in WORKED_ANSWERS:
+            self.ladder = AnswerLadder(self.interview.scenario.id)
+            self.rubric_box.children += (w.HTML("<b>Worked answers</b>: write what you said, then compare."),
+                                         self.ladder.box)
         self.refresh()
 
     def save(self) -> None:
@@ -279,4 +292,12 @@ class ScenarioPanel:
         self._stop.set()
 
     def _repr_mimebundle_(self, **kwargs):
-        return self.box._repr_mimebundle_(**kwargs)
+        bundle = self.box._repr_mimebundle_(**kwargs)
+        item = self.interview.scenario
+        follow_ups = "".join(f"<li>minute {f.minute}: {html.escape(f.prompt)}</li>" for f in item.follow_ups)
+        answers = answers_html(item.id) if item.id in WORKED_ANSWERS else ""
+        # the book's static copy (JupyterLab draws the widget): the prompt, the follow-ups, the hidden answers
+        bundle["text/html"] = (f"<h4>{html.escape(item.title)} ({item.minutes} minutes)</h4><p>{html.escape(item.prompt)}"
+                               f"</p><p>Follow-ups:</p><ol>{follow_ups}</ol>{answers}")
+        return bundle
+
