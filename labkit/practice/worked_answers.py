@@ -118,7 +118,8 @@ def worked_answers(scenario_id: str) -> dict[str, WorkedAnswer]:
     return {level: WORKED_ANSWERS[scenario_id][level] for level in LEVELS}
 
 
-def words(text: str) -> int:
+def words_written(text: str) -> int:
+    """Words in what the learner wrote (runs of letters and digits)."""
     return len(re.findall(r"\w+", text or ""))
 
 
@@ -126,7 +127,7 @@ def show_answer(scenario_id: str, level: str, mine: str = "") -> str:
     """One worked answer in text, once ``mine`` (your own answer) has WORDS_FIRST words."""
     if level not in LEVELS:
         raise LabError(f"{level!r} is not a level", hint=f"one of {list(LEVELS)}")
-    if words(mine) < WORDS_FIRST:
+    if words_written(mine) < WORDS_FIRST:
         raise LabError("write your own answer first", hint=f"show_answer(id, level, mine='...') with at least "
                                                            f"{WORDS_FIRST} words of yours")
     answer = worked_answers(scenario_id)[level]
@@ -184,13 +185,13 @@ class AnswerLadder:
     def refresh(self) -> None:
         if self.shown >= len(LEVELS):
             return
-        ready = words(self.mine.value) >= WORDS_FIRST
+        ready = words_written(self.mine.value) >= WORDS_FIRST
         self.button.disabled = not ready
         self.button.description = f"Show the {list(LEVELS)[self.shown]} answer" if ready else \
             f"Write {WORDS_FIRST} words first"
 
     def climb(self) -> None:
-        if words(self.mine.value) < WORDS_FIRST or self.shown >= len(LEVELS):
+        if words_written(self.mine.value) < WORDS_FIRST or self.shown >= len(LEVELS):
             return
         level = list(LEVELS)[self.shown]
         steps = "".join(f"<li>{html.escape(line)}</li>" for line in self.answers[level].says)
