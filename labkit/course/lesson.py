@@ -31,10 +31,10 @@ class Lesson:
     def __init__(self, number: str):
         module = facade_name(number)
         facades = sorted(path.stem for path in FACADES.glob("*.py") if path.stem not in ("__init__", "lesson"))
-        notebooks = sorted(COURSE_NOTEBOOKS.glob(f"{number}_*.ipynb")) or sorted(COURSE_NOTEBOOKS.glob(f"{number}.ipynb"))
+        notebooks = notebooks_of(number)
         if module not in facades or len(notebooks) != 1:
             raise LessonNotFound(f"no lesson {number!r}: labkit/course/ has the facades {', '.join(facades)} "
-                                 f"and notebooks/ has {len(notebooks)} notebook(s) named {number}_*.ipynb or {number}.ipynb",
+                                 f"and {len(notebooks)} notebook(s) are named {number}_*.ipynb or {number}.ipynb here or in {COURSE_NOTEBOOKS}",
                                  hint="pass a lesson's two-digit number as a string, e.g. labkit.lesson(\"04\"), "
                                       "or a notebook's name without a number, e.g. labkit.lesson(\"sandbox\")")
         self.number = number
@@ -93,6 +93,16 @@ class Lesson:
         """Print and return the calibration of this lesson's predictions (``missing``: those the
         journal lacks)."""
         return your_predictions(self.number)
+
+
+def notebooks_of(number: str) -> list[Path]:
+    """The notebooks of lesson ``number``: beside the running notebook (Jupyter runs a lesson in
+    its own folder, wherever labkit is installed), else in the course's notebooks folder."""
+    for folder in dict.fromkeys((Path.cwd(), COURSE_NOTEBOOKS)):
+        found = sorted(folder.glob(f"{number}_*.ipynb")) or sorted(folder.glob(f"{number}.ipynb"))
+        if found:
+            return found
+    return []
 
 
 def facade_name(number: str) -> str:

@@ -7,7 +7,6 @@ labkit.locks, the checkers in labkit.record."""
 from labkit.bench_scale.report import load_and_plot
 from labkit.lessons.common import table
 from labkit.lessons.contention import race
-from labkit.lessons.holder_safety import race_many
 from labkit.lessons.zookeeper_experiments import (crash_holder, crash_plot, cut_off_holder_history, herd_cost,
                                                   lost_create_reply, middle_waiter_dies, naive_queue,
                                                   queue_order_plot, share_one_path, three_implementations,
@@ -30,6 +29,6 @@ __all__ = ["check_fifo", "count_zookeeper_wakeups", "crash_holder", "crash_plot"
            "cut_off_holder_history", "herd_cost", "History", "hold_timeline", "KazooReferenceLock",
            "load_and_plot", "LockPanel", "LosesFirstCreateReply", "lost_create_reply", "maps",
            "middle_waiter_dies", "naive_queue", "NaiveLock", "predict", "queue_order_plot", "race",
-           "race_many", "sequence_diagram", "sequence_of", "SHAPE", "share_one_path",
+           "sequence_diagram", "sequence_of", "SHAPE", "share_one_path",
            "table", "three_implementations", "TICK_MS", "wait_until", "wakeup_plots", "watchers_of",
            "ZooKeeperLock"]
