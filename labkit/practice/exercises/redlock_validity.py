@@ -13,8 +13,10 @@ lab's Redlock instances run clocks 0.9 % fast (labkit's clock shim: inside the
 algorithm's allowance), a majority is won with real ``SET NX PX``, and each instance's
 own remaining time (PTTL, converted to real time) says when the key really dies. The
 holder's validity must end before that on a majority. ``ttl − elapsed`` without the
-drift outlives the key: for a few tens of ms the holder acts while another client can
-win the same majority.
+drift outlives the key: for about half a second (0.9 % of the real run's 60 s TTL) the
+holder acts while another client can win the same majority. With a 10 s TTL that was
+89 ms, less than a loaded machine can take between two of the five SETs, and the mistake
+went unseen in a busy run; at 60 s it is found however slow the SETs are, up to 0.5 s.
 
 What can fail: ``ExerciseError`` if ``validity_ms`` is not callable, or if the lab has no
 Redlock instances or was started without ``clocks=True``; redis-py's connection errors.
@@ -44,7 +46,7 @@ def drift_ms(ttl_ms: float) -> float:
     return ttl_ms * 0.01 + 2
 
 
-def check_redlock_validity(validity_ms: Callable, lab: Lab, ttl_ms: int = 10_000) -> Report:
+def check_redlock_validity(validity_ms: Callable, lab: Lab, ttl_ms: int = 60_000) -> Report:
     """Judge ``validity_ms`` on the cases, then on the lab's Redlock instances with fast clocks."""
     learner_function(validity_ms, hint="pass validity_ms(ttl_ms, elapsed_ms) -> float")
     redlock = getattr(lab, "redlock", None)
