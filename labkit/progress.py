@@ -25,6 +25,7 @@ shows below the outer bar. Experiments that run in threads side by side may each
 """
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import threading
@@ -226,3 +227,16 @@ def repeat(what: str, runs: int, run_once: Callable[[], Any], detail: str = "",
             if after is not None:
                 after(number, results[-1])
     return results
+
+
+def shows_progress(what: str) -> Callable:
+    """Decorator: the experiment runs inside a ``showing_progress(what)`` of its own, so that
+    its cell says what is under way from its first second (its waits, by ``waiting_for``, say
+    how far along)."""
+    def decorate(experiment: Callable) -> Callable:
+        @functools.wraps(experiment)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            with showing_progress(what):
+                return experiment(*args, **kwargs)
+        return run
+    return decorate

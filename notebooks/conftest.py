@@ -26,13 +26,13 @@ import os
 import pytest
 
 from labkit.book import shows_stderr_on_purpose
-from labkit.book.cell_times import SLOW_SECONDS, grown, read_table, showed_progress, slow_cells
+from labkit.book.cell_times import SLOW_SECONDS, grown, read_table, showed_progress, slow_cells, table_path
 from labkit.practice.exercises.ladder import FLAG
 from labkit.progress import LINE_PREFIX, MODE_VARIABLE
 
 os.environ.setdefault(FLAG, "reference")
 os.environ.setdefault(MODE_VARIABLE, "lines")
-RECORDED = read_table()
+RECORDED = read_table(table_path())
 SLOW = slow_cells(RECORDED)
 fresh_seconds: dict[str, float] = {}      # this session's total per notebook, and its cells timed
 fresh_cells: dict[str, int] = {}

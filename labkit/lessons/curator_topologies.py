@@ -59,7 +59,7 @@ from labkit.lessons.holder_safety import HOLDER, WAITER
 from labkit.lessons.holder_safety import TOPOLOGIES as ALL_TOPOLOGIES
 from labkit.locks.curator import CuratorPeer
 from labkit.locks.zookeeper import ZooKeeperLock
-from labkit.progress import repeat, waiting_for
+from labkit.progress import repeat, shows_progress, waiting_for
 from labkit.timing import became_true, wait_until
 
 CURATOR_TOPOLOGIES = {name: ALL_TOPOLOGIES[name] for name in ("client-link", "follower-cut")}
@@ -119,6 +119,7 @@ class CuratorRun:
                 "LOST after the grant by (ms)": ms(self.lost_late_ms)}
 
 
+@shows_progress("a Curator holder cut off, against a waiter")
 def curator_race(lab, topology: str = "follower-cut", timeout: float = 2.0) -> CuratorRun:
     """One race (see the module docstring). ``timeout``: the session timeout Curator asks
     for, in seconds."""

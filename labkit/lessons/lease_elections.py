@@ -36,6 +36,7 @@ from labkit.locks.errors import LockTimeout
 from labkit.locks.lease_election import LeaseDurations, LeaseElection
 from labkit.locks.registry import lease_durations_for
 from labkit.plots import new_axes
+from labkit.progress import shows_progress
 from labkit.record.history import History
 from labkit.servers.services.etcd import etcd_client
 from labkit.timing import wait_until
@@ -117,6 +118,7 @@ def _offset_run(lab: Lab, durations: LeaseDurations, offset: float, judge: str |
     return OffsetRun(offset, follower.judge, bool(believed), bool(believed and believed[0]), leads_at_end)
 
 
+@shows_progress("Lease elections with an offset clock")
 def offset_takeovers(lab: Lab, durations: LeaseDurations, offset: float = 5.0, judge: str | None = None,
                      runs: int = 10, watch: float | None = None) -> list[OffsetRun]:
     """``runs`` leader/follower pairs at once, each on its own key: the leader renews on this
@@ -158,6 +160,7 @@ class RateRun:
         return self.leader_until - self.acquired_at if self.two_leaders else self.leader_until - self.judged_at
 
 
+@shows_progress("Lease elections with clocks at different rates")
 def rate_takeovers(lab: Lab, rates: tuple[float, ...] = (1.25, 4.0), runs: int = 10,
                    lease_duration: float = 1.5) -> dict[float, list[RateRun]]:
     """One follower client process under the clock shim (the ``lease-election`` recipe,
@@ -264,6 +267,7 @@ class LeaseFailover:
         return self.seconds + self.since_renewal
 
 
+@shows_progress("Lease election failovers")
 def lease_failovers(lab: Lab, runs: int = 3, lease_duration: float = 1.5) -> list[LeaseFailover]:
     """``runs`` + 1 ``lease-election`` client processes, client-go's proportions scaled to
     ``lease_duration``, started at once. Run k: client k leads, client k + 1 campaigns (the
