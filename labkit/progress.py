@@ -200,14 +200,26 @@ def showing_progress(what: str, total: Optional[int] = None, step_lines: bool = 
 
 
 
+def innermost() -> Optional[Progress]:
+    """The innermost progress open in this thread (else in the main thread's), if any."""
+    with _open_guard:
+        mine = _open.get(threading.get_ident()) or _open.get(threading.main_thread().ident) or []
+        return mine[-1] if mine else None
+
+
+def step_of_innermost(detail: str = "") -> None:
+    """``Progress.step`` on the innermost open progress (see ``waiting_for``); nothing if none."""
+    shown = innermost()
+    if shown is not None:
+        shown.step(detail)
+
+
 @contextmanager
 def waiting_for(what: str, seconds: float) -> Iterator[None]:
     """``Progress.waiting`` on the innermost progress open in this thread (else in the main
     thread's): a library function deep inside an experiment says what it waits for without
     being handed the display. Nothing happens when no progress is open."""
-    with _open_guard:
-        mine = _open.get(threading.get_ident()) or _open.get(threading.main_thread().ident) or []
-        shown = mine[-1] if mine else None
+    shown = innermost()
     if shown is None:
         yield
         return

@@ -36,7 +36,7 @@ from labkit.locks.errors import LockTimeout
 from labkit.locks.lease_election import LeaseDurations, LeaseElection
 from labkit.locks.registry import lease_durations_for
 from labkit.plots import new_axes
-from labkit.progress import shows_progress
+from labkit.progress import shows_progress, step_of_innermost, waiting_for
 from labkit.record.history import History
 from labkit.servers.services.etcd import etcd_client
 from labkit.timing import wait_until
@@ -180,8 +180,10 @@ def rate_takeovers(lab: Lab, rates: tuple[float, ...] = (1.25, 4.0), runs: int =
             follower = clients[0]
             for rate in rates:
                 follower.clock.monotonic_rate(rate, history=history)
-                outcome[rate] = [_rate_run(lab, node, reader, follower, history, durations, name, rate)
-                                 for _ in range(runs)]
+                outcome[rate] = []
+                for number in range(runs):
+                    step_of_innermost(f"follower's clock {rate:g}x fast, run {number + 1} of {runs}")
+                    outcome[rate].append(_rate_run(lab, node, reader, follower, history, durations, name, rate))
     finally:
         reader.delete(name)
         reader.close()
@@ -284,13 +286,15 @@ def lease_failovers(lab: Lab, runs: int = 3, lease_duration: float = 1.5) -> lis
                            ttl=lease_duration) as clients:
             clients[0].acquire(timeout=15)
             for leader, follower in zip(clients.clients, clients.clients[1:]):
+                step_of_innermost(f"{leader.name} killed, {follower.name} to take over")
                 pending = follower.send("acquire", timeout=None)
                 history.wait_for("requested", client=follower.name, timeout=15)
                 _next_renewal(revision)             # the follower has been trying since before it
                 last_old = _next_renewal(revision)
                 killed_at = time.time()
                 leader.kill()
-                follower.wait_reply(pending, timeout=durations.worst_case_failover() * 3 + 15)
+                with waiting_for("the lease to run out", durations.worst_case_failover()):
+                    follower.wait_reply(pending, timeout=durations.worst_case_failover() * 3 + 15)
                 acquired = history.events(client=follower.name, kind="acquired")[0]
                 margin = 5 * acquired.detail["slowest_try"] + 2 * acquired.detail["latest_wake"]
                 results.append(LeaseFailover(acquired.time - killed_at, killed_at - last_old,
