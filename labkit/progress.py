@@ -64,7 +64,8 @@ class Progress:
         self.wait_seconds, self.wait_started = 0.0, 0.0
         self.ended: Optional[str] = None
         self.widget = None
-        self.counting = threading.Lock()     # steps may come from threads at once (nodes starting)
+        self.counting = threading.RLock()    # steps may come from threads at once (nodes starting)
+        self.appeared = False                # shown yet (see showing_progress's ``after``)
 
     # -- what the experiment calls ------------------------------------------------------------
     def step(self, detail: str = "") -> None:
@@ -113,6 +114,8 @@ class Progress:
         return min((max(self.done - 1, 0) + within) / self.total, 1.0)
 
     def show(self, line: bool) -> None:
+        if not self.appeared:
+            return
         if self.widget is not None:
             self.widget.update(self)
         elif line:
@@ -127,6 +130,8 @@ class Progress:
         else:
             self.ended = f"{self.what}: stopped by {type(error).__name__} after {count}, {seconds:.1f} s"
         self.wait_what = None
+        if not self.appeared:
+            return
         if self.widget is not None:
             self.widget.finish(self, ok=error is None)
         elif self.outer is None or error is not None:
@@ -169,11 +174,14 @@ class ProgressWidget:
 
 
 @contextmanager
-def showing_progress(what: str, total: Optional[int] = None, step_lines: bool = True) -> Iterator[Progress]:
+def showing_progress(what: str, total: Optional[int] = None, step_lines: bool = True,
+                     after: float = 0.0) -> Iterator[Progress]:
     """Show the progress of ``what`` (``total`` steps, if known) while the block runs; closed,
     and marked done or stopped, however the block ends. Nested inside another one
     (in any thread), it is a part of that one. ``step_lines=False``: as plain lines, only its
-    start and its end (for a caller that prints a line per step of its own)."""
+    start and its end (for a caller that prints a line per step of its own). ``after``: show
+    nothing unless the block is still running after that many seconds (a wait that is
+    usually quick, like a leader election, stays silent when it is)."""
     with _open_guard:
         # inside this thread's innermost; a worker thread's first one, inside the main thread's
         # (the cell's experiment started the worker)
@@ -182,9 +190,21 @@ def showing_progress(what: str, total: Optional[int] = None, step_lines: bool = 
         outer = mine[-1] if mine else (cell[-1] if cell else None)
         shown = Progress(what, total, outer, step_lines)
         mine.append(shown)
-    if display_mode() == "widget":
-        shown.widget = ProgressWidget(shown)
-    shown.show(line=outer is None or total is None)
+
+    def appear() -> None:
+        with shown.counting:
+            if shown.ended is None:
+                shown.appeared = True
+                if display_mode() == "widget":
+                    shown.widget = ProgressWidget(shown)
+                shown.show(line=outer is None or total is None)
+
+    timer = threading.Timer(after, appear) if after > 0 else None
+    if timer is None:
+        appear()
+    else:
+        timer.daemon = True
+        timer.start()
     error: Optional[BaseException] = None
     try:
         yield shown
@@ -192,12 +212,14 @@ def showing_progress(what: str, total: Optional[int] = None, step_lines: bool = 
         error = raised
         raise
     finally:
+        if timer is not None:
+            timer.cancel()
         with _open_guard:
             mine.remove(shown)
             if not mine:
                 del _open[threading.get_ident()]
-        shown.close(error)
-
+        with shown.counting:
+            shown.close(error)
 
 
 def innermost() -> Optional[Progress]:
@@ -241,14 +263,14 @@ def repeat(what: str, runs: int, run_once: Callable[[], Any], detail: str = "",
     return results
 
 
-def shows_progress(what: str) -> Callable:
+def shows_progress(what: str, after: float = 0.0) -> Callable:
     """Decorator: the experiment runs inside a ``showing_progress(what)`` of its own, so that
     its cell says what is under way from its first second (its waits, by ``waiting_for``, say
     how far along)."""
     def decorate(experiment: Callable) -> Callable:
         @functools.wraps(experiment)
         def run(*args: Any, **kwargs: Any) -> Any:
-            with showing_progress(what):
+            with showing_progress(what, after=after):
                 return experiment(*args, **kwargs)
         return run
     return decorate

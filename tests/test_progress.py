@@ -88,3 +88,14 @@ def test_the_widget_is_marked_done_or_stopped(monkeypatch):
         with showing_progress("bench") as failing:
             raise RuntimeError("a server died")
     assert failing.widget.bar.bar_style == "danger" and "stopped by RuntimeError" in failing.widget.label.value
+
+
+def test_a_display_with_after_stays_silent_when_the_block_is_quick(capsys, monkeypatch):
+    monkeypatch.setenv(MODE_VARIABLE, "lines")
+    with showing_progress("waiting for a leader", after=2.0):
+        pass                                   # quick: nothing shown, not even its end
+    assert progress_lines(capsys.readouterr().out) == []
+    with showing_progress("waiting for a leader", after=0.05):
+        time.sleep(0.3)
+    lines = progress_lines(capsys.readouterr().out)
+    assert [line.split(" (")[0].split(",")[0] for line in lines] == ["waiting for a leader", "waiting for a leader: done"], lines
