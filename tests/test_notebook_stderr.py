@@ -137,20 +137,22 @@ def write_notebook(folder, name: str, sources) -> None:
 
 
 def test_a_cell_the_table_lists_as_slow_fails_without_progress_lines(pytester, monkeypatch):
-    """notebooks/conftest.py: c1 and c2 took 9 s in the table; c1 prints only a result and
-    fails, c2 opens a labkit.progress display (its plain lines under nbval) and passes."""
+    """notebooks/conftest.py: c1 and c2 took 9 s in the table and over 5 s now; c1 prints
+    only a result and fails, c2 opens a labkit.progress display (its plain lines under
+    nbval) and passes; c3, listed as slow but quick now, passes silent."""
     pytester.makeconftest((NOTEBOOKS / "conftest.py").read_text())
     write_notebook(pytester.path, "slow.ipynb", (
-        "x = 1", "print('the result, at the end')",
+        "x = 1", "import time\ntime.sleep(5.2)\nprint('the result, at the end')",
         "from labkit.progress import showing_progress\nwith showing_progress('race', total=1) as shown:\n"
-        "    shown.step('follower cut')"))
+        "    shown.step('follower cut')\n    time.sleep(5.2)", "y = 2"))
     table = pytester.path / "cell_times.csv"
     table.write_text("# a table for this test\nnotebook,cell,seconds,progress,order\n"
-                     "slow.ipynb,c0,0.01,no,0\nslow.ipynb,c1,9.00,no,1\nslow.ipynb,c2,9.00,yes,2\n")
+                     "slow.ipynb,c0,0.01,no,0\nslow.ipynb,c1,9.00,no,1\nslow.ipynb,c2,9.00,yes,2\n"
+                     "slow.ipynb,c3,9.00,no,3\n")
     monkeypatch.setenv("LABKIT_CELL_TABLE", str(table))
     result = pytester.runpytest_subprocess("--nbval-lax", "-p", "no:cacheprovider", "slow.ipynb")
-    result.assert_outcomes(passed=2, failed=1)
-    result.stdout.fnmatch_lines(["*Cell 1*", "*took 9.0 s*printed no progress line*"])
+    result.assert_outcomes(passed=3, failed=1)
+    result.stdout.fnmatch_lines(["*Cell 1*", "*(9.0 s in the cell-times table)*printed no progress line*"])
 
 
 def test_a_notebook_slower_by_more_than_a_fifth_fails_the_session(pytester, monkeypatch):

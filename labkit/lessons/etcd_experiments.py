@@ -260,6 +260,7 @@ class BehindEtcdctl:
     history: History
 
 
+@shows_progress("a queue behind etcdctl's lock holder")
 def queue_behind_etcdctl(lab: "Lab", session: Any, path: str, pool: ThreadPoolExecutor,
                          hold: float = 2.0, work: float = 0.3) -> BehindEtcdctl:
     """``etcdctl lock path`` holds for ``hold`` s (its command prints the key, then sleeps);
