@@ -82,6 +82,7 @@ class LatencyComparison:
                 "one SET NX": [ms / 1000 for ms in self.set_nx_ms]}
 
 
+@shows_progress("Redlock and one SET NX, timed in turns")
 def compare_with_set_nx(lab: Lab, rounds: int = 200, ttl_ms: int = 5000) -> LatencyComparison:
     """Acquire and release a Redlock on ``lab.redlock`` and a single-instance SET NX lock on
     ``lab.redis`` in turns, ``rounds`` times each (turns, so that a busy moment of the machine
