@@ -29,7 +29,7 @@ from labkit.clients import spawn_clients
 from labkit.locks.curator import CuratorPeer
 from labkit.locks.errors import LockTimeout
 from labkit.locks.registry import RecipeHandle, connections_of, make_lock
-from labkit.progress import shows_progress
+from labkit.progress import shows_progress, step_of_innermost
 from labkit.record.checker import Verdict, check_at_most_holders
 from labkit.record.fencing import FencedStore
 from labkit.record.history import History
@@ -88,10 +88,12 @@ def never_more_than(lab: Any, recipe: str, limit: int = 2, clients: int = 5, sec
             # "never more than N" says little of a run that never had N: the faults and the
             # clock of the run start once the record shows the semaphore full (on a loaded
             # machine the first holds can take turns for a while)
+            step_of_innermost(f"{recipe}: waiting for {limit} holders at once")
             wait_until(lambda: (check_at_most_holders(store.writes(), limit, history=history).most or 0) >= limit,
                        f"the record to show {limit} holds acting at once", timeout=60, poll=0.05)
             started = time.monotonic()
             for number in range(kills):
+                step_of_innermost(f"{recipe}: {fault} {number + 1} of {kills} in a {seconds:g} s run")
                 # kill evenly through the run, each time a client that holds right now
                 wait_until(lambda: time.monotonic() >= started + seconds * (number + 1) / (kills + 1),
                            "the moment of the next kill", timeout=seconds + 5)
