@@ -2,7 +2,7 @@
 table ``notebooks/data/cell_times.csv`` (notebook, cell id, seconds, progress), measured on a
 real run of every notebook, and the two checks that keep it honest.
 
-    python -m labkit.book.cell_times                 # every notebook, one after another (~15 min)
+    python -m labkit.book.cell_times                 # every notebook, one after another (~25 min loaded)
     python -m labkit.book.cell_times notebooks/07_partitions_and_client_side_expiry.ipynb
 
 Each notebook runs under nbval (``pytest --nbval-lax``) with ``LABKIT_CELL_TIMES`` set, so
