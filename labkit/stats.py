@@ -12,6 +12,8 @@ import random
 import time
 from typing import Any, Callable, Mapping, Sequence
 
+from labkit.progress import shows_progress
+
 
 def percentile(values: Sequence[float], fraction: float) -> float:
     """The nearest-rank percentile: the smallest sample with at least ``fraction`` of the
@@ -33,6 +35,7 @@ def summarize(seconds: Sequence[float]) -> dict[str, Any]:
             "samples": len(milliseconds)}
 
 
+@shows_progress("timing each operation in turns", after=2.0)   # the bench's many quick calls stay silent
 def take_turns(methods: Mapping[str, Callable[[], Any]], iterations: int, warm_up: int = 0,
                order: random.Random | None = None, pause: float = 0.0) -> dict[str, list[float]]:
     """The one yardstick of labkit for "which is faster": the benchmark and the notebooks'

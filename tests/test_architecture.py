@@ -22,7 +22,7 @@ pytestmark = pytest.mark.no_servers  # the Python-versions leg runs these
 LABKIT = Path(__file__).resolve().parent.parent / "labkit"
 
 # Lowest first. A module may import from its own room and from rooms before it.
-ROOMS = ["errors", "timing", "stats", "vocabulary", "servers", "record", "locks", "faults", "clients",
+ROOMS = ["errors", "timing", "progress", "stats", "vocabulary", "servers", "record", "locks", "faults", "clients",
          "plots", "torture", "harness", "lessons", "practice", "health", "widgets", "bench_network", "bench_scale", "bench_peers", "bench", "cli",
          "book", "course", "__init__"]
 

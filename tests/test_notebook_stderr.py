@@ -124,6 +124,49 @@ def test_the_notebooks_run_records_each_cells_time_when_asked(pytester, monkeypa
     monkeypatch.setenv("LABKIT_CELL_TIMES", str(table))
     pytester.runpytest_subprocess("--nbval-lax", "-p", "no:cacheprovider", "timed.ipynb").assert_outcomes(passed=2)
     rows = [line.split("\t") for line in table.read_text().splitlines()]
-    assert [(name, number, first) for name, number, _, first in rows] == [
-        ("timed.ipynb", "0", "x = 1"), ("timed.ipynb", "1", "import time")]
-    assert float(rows[1][2]) >= 1.2, rows     # the sleep is a lower bound; no upper bound is asserted (load)
+    assert [(name, cell, number, progress, first) for name, cell, number, _, progress, first in rows] == [
+        ("timed.ipynb", "c0", "0", "no", "x = 1"), ("timed.ipynb", "c1", "1", "no", "import time")]
+    assert float(rows[1][3]) >= 1.2, rows     # the sleep is a lower bound; no upper bound is asserted (load)
+
+
+def write_notebook(folder, name: str, sources) -> None:
+    cells = [{"cell_type": "code", "execution_count": None, "id": f"c{number}", "metadata": {}, "outputs": [],
+              "source": source} for number, source in enumerate(sources)]
+    folder.joinpath(name).write_text(json.dumps({"cells": cells, "nbformat": 4, "nbformat_minor": 5, "metadata": {
+        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}}))
+
+
+def test_a_cell_the_table_lists_as_slow_fails_without_progress_lines(pytester, monkeypatch):
+    """notebooks/conftest.py: c1 and c2 took 9 s in the table and over 5 s now; c1 prints
+    only a result and fails, c2 opens a labkit.progress display (its plain lines under
+    nbval) and passes; c3, listed as slow but quick now, passes silent."""
+    pytester.makeconftest((NOTEBOOKS / "conftest.py").read_text())
+    write_notebook(pytester.path, "slow.ipynb", (
+        "x = 1", "import time\ntime.sleep(5.2)\nprint('the result, at the end')",
+        "from labkit.progress import showing_progress\nwith showing_progress('race', total=1) as shown:\n"
+        "    shown.step('follower cut')\n    time.sleep(5.2)", "y = 2"))
+    table = pytester.path / "cell_times.csv"
+    table.write_text("# a table for this test\nnotebook,cell,seconds,progress,order\n"
+                     "slow.ipynb,c0,0.01,no,0\nslow.ipynb,c1,9.00,no,1\nslow.ipynb,c2,9.00,yes,2\n"
+                     "slow.ipynb,c3,9.00,no,3\n")
+    monkeypatch.setenv("LABKIT_CELL_TABLE", str(table))
+    result = pytester.runpytest_subprocess("--nbval-lax", "-p", "no:cacheprovider", "slow.ipynb")
+    result.assert_outcomes(passed=3, failed=1)
+    result.stdout.fnmatch_lines(["*Cell 1*", "*(9.0 s in the cell-times table)*printed no progress line*"])
+
+
+def test_a_notebook_slower_by_more_than_a_fifth_fails_the_session(pytester, monkeypatch):
+    """With LABKIT_CELL_TIMES, a notebook whose cells all ran and took more than 1.2 times
+    the table's total fails the session at its end; the same run against a table that
+    allows its time passes."""
+    pytester.makeconftest((NOTEBOOKS / "conftest.py").read_text())
+    write_notebook(pytester.path, "grown.ipynb", ("x = 1", "import time\ntime.sleep(1.0)"))
+    table = pytester.path / "cell_times.csv"
+    monkeypatch.setenv("LABKIT_CELL_TABLE", str(table))
+    monkeypatch.setenv("LABKIT_CELL_TIMES", str(pytester.path / "times.tsv"))
+    for recorded, outcome in ((0.1, 1), (4.0, 0)):      # 4 s: under the 5 s that asks for progress
+        table.write_text(f"notebook,cell,seconds,progress,order\ngrown.ipynb,c0,0.00,no,0\n"
+                         f"grown.ipynb,c1,{recorded:.2f},no,1\n")
+        result = pytester.runpytest_subprocess("--nbval-lax", "-p", "no:cacheprovider", "grown.ipynb")
+        assert result.ret == outcome, result.stdout.str()[-2000:]
+        assert ("grown.ipynb: 1 s now, 0 s in the table" in result.stdout.str()) is (outcome == 1)

@@ -17,6 +17,7 @@ import matplotlib.pyplot as plt
 from labkit.bench_scale.crowd_handoff import HANDOFF_SCENARIOS, HERDS, measure_crowd, uncontended
 from labkit.bench_scale.limits import ensemble_latency, throughput_against_limits
 from labkit.errors import LabError
+from labkit.progress import shows_progress
 from labkit.vocabulary import GUIDE_COLOUR
 
 if TYPE_CHECKING:
@@ -202,6 +203,7 @@ def plot(results: dict[str, Any]) -> Figure:
     return figure
 
 
+@shows_progress("drawing the saved scale run")
 def load_and_plot(path: str | Path, save: str | Path | None = None) -> Figure:
     """The plots of a saved scale run (the JSON ``labkit bench --scale --json PATH`` wrote),
     for notebook 02; ``save`` also writes them as PNG. Raises FileNotFoundError for no file."""

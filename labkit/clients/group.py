@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from labkit.clients.client import START_TIMEOUT, STOP_GRACE, ClientError, LockClient
 from labkit.locks.registry import check_holders, connections_of, etcd_client_for
+from labkit.progress import shows_progress
 from labkit.record.history import History
 from labkit.servers.live_labs import this_process
 from labkit.servers.runners.clock import prepare_clock
@@ -277,6 +278,7 @@ def _close_all() -> None:
             group.close(grace=1.0)
 
 
+@shows_progress("starting lock client processes")
 def spawn_clients(lab: Lab | None = None, recipe: str = "zookeeper", n: int = 5, name: str = "/locks/resource",
                   history: History | None = None, hold: float = 0.2, loops: int = 1, store: FencedStore | None = None,
                   session_timeout: float = 4.0, ttl: float = 5.0, **options: Any) -> LockClients:

@@ -9,9 +9,11 @@ fails.
 from __future__ import annotations
 
 from labkit.clients import LockClient, LockClients
+from labkit.progress import shows_progress
 from labkit.timing import wait_for_value
 
 
+@shows_progress("lining the clients up in the queue")
 def queue_behind(clients: LockClients, timeout: float = 30.0) -> dict[str, int]:
     """The first client acquires; the others queue behind it one at a time, each only after
     the previous one's entry exists on the server, so the queue order is the client order.

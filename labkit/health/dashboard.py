@@ -18,6 +18,7 @@ from matplotlib.ticker import MaxNLocator
 
 from labkit.health.alerts import Alert, Thresholds, alerts
 from labkit.health.signals import LEASE_LOST, SESSION_EXPIRED, HealthSignals, collect_signals
+from labkit.progress import shows_progress
 from labkit.record.history import History
 from labkit.stats import percentile
 from labkit.vocabulary import ERROR_COLOUR, FAULT_COLOUR, GUIDE_COLOUR, SERVICE_COLOURS
@@ -42,6 +43,7 @@ class Dashboard:
     def alerts(self, start: float | None = None, end: float | None = None) -> list[Alert]:
         return alerts(self.signals(start, end), self.thresholds)
 
+    @shows_progress("drawing the dashboard from the samples")
     def draw(self, start: float | None = None, end: float | None = None, title: str = "Lock health"):
         return draw_dashboard(self.signals(start, end), title, self.thresholds)
 

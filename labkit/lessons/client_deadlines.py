@@ -29,6 +29,7 @@ from labkit.locks.etcd_mutex import EtcdMutex
 from labkit.locks.etcd_session import EtcdSession
 from labkit.locks.registry import recipe_named
 from labkit.locks.zookeeper import ZooKeeperLock
+from labkit.progress import shows_progress
 from labkit.servers.services.etcd import etcd_client
 from labkit.timing import wait_until
 
@@ -80,6 +81,7 @@ class FirstEvents:
         return self.first[(client, kind)]
 
 
+@shows_progress("a holder cut off from its server, until it gives up")
 def cut_off_holder(lab, recipe: str = "zookeeper", timeout: float = 2.0) -> CutOffOutcome:
     """Cut a lock holder off from its server and time who acts first (see the module
     docstring). ``timeout``: the holder's session timeout (ZooKeeper) or lease TTL (etcd,

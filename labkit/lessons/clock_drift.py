@@ -63,6 +63,7 @@ from labkit.lessons.client_deadlines import FirstEvents
 from labkit.locks.etcd_mutex import EtcdMutex
 from labkit.locks.etcd_session import EtcdSession
 from labkit.locks.zookeeper import ZooKeeperLock, heartbeat_for
+from labkit.progress import shows_progress
 from labkit.servers.runners.clock import Clock, prepare_clock
 from labkit.servers.services.etcd import etcd_client
 from labkit.servers.services.zookeeper import TICK_MS
@@ -117,6 +118,7 @@ class DriftOutcome:
                 "holder's lead (ms)": round(self.lead_ms), "order": "FLIPPED" if self.flipped else "safe"}
 
 
+@shows_progress("a holder whose clock runs slow, against a waiter")
 def drift_race(lab, rate: float, margin: float, timeout: float = 3.0) -> DriftOutcome:
     """Make the lab's first ZooKeeper server's monotonic clock run ``rate`` times as fast,
     cut a holder with ``deadline_margin=margin`` off from it and time who acts first (see
@@ -254,6 +256,7 @@ class SlowClockHolder:
         self.close()
 
 
+@shows_progress("an etcd holder whose clock runs slow, against a waiter")
 def etcd_drift_race(lab, holder: SlowClockHolder, rate: float, margin: float | None = None,
                     ttl: int = 3) -> DriftOutcome:
     """One race (see the module docstring): ``holder`` (a SlowClockHolder made with ``rate``)

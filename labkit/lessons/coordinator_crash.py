@@ -29,6 +29,7 @@ from labkit.clients import spawn_clients
 from labkit.faults.sessions import kill_leader
 from labkit.harness.queue import queue_behind
 from labkit.locks.registry import RecipeHandle, make_lock
+from labkit.progress import shows_progress
 from labkit.record.events import EventSink
 from labkit.record.history import History
 from labkit.servers.services.etcd import etcd_argv
@@ -125,6 +126,7 @@ def etcd_queue(client: Etcd3Client, prefix: str) -> list[tuple[str, int, int]]:
     return [(meta.key.decode(), meta.create_revision, meta.lease_id) for _, meta in keys]
 
 
+@shows_progress("a cluster losing its majority, then getting it back")
 def lose_majority(lab: Lab, service: str, key: str = "/lab/value") -> dict[str, Any]:
     """Write "before" under ``key``; kill the leader and one follower of ``service``; try to
     write "during" through a new client (2 s); restart both and time the first write after
@@ -296,6 +298,7 @@ class FailoverTimers:
                 "freed after leader kill (s)": round(self.freed_after_leader_kill, 2)}
 
 
+@shows_progress("a leader crash, then the failover")
 def crash_then_fail_over(lab: Lab, service: str, timeout: float, leader_kill_delay: float | None = None,
                          name: str | None = None) -> FailoverTimers:
     """A holder process and a waiter process on one lock of ``service`` ("zookeeper" or

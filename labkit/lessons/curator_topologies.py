@@ -59,6 +59,7 @@ from labkit.lessons.holder_safety import HOLDER, WAITER
 from labkit.lessons.holder_safety import TOPOLOGIES as ALL_TOPOLOGIES
 from labkit.locks.curator import CuratorPeer
 from labkit.locks.zookeeper import ZooKeeperLock
+from labkit.progress import repeat, shows_progress, waiting_for
 from labkit.timing import became_true, wait_until
 
 CURATOR_TOPOLOGIES = {name: ALL_TOPOLOGIES[name] for name in ("client-link", "follower-cut")}
@@ -121,6 +122,7 @@ class CuratorRun:
                 "LOST after the grant by (ms)": ms(self.lost_late_ms)}
 
 
+@shows_progress("a Curator holder cut off, against a waiter")
 def curator_race(lab, topology: str = "follower-cut", timeout: float = 2.0) -> CuratorRun:
     """One race (see the module docstring). ``timeout``: the session timeout Curator asks
     for, in seconds."""
@@ -175,9 +177,10 @@ def curator_race(lab, topology: str = "follower-cut", timeout: float = 2.0) -> C
         else:
             lab.partition([holder_node.name, HOLDER], [node.name for node in others] + [WAITER])
         patience = 30 + 6 * timeout
-        wait_until(lambda: acquired or failed, f"{topology}: the waiter to get the lock", patience, 0.01,
-                   error=TimeoutError(f"{topology}: the waiter did not get the lock within {patience:.0f} s "
-                                      "of the fault"))
+        with waiting_for("Curator's session to expire", timeout):
+            wait_until(lambda: acquired or failed, f"{topology}: the waiter to get the lock", patience, 0.01,
+                       error=TimeoutError(f"{topology}: the waiter did not get the lock within {patience:.0f} s "
+                                          "of the fault"))
         if failed:
             raise failed[0]
         # LOST comes a session timeout after SUSPENDED: wait for it while the cut lasts.
@@ -206,13 +209,9 @@ def curator_race(lab, topology: str = "follower-cut", timeout: float = 2.0) -> C
 
 
 def curator_race_many(lab, topology: str, runs: int, timeout: float = 2.0, progress=None) -> list[CuratorRun]:
-    """``runs`` races in a row; ``progress(i, run)`` after each (e.g. print)."""
-    results = []
-    for number in range(runs):
-        results.append(curator_race(lab, topology, timeout))
-        if progress is not None:
-            progress(number, results[-1])
-    return results
+    """``runs`` races in a row, each shown as a step (labkit.progress); ``progress(i, run)``
+    after each (e.g. print)."""
+    return repeat("Curator race", runs, lambda: curator_race(lab, topology, timeout), topology, progress)
 
 
 def curator_summary(runs: list[CuratorRun]) -> dict[str, Any]:

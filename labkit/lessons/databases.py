@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 import psycopg
 from psycopg import sql
 
+from labkit.progress import shows_progress
 from labkit.record.fenced_table import FencedTable, NoPostgres
 from labkit.stats import summarize, take_turns
 from labkit.timing import wait_until
@@ -207,6 +208,7 @@ def hold_after_crash(lab, key: int, check_interval: float | None, keepalive,
         client.wait()
 
 
+@shows_progress("PostgreSQL advisory locks held across a cut")
 def advisory_holds(lab, check_interval: float = 0.2, keepalive: tuple[int, int, int] = (1, 1, 1),
                    query_seconds: float = 2.0) -> AdvisoryHolds:
     """The two holds of a killed client (about 2 x query_seconds of wall time)."""

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from labkit.lessons.holder_safety import HOLDER, POLL
 from labkit.locks.zookeeper import ZooKeeperLock
+from labkit.progress import shows_progress
 from labkit.record.fencing import FencedStore, StoreWrite
 from labkit.timing import wait_until
 from labkit.vocabulary import FAULT_BAND_COLOURS, MARK_COLOUR, REJECTED_COLOUR, STATE_COLOURS, SUCCESSOR_COLOUR
@@ -121,6 +122,7 @@ def delayed_write(lab: Lab, fenced: bool, session_timeout: float = 2.0, delay: f
     return _Run(lab, fenced, session_timeout, delay, name or f"delayed-{uuid.uuid4().hex[:8]}").run()
 
 
+@shows_progress("late writes through a slowed link")
 def delayed_write_runs(lab: Lab, runs: int, session_timeout: float = 2.0,
                        delay: float | None = None) -> dict[bool, list[DelayedWrite]]:
     """``runs`` runs with an unfenced store, then ``runs`` with a fenced one:

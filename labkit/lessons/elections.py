@@ -34,6 +34,7 @@ from labkit.locks.etcd_election import EtcdElection, Leader
 from labkit.locks.etcd_session import EtcdSession
 from labkit.locks.registry import lease_durations_for
 from labkit.locks.zookeeper_election import ZooKeeperElection
+from labkit.progress import shows_progress
 from labkit.record.history import History
 from labkit.servers.runners.discovery import find_etcdctl
 from labkit.stats import percentile
@@ -193,6 +194,7 @@ def paused_leader(lab: Lab, recipe: str = "etcd-election", timeout: float = 1.0,
                               name=f"/elections/pause-{recipe}-{time.time_ns()}")
 
 
+@shows_progress("paused leaders of each election recipe")
 def paused_leaders(lab: Lab, timeout: float = 1.0, pause: float = 3.0) -> dict[str, PauseOutcome]:
     """``paused_leader`` for the etcd and the ZooKeeper election at the same time (each its
     own election, store and processes), labelled "etcd election" and "ZooKeeper election"."""

@@ -27,6 +27,7 @@ from labkit.clients import spawn_clients
 from labkit.locks import Locked
 from labkit.locks.etcd3_reference import Etcd3ReferenceLock
 from labkit.locks.etcd_mutex import EtcdMutex
+from labkit.progress import shows_progress
 from labkit.record.events import Event
 from labkit.record.history import History
 from labkit.timing import wait_until
@@ -42,6 +43,7 @@ UNREFRESHED, REFRESHED = "python-etcd3 Lock's lease (never refreshed)", "EtcdMut
 
 
 # ---- leases -------------------------------------------------------------------------------
+@shows_progress("etcd leases counting down")
 def sample_leases(etcd: EtcdService, lease_ids: dict[str, int], key: str, ttl: float,
                   every: float = 0.1) -> list[tuple[float, dict[str, int], bool]]:
     """Every ``every`` seconds: (seconds since the call, {name: the lease's remaining TTL as
@@ -87,6 +89,7 @@ class KeepaliveStop:
     history: History
 
 
+@shows_progress("an etcd lease left without keep-alives")
 def stop_keepalive(lab: "Lab", etcd: Any, path: str, ttl: int, work: float = 0.3) -> KeepaliveStop:
     """Two client processes on ``path`` (leases of ``ttl`` s): the holder's keep-alive stops,
     its process runs on, silent. The waiter holds the lock for ``work`` seconds at the end."""
@@ -257,6 +260,7 @@ class BehindEtcdctl:
     history: History
 
 
+@shows_progress("a queue behind etcdctl's lock holder")
 def queue_behind_etcdctl(lab: "Lab", session: Any, path: str, pool: ThreadPoolExecutor,
                          hold: float = 2.0, work: float = 0.3) -> BehindEtcdctl:
     """``etcdctl lock path`` holds for ``hold`` s (its command prints the key, then sleeps);

@@ -45,6 +45,7 @@ from pathlib import Path
 from labkit.errors import LabError
 from labkit.faults import namespace
 from labkit.plots import new_axes
+from labkit.progress import shows_progress
 from labkit.servers.run_folder import labkit_home
 from labkit.servers.runners import discovery, versions
 from labkit.servers.secret import USER
@@ -203,6 +204,7 @@ def postgres_major(bin_dir: str) -> int:
     return found[0] if found else 0
 
 
+@shows_progress("half-open connections holding a lock")
 def half_open_holds(settings: tuple[Setting, ...] = HALF_OPEN_SETTINGS, poll: float = 0.02) -> HalfOpenHolds:
     """Every setting's hold, all on one private server at once: one round of half_open_runs."""
     return half_open_runs(1, settings, poll)[0]

@@ -53,6 +53,7 @@ from labkit.locks.etcd_mutex import EtcdMutex
 from labkit.locks.etcd_session import EtcdSession
 from labkit.locks.registry import recipe_named
 from labkit.locks.zookeeper import ZooKeeperLock
+from labkit.progress import repeat, waiting_for
 from labkit.servers import up
 from labkit.servers.services.zookeeper_conf import ask_conf
 from labkit.lessons.race_plots import plot_races  # noqa: F401  (lessons 07 and 10 import it from here)
@@ -133,13 +134,10 @@ def holder_race(lab, recipe: str = "zookeeper", topology: str = "follower-cut", 
 
 def race_many(lab, recipe: str, topology: str, runs: int, timeout: float | None = None, naive: bool = False,
               progress=None) -> list[RaceRun]:
-    """``runs`` races in a row; ``progress(i, run)`` after each (e.g. print)."""
-    results = []
-    for number in range(runs):
-        results.append(holder_race(lab, recipe, topology, timeout, naive))
-        if progress is not None:
-            progress(number, results[-1])
-    return results
+    """``runs`` races in a row, each shown as a step (labkit.progress); ``progress(i, run)``
+    after each (e.g. print)."""
+    return repeat(f"{recipe} race", runs, lambda: holder_race(lab, recipe, topology, timeout, naive),
+                  topology + (" · naive rule" if naive else ""), progress)
 
 
 def summary(runs: list[RaceRun]) -> dict[str, Any]:
@@ -195,9 +193,10 @@ class _Race:
                 return bool(acquired or failed)
 
             patience = 30 + 6 * self.timeout
-            wait_until(waiter_done, f"{self.topology}: the waiter to get the lock", patience, POLL,
-                       error=TimeoutError(f"{self.topology}: the waiter did not get the lock within "
-                                          f"{patience:.0f} s of the fault"))
+            with waiting_for("the holder's session to expire", self.timeout):
+                wait_until(waiter_done, f"{self.topology}: the waiter to get the lock", patience, POLL,
+                           error=TimeoutError(f"{self.topology}: the waiter did not get the lock within "
+                                              f"{patience:.0f} s of the fault"))
             if failed:
                 raise failed[0]
             # Unsafe if it still believes it holds: go on reading, to say how late it gave up.

@@ -36,6 +36,7 @@ from labkit.locks.errors import LockTimeout
 from labkit.locks.lease_election import LeaseDurations, LeaseElection
 from labkit.locks.registry import lease_durations_for
 from labkit.plots import new_axes
+from labkit.progress import shows_progress, step_of_innermost, waiting_for
 from labkit.record.history import History
 from labkit.servers.services.etcd import etcd_client
 from labkit.timing import wait_until
@@ -117,6 +118,7 @@ def _offset_run(lab: Lab, durations: LeaseDurations, offset: float, judge: str |
     return OffsetRun(offset, follower.judge, bool(believed), bool(believed and believed[0]), leads_at_end)
 
 
+@shows_progress("Lease elections with an offset clock")
 def offset_takeovers(lab: Lab, durations: LeaseDurations, offset: float = 5.0, judge: str | None = None,
                      runs: int = 10, watch: float | None = None) -> list[OffsetRun]:
     """``runs`` leader/follower pairs at once, each on its own key: the leader renews on this
@@ -158,6 +160,7 @@ class RateRun:
         return self.leader_until - self.acquired_at if self.two_leaders else self.leader_until - self.judged_at
 
 
+@shows_progress("Lease elections with clocks at different rates")
 def rate_takeovers(lab: Lab, rates: tuple[float, ...] = (1.25, 4.0), runs: int = 10,
                    lease_duration: float = 1.5) -> dict[float, list[RateRun]]:
     """One follower client process under the clock shim (the ``lease-election`` recipe,
@@ -177,8 +180,10 @@ def rate_takeovers(lab: Lab, rates: tuple[float, ...] = (1.25, 4.0), runs: int =
             follower = clients[0]
             for rate in rates:
                 follower.clock.monotonic_rate(rate, history=history)
-                outcome[rate] = [_rate_run(lab, node, reader, follower, history, durations, name, rate)
-                                 for _ in range(runs)]
+                outcome[rate] = []
+                for number in range(runs):
+                    step_of_innermost(f"follower's clock {rate:g}x fast, run {number + 1} of {runs}")
+                    outcome[rate].append(_rate_run(lab, node, reader, follower, history, durations, name, rate))
     finally:
         reader.delete(name)
         reader.close()
@@ -264,6 +269,7 @@ class LeaseFailover:
         return self.seconds + self.since_renewal
 
 
+@shows_progress("Lease election failovers")
 def lease_failovers(lab: Lab, runs: int = 3, lease_duration: float = 1.5) -> list[LeaseFailover]:
     """``runs`` + 1 ``lease-election`` client processes, client-go's proportions scaled to
     ``lease_duration``, started at once. Run k: client k leads, client k + 1 campaigns (the
@@ -280,13 +286,15 @@ def lease_failovers(lab: Lab, runs: int = 3, lease_duration: float = 1.5) -> lis
                            ttl=lease_duration) as clients:
             clients[0].acquire(timeout=15)
             for leader, follower in zip(clients.clients, clients.clients[1:]):
+                step_of_innermost(f"{leader.name} killed, {follower.name} to take over")
                 pending = follower.send("acquire", timeout=None)
                 history.wait_for("requested", client=follower.name, timeout=15)
                 _next_renewal(revision)             # the follower has been trying since before it
                 last_old = _next_renewal(revision)
                 killed_at = time.time()
                 leader.kill()
-                follower.wait_reply(pending, timeout=durations.worst_case_failover() * 3 + 15)
+                with waiting_for("the lease to run out", durations.worst_case_failover()):
+                    follower.wait_reply(pending, timeout=durations.worst_case_failover() * 3 + 15)
                 acquired = history.events(client=follower.name, kind="acquired")[0]
                 margin = 5 * acquired.detail["slowest_try"] + 2 * acquired.detail["latest_wake"]
                 results.append(LeaseFailover(acquired.time - killed_at, killed_at - last_old,

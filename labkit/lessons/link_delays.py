@@ -29,6 +29,7 @@ import matplotlib.pyplot as plt
 from labkit.locks.etcd_mutex import EtcdMutex
 from labkit.locks.etcd_session import EtcdSession
 from labkit.locks.zookeeper import ZooKeeperLock
+from labkit.progress import shows_progress
 from labkit.vocabulary import SERVICE_COLOURS
 
 
@@ -118,6 +119,7 @@ def check_points(points: list[SlowLinkPoint]) -> list[str]:
     return problems
 
 
+@shows_progress("lock rounds over slowed links")
 def slow_links(lab, delays_ms=(0, 5, 20, 50), rounds: int = 5, extra_requests: int = 0) -> list[SlowLinkPoint]:
     """Every link of the lab (servers and the ``slow-1`` client) held ``d`` ms each way;
     time ``rounds`` acquires and releases of a free lock per system. The clients talk to the

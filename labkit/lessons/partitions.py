@@ -31,6 +31,7 @@ from kazoo.recipe.lock import Lock as KazooLock
 from labkit.locks.etcd_mutex import EtcdMutex
 from labkit.locks.etcd_session import EtcdSession
 from labkit.locks.zookeeper import ZooKeeperLock
+from labkit.progress import shows_progress
 from labkit.timing import wait_until
 from labkit.vocabulary import ACCEPTED_COLOUR, ERROR_COLOUR, FAULT_COLOUR, STATE_COLOURS, SUCCESSOR_COLOUR
 
@@ -76,6 +77,7 @@ class MinorityOutcome:
                 "minority client got": self.minority_result, "old leader rejoined as": self.rejoined_as}
 
 
+@shows_progress("a ZooKeeper minority asked for a lock")
 def zookeeper_minority(lab, session_timeout: float = 2.0) -> MinorityOutcome:
     """Partition the ZooKeeper leader with ``client-1`` away from the other two servers and
     ``client-2``. The minority client's acquire must not succeed while cut (no server on its
@@ -113,6 +115,7 @@ def zookeeper_minority(lab, session_timeout: float = 2.0) -> MinorityOutcome:
     return MinorityOutcome("zookeeper", old.name, new.name, elected, token, while_cut, old_role, old.role, rejoined)
 
 
+@shows_progress("an etcd minority asked for a lock")
 def etcd_minority(lab) -> MinorityOutcome:
     """Partition the etcd leader with ``client-3`` away from the other two members and
     ``client-4``. The isolated leader steps down by itself (check-quorum: no heartbeat
@@ -204,6 +207,7 @@ class CutOffRun:
                 "holder believed it held": self.holder_believed_at_grant}
 
 
+@shows_progress("a ZooKeeper holder cut off from the ensemble")
 def cut_off_zookeeper_holder(lab, deadline: bool, session_timeout: float = 2.0, heal_after: float = 0.5) -> CutOffRun:
     """A holder (``holder-1``, kazoo client through its own links) takes the lock; a waiter
     (``waiter-1``) queues; the holder is isolated. The server expires the holder's session

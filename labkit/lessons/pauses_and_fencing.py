@@ -26,6 +26,7 @@ from labkit.clients import spawn_clients
 from labkit.faults.relay import TcpLink
 from labkit.locks.redis_lock import RedisLock
 from labkit.locks.zookeeper import ZooKeeperLock
+from labkit.progress import shows_progress
 from labkit.record.checker import Verdict, check_mutual_exclusion
 from labkit.record.events import EventSink, ignore_events
 from labkit.record.fencing import FencedStore, StoreWrite
@@ -63,6 +64,7 @@ class PauseOutcome:
                 for write in self.writes]
 
 
+@shows_progress("a holder paused past its timeout")
 def pause_past_timeout(lab: Lab, recipe: str = "zookeeper", fenced: bool = True, timeout: float = 1.0,
                        pause: float = 3.0, name: str | None = None) -> PauseOutcome:
     """Two client processes of ``recipe`` share a lock and a FencedStore (``fenced`` or not).
@@ -99,6 +101,7 @@ def pause_past_timeout(lab: Lab, recipe: str = "zookeeper", fenced: bool = True,
                         acquired.time, told.time)
 
 
+@shows_progress("holders paused past their timeouts, side by side")
 def pause_past_timeout_at_once(lab: Lab, cases: dict[str, tuple[str, bool]], timeout: float = 1.0,
                                pause: float = 3.0) -> dict[str, PauseOutcome]:
     """``pause_past_timeout`` for every case (label → (recipe, fenced)) at the same time:

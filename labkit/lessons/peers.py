@@ -38,6 +38,7 @@ from labkit.lessons.redlock_double_grants import (DoubleGrant, clock_step_double
                                                   pause_double_grant, restart_double_grant)
 from labkit.locks.redis_lock import RedisLock
 from labkit.locks.redis_peers import PotteryRedlock, PythonRedisLock, RedisPyLock
+from labkit.progress import shows_progress
 from labkit.record.checker import Verdict, check_mutual_exclusion
 from labkit.record.fencing import FencedStore, StoreWrite
 from labkit.record.history import History
@@ -148,6 +149,7 @@ def pause_past_ttl(lab: Lab, library: str, ttl: float = 1.0, pause: float = 2.5)
                         {who: [event.kind for event in history.events(client=who)] for who in ("client-1", "bob")})
 
 
+@shows_progress("each Redis lock library's holder paused")
 def pause_each(lab: Lab, libraries: tuple[str, ...] = tuple(REDIS_LOCKS), ttl: float = 1.0,
                pause: float = 2.5) -> dict[str, PausedHolder]:
     """``pause_past_ttl`` for each library at the same time (each its own lock, client and
@@ -173,6 +175,7 @@ class Failover:
                        f"open holds: {', '.join(self.open_holds) or 'none'}")
 
 
+@shows_progress("each Redis lock library through a failover")
 def failover_each(libraries: tuple[str, ...] = tuple(REDIS_LOCKS)) -> dict[str, Failover]:
     """01's failover schedule (``grant_twice_on_failover``) for each library, each on a
     primary + replica started here (two redis-server processes, stopped before returning)."""
@@ -243,6 +246,7 @@ def double_grant_outcome(library: str, run: DoubleGrant) -> Outcome:
                    f"{' '.join(run.holders)}; first's validity left {run.first_validity_left:+.2f} s")
 
 
+@shows_progress("pottery's Redlock holders paused")
 def pottery_double_grants(lab: Lab, ttl_ms: int = 10_000, ttl: float = 1.0, pause: float = 2.5) -> list[DoubleGrant]:
     """08's three double grants, with the same schedules, for pottery's Redlock (alice and bob
     are pottery clients; the frozen client-1 is a process running pottery): the clock step on

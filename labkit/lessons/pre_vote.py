@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from labkit.locks.etcd_mutex import EtcdMutex
 from labkit.locks.etcd_session import EtcdSession
 from labkit.servers import up
+from labkit.progress import showing_progress, waiting_for
 from labkit.timing import wait_until
 
 PHASES = ("before the cut", "after the election", "after the heal")
@@ -175,7 +176,8 @@ def isolated_leader_rejoins(lab, stranded_timeout: float = 10.0) -> PreVoteRun:
             new = next(node for node in rest if node.role == "leader")
             sessions.append(EtcdSession(majority, ttl=5))
             token = EtcdMutex(sessions[1], prefix, "client-2").lock(timeout=10)
-            attempt.join(stranded_timeout + 5)
+            with waiting_for("client-1's stranded acquire to come back", stranded_timeout):
+                attempt.join(stranded_timeout + 5)
             if len(outcome) < 2:
                 raise TimeoutError(f"client-1's acquire did not come back within {stranded_timeout + 5:.0f} s")
             changes[PHASES[1]], terms[PHASES[1]] = _snapshot(lab)
@@ -199,8 +201,11 @@ def compare(runs: int = 1, **options) -> list[PreVoteRun]:
     ``options`` go to ``labkit.up`` (e.g. ``keep_previous=True`` in a notebook that keeps
     its own lab running)."""
     results = []
-    for pre_vote in (False, True):
-        with up(zookeeper=0, etcd=3, redis=False, network=True, quiet=True, etcd_pre_vote=pre_vote,
-                **options) as lab:
-            results += [isolated_leader_rejoins(lab) for _ in range(runs)]
+    with showing_progress("isolated etcd leader rejoins", total=2 * runs) as shown:
+        for pre_vote in (False, True):
+            with up(zookeeper=0, etcd=3, redis=False, network=True, quiet=True, etcd_pre_vote=pre_vote,
+                    **options) as lab:
+                for _ in range(runs):
+                    shown.step(f"pre-vote {'on' if pre_vote else 'off'}")
+                    results.append(isolated_leader_rejoins(lab))
     return results

@@ -31,6 +31,7 @@ from labkit.faults.redis import crash_and_restart, cut_replication, fail_over, k
 from labkit.locks import LockTimeout
 from labkit.locks.redis_lock import RedisLock
 from labkit.locks.registry import make_lock
+from labkit.progress import shows_progress
 from labkit.record.history import History
 from labkit.timing import wait_until
 
@@ -68,6 +69,7 @@ def acquire_within(lock: Any, timeout: float) -> bool:
         return False
 
 
+@shows_progress("holder and waiter pairs on each system")
 def leader_crash_pairs(lab: "Lab", history: History, path: str,
                        session_timeout: float = 10.0, ttl: int = 5) -> tuple[dict[str, tuple[Any, Any]], ExitStack]:
     """{"ZooKeeper": (lock A, lock B), "etcd": (lock A, lock B)} on ``path``, each lock with
@@ -99,6 +101,7 @@ class DeadRedisHolder:
     taken_over_after: float
 
 
+@shows_progress("a Redis holder killed, a second client polling")
 def kill_redis_holder(lab: "Lab", redis_client: Any, key: str, ttl: float, history: History) -> DeadRedisHolder:
     """client-1 holds ``key`` (TTL ``ttl`` s), client-2 polls for it; client-1 is SIGKILLed."""
     with spawn_clients(lab, recipe="redis", n=2, name=key, ttl=ttl, history=history) as clients:
@@ -202,6 +205,7 @@ def grant_twice_on_failover(redis: Any, key: str, history: History, work: float 
     return GrantedTwice(new_primary, client_a, client_b)
 
 
+@shows_progress("the leaders killed under their lock holders")
 def kill_leaders(lab: "Lab", pairs: dict[str, tuple[Any, Any]], history: History, patience: float = 2.0) -> dict[str, bool]:
     """With each A holding: SIGKILL the ZooKeeper leader and the etcd leader, wait for new
     ones and for the ZooKeeper clients to reconnect; then each B tries for ``patience`` s.

@@ -32,6 +32,7 @@ from labkit.lessons.redlock_double_grants import (DoubleGrant, clock_step_double
                                                   restart_double_grant)
 from labkit.locks.redis_lock import RedisLock
 from labkit.locks.redlock import Redlock, instance_clients
+from labkit.progress import shows_progress
 from labkit.record.checker import Verdict, check_mutual_exclusion
 from labkit.record.fencing import FencedStore
 from labkit.record.history import History
@@ -81,6 +82,7 @@ class LatencyComparison:
                 "one SET NX": [ms / 1000 for ms in self.set_nx_ms]}
 
 
+@shows_progress("Redlock and one SET NX, timed in turns")
 def compare_with_set_nx(lab: Lab, rounds: int = 200, ttl_ms: int = 5000) -> LatencyComparison:
     """Acquire and release a Redlock on ``lab.redlock`` and a single-instance SET NX lock on
     ``lab.redis`` in turns, ``rounds`` times each (turns, so that a busy moment of the machine
@@ -186,6 +188,7 @@ class ZooKeeperStep:
     new_node_ctime_ahead: float     # a znode created after the step: its ctime minus our clock (s)
 
 
+@shows_progress("a ZooKeeper session across a clock step")
 def zookeeper_session_across_step(lab: Lab, step: float = 30.0, session_timeout: float = 2.0,
                                   watch: float = 4.0) -> ZooKeeperStep:
     """Step the ZooKeeper server's wall clock by ``step`` seconds while a client holds an
@@ -228,6 +231,7 @@ class EtcdLease:
         return self.samples[-1][0] - self.samples[0][0]
 
 
+@shows_progress("an etcd lease counting down across a clock step")
 def etcd_lease_countdown(lab: Lab, ttl: int = 5, watch: float = 2.5, every: float = 0.25) -> EtcdLease:
     """Try to step etcd's clock (it refuses: Go reads the clock through the vDSO), then grant
     a lease of ``ttl`` seconds and read its remaining TTL every ``every`` seconds for

@@ -24,6 +24,7 @@ from matplotlib.axes import Axes
 from labkit.clients import spawn_clients
 from labkit.locks.redlock import OBSERVE_TIMEOUT_MS, Redlock, instance_clients
 from labkit.plots import hold_timeline
+from labkit.progress import shows_progress
 from labkit.record.checker import Verdict, check_mutual_exclusion
 from labkit.record.fencing import FencedStore, StoreWrite
 from labkit.record.history import History
@@ -209,6 +210,7 @@ def restart_double_grant(lab: Lab, ttl_ms: int = 10_000, forgetful: str = "r3",
     return run
 
 
+@shows_progress("a Redlock holder paused past its TTL")
 def pause_double_grant(lab: Lab, ttl: float = 1.0, pause: float = 2.5, recipe: str = "redlock",
                        connect: Connect = Redlock.connect) -> DoubleGrant:
     """A Redlock client process (client-1, TTL ``ttl`` s) acquires and writes to an unfenced

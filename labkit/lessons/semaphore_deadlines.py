@@ -44,6 +44,7 @@ from labkit.lessons.holder_safety import HOLDER, POLL, TOPOLOGIES, WAITER, RaceR
 from labkit.locks.errors import LockError
 from labkit.locks.zookeeper_election import ZooKeeperElection
 from labkit.locks.zookeeper_semaphore import ZooKeeperSemaphore
+from labkit.progress import repeat, waiting_for
 from labkit.timing import became_true, wait_until
 
 RACED_RECIPES = {"semaphore": "zookeeper-semaphore", "election": "zookeeper-election"}
@@ -106,9 +107,10 @@ def deadline_race(lab, kind: str = "semaphore", topology: str = "client-link", t
             return bool(acquired or failed)
 
         patience = 30 + 6 * timeout
-        wait_until(waiter_done, f"{kind}, {topology}: the waiter to be admitted", patience, POLL,
-                   error=TimeoutError(f"{kind}, {topology}: the waiter was not admitted within "
-                                      f"{patience:.0f} s of the fault"))
+        with waiting_for("the holder's session to expire", timeout):
+            wait_until(waiter_done, f"{kind}, {topology}: the waiter to be admitted", patience, POLL,
+                       error=TimeoutError(f"{kind}, {topology}: the waiter was not admitted within "
+                                          f"{patience:.0f} s of the fault"))
         if failed:
             raise failed[0]
         # Unsafe if the holder still believes: read on, to say how late it stopped (if ever).
@@ -123,13 +125,10 @@ def deadline_race(lab, kind: str = "semaphore", topology: str = "client-link", t
 
 def deadline_races(lab, kind: str, topology: str, runs: int, timeout: float = 2.0, deadline: bool = True,
                    progress=None) -> list[RaceRun]:
-    """``runs`` races in a row; ``progress(i, run)`` after each (e.g. print)."""
-    results = []
-    for number in range(runs):
-        results.append(deadline_race(lab, kind, topology, timeout, deadline))
-        if progress is not None:
-            progress(number, results[-1])
-    return results
+    """``runs`` races in a row, each shown as a step (labkit.progress); ``progress(i, run)``
+    after each (e.g. print)."""
+    return repeat(f"{kind} race", runs, lambda: deadline_race(lab, kind, topology, timeout, deadline),
+                  topology + ("" if deadline else " · no client deadline"), progress)
 
 
 class _Contest:

@@ -29,6 +29,7 @@ from labkit.clients import spawn_clients
 from labkit.locks.curator import CuratorPeer
 from labkit.locks.errors import LockTimeout
 from labkit.locks.registry import RecipeHandle, connections_of, make_lock
+from labkit.progress import shows_progress, step_of_innermost
 from labkit.record.checker import Verdict, check_at_most_holders
 from labkit.record.fencing import FencedStore
 from labkit.record.history import History
@@ -64,6 +65,7 @@ class Occupancy:
         return self.verdict.most or 0
 
 
+@shows_progress("semaphore holders under kills and pauses")
 def never_more_than(lab: Any, recipe: str, limit: int = 2, clients: int = 5, seconds: float = 4.0,
                     kills: int = 2, hold: float = 0.05, timeout: float = 2.0, fault: str = "kill") -> Occupancy:
     """``clients`` processes loop acquire / write / hold / write / release on one semaphore
@@ -86,10 +88,12 @@ def never_more_than(lab: Any, recipe: str, limit: int = 2, clients: int = 5, sec
             # "never more than N" says little of a run that never had N: the faults and the
             # clock of the run start once the record shows the semaphore full (on a loaded
             # machine the first holds can take turns for a while)
+            step_of_innermost(f"{recipe}: waiting for {limit} holders at once")
             wait_until(lambda: (check_at_most_holders(store.writes(), limit, history=history).most or 0) >= limit,
                        f"the record to show {limit} holds acting at once", timeout=60, poll=0.05)
             started = time.monotonic()
             for number in range(kills):
+                step_of_innermost(f"{recipe}: {fault} {number + 1} of {kills} in a {seconds:g} s run")
                 # kill evenly through the run, each time a client that holds right now
                 wait_until(lambda: time.monotonic() >= started + seconds * (number + 1) / (kills + 1),
                            "the moment of the next kill", timeout=seconds + 5)
@@ -170,6 +174,7 @@ def _acquire_in_thread(handle: RecipeHandle, acquired: dict[str, float], key: st
     return thread
 
 
+@shows_progress("a semaphore slot after its holder dies")
 def slot_after_death(lab: Any, recipe: str, limit: int = 2, timeout: float = 2.0) -> SlotRelease:
     """``limit`` holders in processes of their own, two waiters here. SIGKILL one holder: the
     first waiter gets in when the server ends the dead holder's session or lease. Then a
@@ -263,6 +268,7 @@ class Interop:
     curator_holds: int
 
 
+@shows_progress("labkit's semaphore and Curator's, side by side")
 def curator_interop(lab: Any, limit: int = 2, seconds: float = 3.0, hold: float = 0.02) -> Interop:
     """labkit's ZooKeeperSemaphore and Curator's InterProcessSemaphoreV2 on one path. First
     step by step (who is admitted, who must wait), then ``limit + 1`` labkit threads and

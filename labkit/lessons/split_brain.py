@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import redis
 
+from labkit.progress import shows_progress
 from labkit.timing import wait_until
 
 
@@ -48,6 +49,7 @@ class SplitBrainRun:
                 "refused from (s)": refused}
 
 
+@shows_progress("a Sentinel failover with the old primary cut off")
 def sentinel_split_brain(lab, min_replicas: bool = False, ttl_ms: int = 30_000,
                          replication_delay_ms: int = 5000) -> SplitBrainRun:
     """Partition the current primary with ``client-1`` away from the replica, the three

@@ -31,6 +31,7 @@ from etcd3.events import DeleteEvent
 from labkit.locks.etcd_mutex import EtcdMutex
 from labkit.locks.registry import connections_of, make_lock
 from labkit.locks.zookeeper import ZooKeeperLock, sequence_of
+from labkit.progress import shows_progress
 from labkit.record.history import History
 from labkit.timing import wait_until
 
@@ -73,6 +74,7 @@ class ExitedProgram:
     exited_at: float
 
 
+@shows_progress("a program that exits without closing its session")
 def exit_without_closing(lab: "Lab", path: str, key: str, session_timeout: float = 2.0,
                          ttl: int = 2) -> ExitedProgram:
     """Run the forgetful program (see the module docstring) against the lab's first

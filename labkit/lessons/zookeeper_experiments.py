@@ -45,6 +45,7 @@ from labkit.locks.kazoo_reference import KazooReferenceLock
 from labkit.locks.registry import lock_factory
 from labkit.locks.zookeeper import ZooKeeperLock, sequence_of, sorted_contenders
 from labkit.plots import wakeups_per_release_plot
+from labkit.progress import shows_progress
 from labkit.record.events import Event
 from labkit.record.history import History
 from labkit.servers.services.zookeeper import parse_mntr
@@ -246,6 +247,7 @@ class HerdCost:
     seconds: float
 
 
+@shows_progress("a herd of waiters woken by one release")
 def herd_cost(zookeeper: ZooKeeperService, path: str, waiters: int, watch: str = "predecessor",
               timeout: float = 60.0) -> HerdCost:
     """``waiters`` + 1 ZooKeeperLocks with ``watch`` ("predecessor" or "parent"), one session
@@ -358,6 +360,7 @@ def lost_create_reply(lab: "Lab", new_client: Any, observer: KazooClient, path: 
     return LostReply(queue_after_release, outcomes, left_behind, latecomer_got_it, unlucky_client, bystander)
 
 
+@shows_progress("starting three lock implementations on one path")
 def three_implementations(new_client: Any, hosts: str, path: str, session_timeout: float, history: History,
                           on_close: Any) -> dict[str, Any]:
     """{"ZooKeeperLock": ..., "kazoo's Lock": ..., "Curator": ...} on ``path``, each with its

@@ -32,6 +32,7 @@ from matplotlib.lines import Line2D
 from labkit.harness.handoff import hand_off, server_watches
 from labkit.locks.registry import lock_factory
 from labkit.plots import new_axes
+from labkit.progress import shows_progress
 from labkit.record.history import History
 from labkit.servers.secret import login_for
 from labkit.timing import wait_until
@@ -93,6 +94,7 @@ def kill_just_after_heartbeat(client: LockClient, zookeeper: ZooKeeperService, t
     return time.time()
 
 
+@shows_progress("counting the waiters each release wakes")
 def count_zookeeper_wakeups(zookeeper: ZooKeeperService, path: str, waiters: int, recipe: str = "predecessor",
                   timeout: float = 30.0) -> History:
     """``contender-0`` takes the lock on ``path``, ``waiters`` more queue behind it (one

@@ -317,7 +317,7 @@ def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = Fa
         began = time.monotonic()
         what = ", ".join(f"{s.name} x{len(s.nodes)}" for s in lab.services)
         say(f"starting {what} on 127.0.0.1 ({backend}) ...")
-        start_nodes(lab, say, timeout)
+        start_nodes(lab, say, timeout, quiet)
         lab.started_in = time.monotonic() - began
         say(f"lab {lab.id} ready in {lab.started_in:.1f} s")
     except BaseException:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from typing import Callable, Protocol
 
+from labkit.progress import Progress, showing_progress
 from labkit.servers.network.links import Network
 from labkit.servers.secret import LabSecret
 from labkit.servers.services.etcd import EtcdService
@@ -35,18 +36,21 @@ class StartingLab(Protocol):
     def save_state(self) -> None: ...
 
 
-def start_nodes(lab: StartingLab, say: Callable[[str], None], timeout: float | None) -> None:
+def start_nodes(lab: StartingLab, say: Callable[[str], None], timeout: float | None, quiet: bool = False) -> None:
     """Start every node (each runner records its pid or container in the lab's state file as
-    soon as it runs); return once every node answers (see the module's docstring)."""
-    _in_parallel(_servers(lab), lambda node: node.start())
-    if lab.network is not None:
-        lab.network.connect()
-        lab.save_state()   # the proxy's control port, known once it answers
-    _wait_all_ready(lab, say, timeout)
-    if lab.secret and lab.etcd:
-        lab.etcd.enable_auth(lab.secret)
-    if lab.sentinel:
-        _start_sentinels(lab, say, timeout)
+    soon as it runs); return once every node answers (see the module's docstring). Shown as
+    progress (labkit.progress), a step per node; as plain lines only when ``quiet`` (else
+    ``say`` prints a line per node already)."""
+    with showing_progress("starting the lab's servers", total=len(_servers(lab)), step_lines=quiet) as shown:
+        _in_parallel(_servers(lab), lambda node: node.start())
+        if lab.network is not None:
+            lab.network.connect()
+            lab.save_state()   # the proxy's control port, known once it answers
+        _wait_all_ready(lab, say, timeout, shown)
+        if lab.secret and lab.etcd:
+            lab.etcd.enable_auth(lab.secret)
+        if lab.sentinel:
+            _start_sentinels(lab, say, timeout)
 
 
 def _in_parallel(nodes: list, action) -> None:
@@ -83,21 +87,25 @@ def _start_sentinels(lab: StartingLab, say, timeout: float | None) -> None:
     say(f"  {len(lab.sentinel.nodes)} sentinels watch {lab.redis.primary.name} (agreed in {seconds:.1f} s)")
 
 
-def _wait_all_ready(lab: StartingLab, say, timeout: float | None) -> None:
-    """Probe every node in parallel; print a line per node as it answers."""
+def _wait_all_ready(lab: StartingLab, say, timeout: float | None, shown: Progress) -> None:
+    """Probe every node in parallel; print a line per node as it answers (and a step of
+    ``shown``)."""
     printing = threading.Lock()  # one whole line per node, even when two answer at once
 
     def wait(node):
         seconds = node.wait_ready(timeout)
         with printing:
             say(f"  {node.name:<7} {node.endpoint:<16} ready in {seconds:4.1f} s")
+            shown.step(f"{node.name} ready in {seconds:.1f} s")
 
     _in_parallel(_servers(lab), wait)
     if lab.zookeeper and len(lab.zookeeper.nodes) > 1:
-        leader = lab.zookeeper.wait_for_leader(timeout or 30)
+        with shown.waiting("the ZooKeeper ensemble to elect a leader", 2.0):
+            leader = lab.zookeeper.wait_for_leader(timeout or 30)
         say(f"  zookeeper leader: {leader.name}")
     if lab.etcd and len(lab.etcd.nodes) > 1:
-        leader = lab.etcd.wait_for_leader(timeout or 30)
+        with shown.waiting("the etcd cluster to elect a leader", 2.0):
+            leader = lab.etcd.wait_for_leader(timeout or 30)
         say(f"  etcd leader: {leader.name}")
     if lab.redis and lab.redis.replica is not None:
         lab.redis.wait_replica_in_sync(timeout or 15)

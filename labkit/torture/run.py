@@ -18,6 +18,7 @@ from typing import Any, Callable
 from labkit.clients import spawn_clients
 from labkit.faults.relay import TcpLink
 from labkit.locks.registry import RECIPES, connections_of
+from labkit.progress import showing_progress, waiting_for
 from labkit.record.fencing import FencedStore
 from labkit.record.history import History
 from labkit.servers import up
@@ -84,28 +85,30 @@ def torture(recipe: str = "zookeeper", clients: int = 8, duration: float = 60.0,
                   "fenced": fenced, "trials": trials, "timeout": timeout, "hold": hold, "holders": holders}
     service = RECIPES[recipe].service
     result = TortureResult(parameters, [])
-    lab = store_lab = relay = None
-    try:
-        say(f"torture: {recipe}{f' ({holders} holders)' if holders != 1 else ''}, {clients} clients, {duration:g} s, nemesis {','.join(nemeses) or 'none'}, "
-            f"seed {seed}, {'fenced' if fenced else 'unfenced'} store")
-        lab = _start_lab(service, nemeses)
-        store_lab = up(zookeeper=0, etcd=0, redis=True, quiet=True, keep_previous=True)  # beside the lab under test
-        if service == "redis" and lab.network is None:
-            relay = TcpLink(f"{lab.redis.host}:{lab.redis.port}")
-        say(f"  servers: {', '.join(f'{node.name} {node.endpoint}' for node in lab.nodes)}; "
-            f"store: {store_lab.redis.primary.endpoint}")
-        for number, (trial_seed, steps) in enumerate(schedules, start=1):
-            say(f"trial {number}/{len(schedules)}: seed {trial_seed}, {len(steps)} faults planned")
-            trial = _run_trial(lab, store_lab, relay, service, parameters, number, trial_seed, steps, say)
-            result.trials.append(trial)
-            for line in trial.judgement.lines():
-                say("  " + line)
-    finally:
-        if relay is not None:
-            relay.close()
-        for started in (store_lab, lab):
-            if started is not None:
-                started.down()
+    with showing_progress(f"torture of {recipe}", total=len(schedules)) as shown:   # until its servers are down
+        lab = store_lab = relay = None
+        try:
+            say(f"torture: {recipe}{f' ({holders} holders)' if holders != 1 else ''}, {clients} clients, {duration:g} s, nemesis {','.join(nemeses) or 'none'}, "
+                f"seed {seed}, {'fenced' if fenced else 'unfenced'} store")
+            lab = _start_lab(service, nemeses)
+            store_lab = up(zookeeper=0, etcd=0, redis=True, quiet=True, keep_previous=True)  # beside the lab under test
+            if service == "redis" and lab.network is None:
+                relay = TcpLink(f"{lab.redis.host}:{lab.redis.port}")
+            say(f"  servers: {', '.join(f'{node.name} {node.endpoint}' for node in lab.nodes)}; "
+                f"store: {store_lab.redis.primary.endpoint}")
+            for number, (trial_seed, steps) in enumerate(schedules, start=1):
+                say(f"trial {number}/{len(schedules)}: seed {trial_seed}, {len(steps)} faults planned")
+                shown.step(f"trial, seed {trial_seed}, {len(steps)} faults planned")
+                trial = _run_trial(lab, store_lab, relay, service, parameters, number, trial_seed, steps, say)
+                result.trials.append(trial)
+                for line in trial.judgement.lines():
+                    say("  " + line)
+        finally:
+            if relay is not None:
+                relay.close()
+            for started in (store_lab, lab):
+                if started is not None:
+                    started.down()
     if report is not None:
         folder = result.save(report)
         say(f"report: {folder / 'report.html'}")
@@ -170,8 +173,9 @@ def _run_trial(lab: Any, store_lab: Any, relay: TcpLink | None, service: str, pa
         try:
             runner.start()
             # the main thread only waits, in short sleeps, so that Ctrl-C reaches it at once
-            wait_until(lambda: time.time() >= start + parameters["duration"], "the end of the trial",
-                       timeout=parameters["duration"] + 1.0, poll=0.1)
+            with waiting_for(f"{len(steps)} faults and the trial's end", parameters["duration"]):
+                wait_until(lambda: time.time() >= start + parameters["duration"], "the end of the trial",
+                           timeout=parameters["duration"] + 1.0, poll=0.1)
             interrupted = False
         finally:
             stop.set()

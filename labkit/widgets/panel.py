@@ -39,6 +39,7 @@ import redis
 from labkit.clients import spawn_clients
 from labkit.faults import kill_leader
 from labkit.locks.registry import RECIPES, check_holders
+from labkit.progress import showing_progress
 from labkit.record.fencing import FencedStore
 from labkit.record.history import History
 from labkit.timing import wait_for_value
@@ -167,7 +168,8 @@ class LockPanel:
         """``labkit.timing.wait_for_value`` that, on timeout, also names the clients' states
         and their last errors: returns what ``condition()`` returned once it was true."""
         try:
-            return wait_for_value(condition, what, timeout, poll=0.05)
+            with showing_progress(f"the panel, waiting for {what}"):
+                return wait_for_value(condition, what, timeout, poll=0.05)
         except TimeoutError as error:
             raise TimeoutError(f"{error}; client states: {self.states()}; "
                                f"last errors: {self.errors[-3:] or 'none'}") from None

@@ -36,6 +36,7 @@ from labkit.practice.exercises.diagnosis import run_scenarios
 from labkit.practice.exercises.recording_client import RecordingClient
 from labkit.practice.exercises.report import ExerciseError, Report
 from labkit.practice.exercises.run import ExerciseRun, middle_waiter_leaves, queue_and_drain
+from labkit.progress import shows_progress
 from labkit.timing import became_true
 
 if TYPE_CHECKING:
@@ -191,6 +192,7 @@ class ZooKeeperRun(ExerciseRun):
             self.observer.close()
 
 
+@shows_progress("checking a ZooKeeper lock with real clients")
 def check_zookeeper_lock(learner_impl: Any, lab: Lab, clients: int = 6, patience: float = 5.0,
                          session_timeout: float = 4.0) -> Report:
     """Run the learner's ZooKeeper lock on ``lab``'s ZooKeeper in three scenarios and judge

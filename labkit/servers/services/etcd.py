@@ -16,6 +16,7 @@ import etcd3
 import etcd3.watch
 
 from labkit.errors import NoLeader, ServerNotFound
+from labkit.progress import showing_progress
 from labkit.servers.runners.discovery import find_etcdctl
 from labkit.servers.ports import HOST
 from labkit.servers.services.node import Node, Service
@@ -209,9 +210,10 @@ class EtcdService(Service):
             leaders = [n for n in self.nodes if roles[n.name] == "leader"]
             return leaders[0] if len(leaders) == 1 and leaders[0].is_ready() else None
 
-        return wait_for_value(ready_leader, "an etcd leader", timeout, poll=0.05,
-                              error=lambda: NoLeader(f"no etcd leader within {timeout:.0f} s (roles now: {roles})",
-                                                     "a majority of members must be running; restart stopped members"))
+        with showing_progress("waiting for the etcd cluster to elect a leader", after=1.0):   # shown only if it takes a while
+            return wait_for_value(ready_leader, "an etcd leader", timeout, poll=0.05,
+                                  error=lambda: NoLeader(f"no etcd leader within {timeout:.0f} s (roles now: {roles})",
+                                                         "a majority of members must be running; restart stopped members"))
 
     def client(self, node: EtcdNode | None = None, via: str | None = None, **kwargs):
         """An etcd3 client on one member (the first running one unless named).

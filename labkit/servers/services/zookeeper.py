@@ -12,6 +12,7 @@ import socket
 from kazoo.client import KazooClient
 
 from labkit.errors import NoLeader
+from labkit.progress import showing_progress
 from labkit.servers.runners.discovery import ZooKeeperInstall
 from labkit.servers.network.links import not_enabled
 from labkit.servers.ports import HOST
@@ -215,9 +216,10 @@ class ZooKeeperService(Service):
             settled = all(r in ("leader", "follower", "standalone", "stopped", "paused") for r in roles.values())
             return leaders[0] if len(leaders) == 1 and settled else None
 
-        return wait_for_value(settled_leader, "a ZooKeeper leader", timeout, poll=0.05,
-                              error=lambda: NoLeader(f"no ZooKeeper leader within {timeout:.0f} s (roles now: {roles})",
-                                                     "a majority of the ensemble must be running; restart stopped nodes"))
+        with showing_progress("waiting for the ZooKeeper ensemble to elect a leader", after=1.0):   # shown only if it takes a while
+            return wait_for_value(settled_leader, "a ZooKeeper leader", timeout, poll=0.05,
+                                  error=lambda: NoLeader(f"no ZooKeeper leader within {timeout:.0f} s (roles now: {roles})",
+                                                         "a majority of the ensemble must be running; restart stopped nodes"))
 
     def watch_count(self) -> int:
         """Watches the running servers hold now, summed (each watch lives on the server its
