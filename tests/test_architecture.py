@@ -23,7 +23,7 @@ LABKIT = Path(__file__).resolve().parent.parent / "labkit"
 
 # Lowest first. A module may import from its own room and from rooms before it.
 ROOMS = ["errors", "timing", "stats", "vocabulary", "servers", "record", "locks", "faults", "clients",
-         "plots", "torture", "harness", "lessons", "practice", "health", "widgets", "bench_network", "bench_scale", "bench_peers", "bench", "cli",
+         "plots", "torture", "harness", "lessons", "practice", "health", "widgets", "bench_network", "bench_scale", "bench_peers", "bench_processes", "bench", "cli",
          "book", "__init__"]
 
 
