@@ -39,6 +39,7 @@ Say = Callable[[str], Any]   # one progress line
 # row label -> the recipe of labkit.locks.registry each contender process runs
 PYTHON_ROWS = {ZOOKEEPER_LOCK: "zookeeper", KAZOO: "kazoo", ETCD_MUTEX: "etcd", PYTHON_ETCD3: "etcd3-lock"}
 JVMS_AT_ONCE = 4   # JVMs started side by side: more only thrash 2 cores
+PYTHONS_AT_ONCE = 8   # crowd workers started side by side (50 at once on a loaded machine: none ready in 180 s)
 # the server's count of wakeups, per service: (counter of server_counters, what it is)
 WAKEUPS = {"zookeeper": ("watchers_fired", "watches fired (mntr)"),
            "etcd": ("watch_events", "watch events sent (/metrics)")}
@@ -99,7 +100,8 @@ def measure_python(lab: Lab, label: str, n: int, releases: int, name: str, say: 
     tally = WatchTally()
     crowd = Crowd(connections_of(lab), recipe, name, n, workers=n, start_timeout=budget,
                   ttl=600 if recipe == "etcd3-lock" else 60,   # python-etcd3's lease is never refreshed
-                  share_client=False, progress=lambda ready, total: say(f"{label}: {ready}/{total} processes up"))
+                  share_client=False, starting_at_once=PYTHONS_AT_ONCE,
+                  progress=lambda ready, total: say(f"{label}: {ready}/{total} processes up"))
     crowd.listeners.append(tally)
     started_s = time.monotonic() - began
     settled = zookeeper_settled(lab, f"{name}/") if service == "zookeeper" else tally.settled

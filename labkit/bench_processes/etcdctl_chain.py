@@ -41,6 +41,7 @@ from labkit.timing import wait_until
 if TYPE_CHECKING:
     from labkit.servers.lab import Lab
 
+BASELINE_SAMPLES = 3   # baseline samples after each hand-off: a loaded machine spreads them widely
 WATCHERS = re.compile(r"^etcd_debugging_mvcc_watcher_total\s+(\S+)", re.MULTILINE)
 
 
@@ -110,7 +111,7 @@ def stop(processes: list[subprocess.Popen], grace: float = 10.0) -> None:
 def measure_etcdctl_chain(lab: Lab, n: int, releases: int, name: str, say: Callable[[str], Any],
                           budget: float = 120.0) -> dict[str, Any]:
     """The etcdctl row: ``n`` etcdctl processes queued on ``name``, ``releases`` hand-offs, each
-    followed by one baseline sample."""
+    followed by BASELINE_SAMPLES samples of the baseline."""
     cat = shutil.which("cat")
     if cat is None:
         raise BenchTimeout("no `cat` on PATH: the etcdctl chain runs it as each holder's command",
@@ -150,7 +151,7 @@ def measure_etcdctl_chain(lab: Lab, n: int, releases: int, name: str, say: Calla
             wait_until(lambda: watchers(lab) == base + n - 2 - number, "the woken watch to go", budget, poll=0.005)
             wakeups.append(round(server_counters(lab, "etcd")["watch_events"] - before))
             spans.append((released, started))
-            baseline.append(baseline_once(cat, fifos[-1], budget))
+            baseline += [baseline_once(cat, fifos[-1], budget) for _ in range(BASELINE_SAMPLES)]
     except (TimeoutError, subprocess.TimeoutExpired) as error:
         raise BenchTimeout(f"{GO_MUTEX}: {error}", hint="the machine may be overloaded: try a smaller N") from None
     finally:
