@@ -7,8 +7,9 @@ returns the moment the holder's ``cat`` opens it (the holder started); closing i
 ``cat`` (the holder lets go: etcdctl deletes its key, the next etcdctl's watch fires, it
 returns from Lock and starts its own ``cat``). A hand-off is timed from the close to the next
 FIFO's open returning, in this process, less a baseline measured in turns with it: the same
-``cat`` started (posix_spawn) until its open, plus its close until the process is reaped,
-with no lock around it (what the command's own start and end cost).
+``cat`` started (posix_spawn, by an idle process of its own, as etcdctl starts it) until its
+open, plus its close until the process is reaped, with no lock around it (what the command's
+own start and end cost).
 
 The contenders queue one at a time, each once the one before watches at the server (the
 members' ``etcd_debugging_mvcc_watcher_total``), so the order is the start order; Go's mutex
@@ -27,6 +28,7 @@ import re
 import signal
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -74,21 +76,43 @@ def open_for_writing(path: str, timeout: float) -> tuple[int, float]:
     return opened["fd"], opened["at"]
 
 
-def baseline_once(cat: str, fifo: str, timeout: float) -> float:
-    """Seconds ``cat FIFO`` costs outside any lock: spawned until it opened the FIFO, plus
-    closed until it is reaped."""
-    spawned = time.monotonic()
-    pid = os.posix_spawn(cat, [cat, fifo], dict(os.environ))
-    try:
-        fd, opened = open_for_writing(fifo, timeout)
-    except TimeoutError:
-        os.kill(pid, 9)
-        os.waitpid(pid, 0)
-        raise
-    closed = time.monotonic()
-    os.close(fd)
-    os.waitpid(pid, 0)
-    return (opened - spawned) + (time.monotonic() - closed)
+# The baseline's spawner, a process of its own that sleeps between samples as an etcdctl waiter
+# does (spawned from the busy bench process, the same cat took longer than a whole hand-off on
+# a loaded machine): for each line "CAT FIFO" it starts `cat FIFO`, reaps it, and prints
+# time.monotonic() at the spawn and at the reaping.
+SPAWNER = ("import os, sys, time\n"
+           "for line in sys.stdin:\n"
+           "    cat, fifo = line.split()\n"
+           "    spawned = time.monotonic()\n"
+           "    os.waitpid(os.posix_spawn(cat, [cat, fifo], os.environ), 0)\n"
+           "    print(spawned, time.monotonic(), flush=True)\n")
+
+
+class Spawner:
+    """Measures the baseline: ``cat FIFO`` started and reaped by the idle SPAWNER process."""
+
+    def __init__(self, cat: str, fifo: str):
+        self.cat, self.fifo = cat, fifo
+        self.process = subprocess.Popen([sys.executable, "-S", "-c", SPAWNER], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, text=True, start_new_session=True)
+
+    def sample(self, timeout: float) -> float:
+        """Seconds ``cat FIFO`` costs outside any lock: spawned until it opened the FIFO (this
+        process's open returned), plus closed here until the spawner reaped it."""
+        self.process.stdin.write(f"{self.cat} {self.fifo}\n")
+        self.process.stdin.flush()
+        fd, opened = open_for_writing(self.fifo, timeout)
+        closed = time.monotonic()
+        os.close(fd)
+        spawned, reaped = (float(word) for word in self.process.stdout.readline().split())
+        return (opened - spawned) + (reaped - closed)
+
+    def close(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+        self.process.stdin.close()
+        self.process.stdout.close()
 
 
 def stop(processes: list[subprocess.Popen], grace: float = 10.0) -> None:
@@ -125,6 +149,7 @@ def measure_etcdctl_chain(lab: Lab, n: int, releases: int, name: str, say: Calla
     processes: list[subprocess.Popen] = []
     began = time.monotonic()
     fd = -1
+    spawner = Spawner(cat, fifos[-1])
     try:
         base = watchers(lab)
         for number in range(n):
@@ -151,13 +176,14 @@ def measure_etcdctl_chain(lab: Lab, n: int, releases: int, name: str, say: Calla
             wait_until(lambda: watchers(lab) == base + n - 2 - number, "the woken watch to go", budget, poll=0.005)
             wakeups.append(round(server_counters(lab, "etcd")["watch_events"] - before))
             spans.append((released, started))
-            baseline += [baseline_once(cat, fifos[-1], budget) for _ in range(BASELINE_SAMPLES)]
+            baseline += [spawner.sample(budget) for _ in range(BASELINE_SAMPLES)]
     except (TimeoutError, subprocess.TimeoutExpired) as error:
         raise BenchTimeout(f"{GO_MUTEX}: {error}", hint="the machine may be overloaded: try a smaller N") from None
     finally:
         if fd >= 0:
             os.close(fd)
         stop(processes)
+        spawner.close()
         shutil.rmtree(folder, ignore_errors=True)
     correction = summarize(baseline)["p50_ms"]
     return {"row": GO_MUTEX, "n": n, "service": "etcd", "handoffs": len(spans), "spans": spans,
