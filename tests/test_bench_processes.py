@@ -62,6 +62,17 @@ def test_labkits_recipes_must_wake_exactly_one_waiter_per_release(wakeups, met):
 
 
 @pytest.mark.no_servers
+@pytest.mark.parametrize("raw, baseline, met", [(10.0, 5.0, True), (10.0, 5.01, None)])
+def test_the_go_target_is_not_judged_when_its_baseline_is_over_half_the_raw_hand_off(raw, baseline, met):
+    rows = rows_with(etcd=2.0)
+    rows[GO_MUTEX].update(raw_handoff_ms=[raw] * 3, baseline_ms=[baseline] * 9, baseline_p50_ms=baseline,
+                          handoff_ms=[round(raw - baseline, 3)] * 3)
+    target = next(t for t in process_targets(rows) if t["target"].endswith(GO_MUTEX))
+    assert target["met"] is met
+    assert (met is None) == target["measured"].startswith("not judged")
+
+
+@pytest.mark.no_servers
 def test_a_row_not_measured_leaves_its_targets_unjudged():
     rows = rows_with()
     rows[CURATOR] = {"row": CURATOR, "n": N, "handoffs": 0, "handoff_ms": [], "note": "Curator cannot run here"}

@@ -19,7 +19,7 @@ HANDOFF_ROWS = (ZOOKEEPER_LOCK, KAZOO, CURATOR, ETCD_MUTEX, PYTHON_ETCD3, GO_MUT
 # (ours, the reference, the largest p50 ratio that meets the target)
 RATIO_TARGETS = ((ZOOKEEPER_LOCK, CURATOR, 1.2), (ZOOKEEPER_LOCK, KAZOO, 1.0), (ETCD_MUTEX, GO_MUTEX, 1.2))
 ONE_WAKEUP = (ZOOKEEPER_LOCK, ETCD_MUTEX)
-TARGET_VERDICTS = {True: "PASS", False: "MISS", None: "not measured"}
+TARGET_VERDICTS = {True: "PASS", False: "MISS", None: "----"}   # ----: not measured, or not judged
 
 
 def p50_ms(row: dict[str, Any]) -> float:
@@ -34,13 +34,31 @@ def measured(rows: dict[str, dict[str, Any]], label: str) -> bool:
     return bool(rows.get(label, {}).get("handoff_ms"))
 
 
+# The Go row's correction is trusted while the baseline takes at most this share of the raw
+# hand-off: at load 30-40 on 2 cores the baseline's samples spread from 1 to 33 ms and its p50
+# (13.5 ms) matched the raw hand-off's (13.6 ms), leaving a difference that was only noise.
+CORRECTION_SHARE = 0.5
+
+
+def correction_swamps(row: dict[str, Any]) -> bool:
+    """True when a row corrected by a baseline (the Go row) has a baseline p50 over
+    CORRECTION_SHARE of its raw hand-off p50: its corrected p50 is then noise."""
+    raw = row.get("raw_handoff_ms")
+    return bool(raw) and row["baseline_p50_ms"] > CORRECTION_SHARE * percentile(raw, 0.5)
+
+
 def process_targets(rows: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """Each target with what was measured and ``met``: True, False, or None when a row it
     needs was not measured (Curator missing, say)."""
     found = []
     for ours, theirs, limit in RATIO_TARGETS:
         target = {"target": f"hand-off p50: {ours} <= {limit} x {theirs}", "rows": [ours, theirs]}
-        if measured(rows, ours) and measured(rows, theirs):
+        if measured(rows, theirs) and correction_swamps(rows[theirs]):
+            go = rows[theirs]
+            target.update(measured=f"not judged: the baseline's p50 ({go['baseline_p50_ms']:.2f} ms) is over "
+                                   f"{CORRECTION_SHARE:g} x the raw hand-off's ({percentile(go['raw_handoff_ms'], 0.5):.2f} ms), "
+                                   "so the difference is the machine's noise; run on a quieter machine", met=None)
+        elif measured(rows, ours) and measured(rows, theirs):
             ratio = round(p50_ms(rows[ours]) / p50_ms(rows[theirs]), 3)
             target.update(measured=f"{ratio:.2f} x ({p50_ms(rows[ours]):.2f} / {p50_ms(rows[theirs]):.2f} ms)",
                           ratio=ratio, met=ratio <= limit)
@@ -50,7 +68,8 @@ def process_targets(rows: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     for label in ONE_WAKEUP:
         target = {"target": f"{label}: exactly 1 wakeup per release (at the server)", "rows": [label]}
         wakeups = rows.get(label, {}).get("wakeups")
-        target.update(measured=wakeups if wakeups else "not measured", met=set(wakeups) == {1} if wakeups else None)
+        target.update(measured=f"{wakeups_text(wakeups)} (wakeups x releases)" if wakeups else "not measured",
+                      met=set(wakeups) == {1} if wakeups else None)
         found.append(target)
     return found
 
@@ -94,8 +113,9 @@ def report(results: dict[str, Any]) -> str:
                      f"  {wakeups_text(row['wakeups'])}")
     if measured(rows, GO_MUTEX):
         go = rows[GO_MUTEX]
-        lines.append(f"  ({GO_MUTEX}: from the holder's command ending to the next one's starting, less the "
-                     f"command's own start and end, {go['baseline_p50_ms']:.2f} ms p50, measured in turns with it)")
+        lines.append(f"  ({GO_MUTEX}: from the holder's command ending to the next one's starting, p50 "
+                     f"{percentile(go['raw_handoff_ms'], 0.5):.2f} ms, less the command's own start and end measured "
+                     f"in turns with it, p50 {go['baseline_p50_ms']:.2f} ms, fastest {min(go['baseline_ms']):.2f} ms)")
     lines.append("  Each hand-off is timed in the contenders' processes (one monotonic clock): from the holder "
                  "beginning to let go to the next holder's acquire returning.")
     targets = results["targets"]
