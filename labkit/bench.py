@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from etcd3 import Etcd3Client, etcdrpc
 from etcd3.utils import prefix_range_end
 
-from labkit import bench_network, bench_peers, bench_scale
+from labkit import bench_network, bench_peers, bench_processes, bench_scale
 from labkit.bench_scale.crowd_handoff import HANDOFF_SCENARIOS, BenchTimeout
 from labkit.harness.handoff import hand_off, server_watches, watching_again
 from labkit.locks.registry import RecipeHandle, connections_of, lock_factory, make_lock
@@ -349,7 +349,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="only what the network fault proxy costs (labkit/bench_network.py)")
     parser.add_argument("--scale", action="store_true",
                         help="only the large-N part: 1000 contenders over worker processes (labkit/bench_scale/)")
+    parser.add_argument("--processes", nargs="?", const=50, type=int, metavar="N",
+                        help="only the hand-off among N contender processes, 50 if N is not given (labkit/bench_processes/)")
+    parser.add_argument("--rounds", type=int, default=1, help="with --processes: how many times each row runs")
     options = parser.parse_args(argv)
+    if options.processes is not None:
+        return bench_processes.main(options.processes, options.rounds, options.json, options.attach)
     if options.scale:
         return bench_scale.main("tiny" if options.tiny else "quick" if options.quick else "full",
                                 options.json, options.attach)

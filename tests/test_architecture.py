@@ -23,8 +23,8 @@ LABKIT = Path(__file__).resolve().parent.parent / "labkit"
 
 # Lowest first. A module may import from its own room and from rooms before it.
 ROOMS = ["errors", "timing", "progress", "stats", "vocabulary", "servers", "record", "locks", "faults", "clients",
-         "plots", "torture", "harness", "lessons", "practice", "health", "widgets", "bench_network", "bench_scale", "bench_peers", "bench", "cli",
-         "book", "course", "__init__"]
+         "plots", "torture", "harness", "lessons", "practice", "health", "widgets", "bench_network", "bench_scale", "bench_peers",
+         "bench_processes", "bench", "cli", "book", "course", "__init__"]
 
 
 def module_name(path: Path) -> str:

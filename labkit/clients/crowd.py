@@ -27,7 +27,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 from labkit.errors import LabError
 from labkit.locks.registry import LockFactory, RecipeHandle
@@ -128,11 +128,14 @@ class Crowd:
     ``call_timeout``: the etcd client's deadline per call (python3-etcd3's default, 10 s,
     is too short for a herd of a thousand on 2 busy cores). ``share_client``: the etcd
     contenders of one worker share one client, each with its own lease (False: a client
-    each, as separate programs would have; see ``labkit.clients.crowd_worker``)."""
+    each, as separate programs would have; see ``labkit.clients.crowd_worker``). ``progress``:
+    called with (workers ready, workers) as each one opens its sessions (a slow start shows);
+    ``starting_at_once``: workers started side by side, each batch ready before the next starts."""
 
     def __init__(self, connections: dict[str, str], recipe: str, name: str, n: int, workers: int = 10,
                  session_timeout: float = 30.0, ttl: float = 60.0, start_timeout: float = 120.0,
-                 history: History | None = None, call_timeout: float = 120.0, share_client: bool = True):
+                 history: History | None = None, call_timeout: float = 120.0, share_client: bool = True,
+                 progress: Callable[[int, int], Any] = lambda ready, workers: None, starting_at_once: int = 1000):
         if n < 1 or workers < 1:
             raise ValueError(f"a crowd needs at least one contender and one worker, got n={n}, workers={workers}")
         self.names = [f"contender-{number}" for number in range(n)]
@@ -159,15 +162,25 @@ class Crowd:
                 worker = _Worker(spec, self)
                 self.workers.append(worker)
                 self.worker_of.update(dict.fromkeys(clients, worker))
-            for worker in self.workers:
-                wait_until(lambda: worker.ready.is_set() or worker.process.poll() is not None,
-                           f"crowd worker {worker.process.pid} to open its sessions", start_timeout, poll=0.05)
-                if not worker.ready.is_set():
-                    raise CrowdError(f"crowd worker {worker.process.pid} exited while opening its sessions",
-                                     hint=worker.stderr_tail())
+                if len(self.workers) % starting_at_once == 0:   # this batch opens before the next starts
+                    self.wait_ready(self.workers[-starting_at_once:], start_timeout, progress, min(workers, n))
+            if len(self.workers) % starting_at_once:   # the last batch, if it is not full
+                self.wait_ready(self.workers[-(len(self.workers) % starting_at_once):], start_timeout, progress,
+                                len(self.workers))
+            progress(len(self.workers), len(self.workers))
         except BaseException:
             self.close()
             raise
+
+    def wait_ready(self, batch: list[_Worker], timeout: float, progress: Callable[[int, int], Any], total: int) -> None:
+        """Wait until every worker of ``batch`` has opened its sessions (``timeout`` for each)."""
+        for worker in batch:
+            progress(self.workers.index(worker), total)
+            wait_until(lambda: worker.ready.is_set() or worker.process.poll() is not None,
+                       f"crowd worker {worker.process.pid} to open its sessions", timeout, poll=0.05)
+            if not worker.ready.is_set():
+                raise CrowdError(f"crowd worker {worker.process.pid} exited while opening its sessions",
+                                 hint=worker.stderr_tail())
 
     def receive(self, event: Event, monotonic: float | None = None) -> None:
         """An event from a worker, with the worker's time stamps (the machine has one clock)."""

@@ -213,6 +213,9 @@ class CuratorPeer:
         self._states: list[tuple[str, float, float]] = []   # (state, JVM stamp, arrival), reader thread
         self.stamps_from_jvm = False              # decided at READY: the JVM stamps are on our clock
         self._held = False
+        # JVM stamps of the last acquire()'s return, release()'s start and return: hand-offs between JVMs
+        self.acquired_at: float | None = None
+        self.released_at: tuple[float, float] | None = None
         self._crowd = False                       # a hand-off crowd is queued in the JVM
         self._emit = on_event
         self._answers: queue.Queue[str | None] = queue.Queue()
@@ -312,7 +315,8 @@ class CuratorPeer:
         if answer == "TIMEOUT":
             self._emit("timeout", waited=seconds)
             raise LockTimeout(self.path, seconds)
-        _, self.node, czxid = answer.split(" ")
+        _, self.node, czxid, *stamp = answer.split(" ")   # a semaphore's answer has no stamp
+        self.acquired_at = int(stamp[0]) / 1e9 if stamp else None
         self.token, self.sequence = int(czxid), sequence_of(self.node) or int(self.node[-10:])
         self._held = True
         self._emit("acquired", token=self.token, node=self.node)
@@ -322,7 +326,8 @@ class CuratorPeer:
         """Release Curator's hold (idempotent)."""
         if not self._held:
             return
-        self._send("release", ANSWER_MARGIN)
+        began, returned, *_ = self._send("release", ANSWER_MARGIN).split()[1:] + ["", ""]   # a semaphore's: none
+        self.released_at = (int(began) / 1e9, int(returned) / 1e9) if returned else None
         self._held, token, self.token, self.node, self.sequence = False, self.token, None, None, None
         self._emit("released", token=token)
 

@@ -6,8 +6,10 @@
 // With max leases > 0 the peer holds leases of an InterProcessSemaphoreV2 on the path instead
 // of the mutex (leases under <path>/leases, its internal mutex under <path>/locks).
 // Reads commands on stdin, one per line:
-//   acquire <seconds>   -> "ACQUIRED <node path> <its czxid>" or "TIMEOUT"
-//   release             -> "RELEASED"
+//   acquire <seconds>   -> "ACQUIRED <node path> <its czxid> <nanoTime when acquire() returned>"
+//                          or "TIMEOUT"
+//   release             -> "RELEASED <nanoTime when release() began> <nanoTime when it returned>"
+//                          (the stamps time a hand-off between JVMs: labkit/bench_processes)
 //   cycle               -> "CYCLE <ns>": acquire and release once, timed inside the JVM with
 //                          System.nanoTime() (no czxid read), for the benchmark
 //   ping                -> "PONG": the cost of a line there and back, to subtract by eye
@@ -172,16 +174,18 @@ public class CuratorPeer {
                 case "acquire":
                     long millis = (long) (Double.parseDouble(words[1]) * 1000);
                     if (mutex.acquire(millis, TimeUnit.MILLISECONDS)) {
+                        long acquired = System.nanoTime();
                         // the czxid of my node is the fencing token, as for labkit's recipe
                         String node = mutex.ownNode();
-                        say("ACQUIRED " + node + " " + client.checkExists().forPath(node).getCzxid());
+                        say("ACQUIRED " + node + " " + client.checkExists().forPath(node).getCzxid() + " " + acquired);
                     } else {
                         say("TIMEOUT");
                     }
                     break;
                 case "release":
+                    long began = System.nanoTime();
                     mutex.release();
-                    say("RELEASED");
+                    say("RELEASED " + began + " " + System.nanoTime());
                     break;
                 case "cycle":
                     long started = System.nanoTime();
