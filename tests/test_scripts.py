@@ -142,10 +142,84 @@ def test_run_pytest_in_parts_runs_the_races_one_at_a_time_and_the_rest_side_by_s
     mine = os.nice(0)
     if workers == 0:
         assert calls == [[mine, "--leg", "local", "-p", "no:cacheprovider"]]
-    else:   # the races at this process's priority, the rest at the lowest
+    else:   # both at this process's priority (nice 19 starved the rest under load, #34), 3 files at once
         assert sorted(calls) == [[mine, "--leg", "local", "--part", "races", "-p", "no:cacheprovider"],
-                                 [19, "--leg", "local", "--part", "rest", "-n", "3", "--dist", "loadfile",
+                                 [mine, "--leg", "local", "--part", "rest", "-n", "2", "--dist", "loadfile",
                                   "-p", "no:cacheprovider"]]
+
+
+def lib(command: str, **environment: str) -> subprocess.CompletedProcess:
+    env = {key: value for key, value in os.environ.items() if key != "LABKIT_STRESS"} | environment
+    return subprocess.run(["bash", "-c", f"source scripts/lib.sh && {command}"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=30, env=env)
+
+
+def test_the_load_mode_counts_its_hogs_and_refuses_a_bad_count():
+    cores = str(os.cpu_count())
+    assert lib("stress_hogs").stdout.strip() == "0"               # off unless asked
+    assert lib("stress_hogs --stress").stdout.strip() == cores    # one per core
+    assert lib("stress_hogs", LABKIT_STRESS="3").stdout.strip() == "3"
+    assert lib("stress_hogs --stress", LABKIT_STRESS="1").stdout.strip() == "1"
+    for bad in ("two", "-1", "2.5", "1000"):
+        refused = lib("stress_hogs --stress", LABKIT_STRESS=bad)
+        assert refused.returncode != 0 and f"LABKIT_STRESS={bad}: expected how many CPU hogs" in refused.stderr
+    # the leg runner refuses it before it installs or runs anything
+    refused = subprocess.run(["scripts/ci/test.sh", "--quick", "--stress"], cwd=ROOT, capture_output=True, text=True,
+                             timeout=30, env=dict(os.environ, LABKIT_STRESS="lots"))
+    assert refused.returncode != 0 and "LABKIT_STRESS=lots: expected" in refused.stderr, refused.stderr
+    assert "installing" not in refused.stdout and "running the tests" not in refused.stdout
+
+
+def test_the_hogs_burn_cpu_until_stopped_and_never_outlive_their_shell():
+    from labkit.timing import wait_until
+    shell = subprocess.Popen(["bash", "-c", "source scripts/lib.sh && start_stress_hogs 2 >/dev/null && "
+                              "echo ${STRESS_PIDS[*]} && read -r && stop_stress_hogs && echo stopped"],
+                             cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        pids = [int(pid) for pid in shell.stdout.readline().split()]
+        assert len(pids) == 2
+        for pid in pids:   # started (exec'd), then its user CPU time, in clock ticks, grows
+            wait_until(lambda: hog_alive(pid), f"hog {pid} starts", timeout=20)
+            wait_until(lambda: int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[11]) > 0,
+                       f"hog {pid} uses the CPU", timeout=20)
+        shell.stdin.write("\n")
+        shell.stdin.flush()
+        assert shell.stdout.readline().strip() == "stopped"
+        assert not any(hog_alive(pid) for pid in pids)
+    finally:
+        shell.kill()
+        shell.wait(10)
+    orphaned = lib("start_stress_hogs 1 >/dev/null; echo ${STRESS_PIDS[*]}; kill -9 $$")
+    pid = int(orphaned.stdout.split()[0])
+    assert wait_for_exit(pid), f"hog {pid} outlived its shell"
+
+
+def hog_alive(pid: int) -> bool:
+    try:
+        return "labkit-stress-hog" in Path(f"/proc/{pid}/cmdline").read_text(errors="replace")
+    except OSError:   # gone
+        return False
+
+
+def wait_for_exit(pid: int, seconds: float = 10.0) -> bool:
+    from labkit.timing import WaitTimedOut, wait_until
+    try:
+        wait_until(lambda: not hog_alive(pid), "the hog stops", timeout=seconds)
+    except WaitTimedOut:
+        return False
+    return True
+
+
+@pytest.mark.slow   # two pytest collections of the quick leg: ~20 s
+def test_lab_test_quick_stress_runs_the_legs_beside_hogs_and_stops_them(tmp_path):
+    done = subprocess.run(["scripts/ci/test.sh", "--quick", "--stress", "--collect-only", "-q"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=240,
+                          env=dict(os.environ, LABKIT_STRESS="1", LABKIT_HOME=str(tmp_path)))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "load mode: 1 CPU hogs beside the tests" in done.stdout
+    assert re.search(r"quick +passed .* [0-9.?]+ -> [0-9.?]+", done.stdout), done.stdout[-2000:]
+    pids = re.search(r"CPU hogs beside the tests \(pids ([0-9 ]+)\)", done.stdout).group(1).split()
+    assert all(wait_for_exit(int(pid), 1.0) for pid in pids)
 
 
 def test_the_parts_split_the_test_files_in_two():
