@@ -202,12 +202,8 @@ def hog_alive(pid: int) -> bool:
 
 
 def wait_for_exit(pid: int, seconds: float = 10.0) -> bool:
-    from labkit.timing import WaitTimedOut, wait_until
-    try:
-        wait_until(lambda: not hog_alive(pid), "the hog stops", timeout=seconds)
-    except WaitTimedOut:
-        return False
-    return True
+    from labkit.timing import became_true
+    return became_true(lambda: not hog_alive(pid), timeout=seconds)
 
 
 @pytest.mark.slow   # two pytest collections of the quick leg: ~20 s
@@ -365,3 +361,37 @@ def test_the_pythons_leg_forgets_venvs_no_run_used_for_two_weeks(tmp_path):
     assert done.returncode == 0, done.stderr
     assert sorted(path.name for path in tmp_path.iterdir()) == sorted([new.name, foreign.name]), done.stdout
     assert "unused for 14 days" in done.stdout
+
+
+def test_soak_counts_each_failed_test_and_leg_once_a_run(tmp_path):
+    logs = {
+        "run-1.log": "FAILED tests/test_a.py::test_x[zookeeper] - assert 0 == 1\n"
+                     "FAILED tests/test_a.py::test_x[zookeeper] - assert 0 == 1\n"   # the same run twice: once
+                     "ERROR tests/test_b.py::test_y - TimeoutError\n"
+                     "\033[1m[lab]\033[0m local      FAILED     8m27s  0.61 -> 2.10\n"
+                     "\033[1m[lab]\033[0m total      FAILED    26m55s\n",
+        "run-2.log": "FAILED tests/test_a.py::test_x[zookeeper] - assert 0 == 1\n"
+                     "FAILED notebooks/06_fencing.ipynb::Cell 3 - kernel died\n"
+                     "\033[1m[lab]\033[0m nonroot    FAILED     3m48s  1.0 -> 3.2\n"
+                     "a line that mentions FAILED in passing\n",
+        "run-3.log": "\033[1m[lab]\033[0m quick      passed     2m31s  0.2 -> 0.9\n",
+    }
+    for name, text in logs.items():
+        (tmp_path / name).write_text(text)
+    script = (ROOT / "scripts" / "maint" / "soak.sh").read_text()
+    function = re.search(r"^failures_table\(\) \{.*?^\}", script, re.MULTILINE | re.DOTALL).group(0)
+    done = subprocess.run(["bash", "-c", f'{function}\nfailures_table "$@"', "bash",
+                           *sorted(map(str, tmp_path.glob("run-*.log")))], capture_output=True, text=True, timeout=30)
+    rows = [line.split(None, 1) for line in done.stdout.splitlines()]
+    assert rows[0] == ["2", "tests/test_a.py::test_x[zookeeper]"], done.stdout + done.stderr
+    assert sorted(rows[1:]) == [["1", "leg local"], ["1", "leg nonroot"], ["1", "notebooks/06_fencing.ipynb::Cell 3"],
+                                ["1", "tests/test_b.py::test_y"]], done.stdout
+    nothing = subprocess.run(["bash", "-c", f'{function}\nfailures_table "$@"', "bash", str(tmp_path / "run-3.log")],
+                             capture_output=True, text=True, timeout=30)
+    assert nothing.stdout.strip() == "(nothing failed)"
+
+
+@pytest.mark.parametrize("runs", ["", "0", "five", "-2"])
+def test_soak_wants_a_number_of_runs(runs):
+    done = run_script("scripts/maint/soak.sh", *([runs] if runs else []))
+    assert done.returncode != 0 and "usage: scripts/maint/soak.sh N" in done.stderr, done.stderr
