@@ -70,8 +70,11 @@ def stop(process: subprocess.Popen, grace: float = 15.0) -> None:
 def assert_widgets_front_end(environment: dict) -> None:
     """ipywidgets 8 ships its JupyterLab front-end as a prebuilt extension: it must be
     listed and enabled, or the panel would render as plain text."""
+    # the timeout guards against a hang, it is no claim of speed: the listing is two Python
+    # starts that import Jupyter's server and JupyterLab, ~3 s idle, and it took more than 60 s
+    # at load average 27 (#34)
     listing = subprocess.run([sys.executable, "-m", "jupyter", "labextension", "list"], env=environment,
-                             capture_output=True, text=True, timeout=60)
+                             capture_output=True, text=True, timeout=240)
     lines = [line for line in (listing.stdout + listing.stderr).splitlines()
              if "@jupyter-widgets/jupyterlab-manager" in line]
     assert lines and "enabled" in lines[0] and "OK" in lines[0], (
