@@ -28,7 +28,9 @@ NOTEBOOK = REPO / "notebooks" / "lab_panel.ipynb"
 ARTIFACTS = REPO / "artifacts"
 CELLS_UP_TO_THE_PANEL = 5  # title, read aloud, imports, labkit.up, the panel (the rest click and clean up)
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow,
+# timeout(600): Jupyter's start, the extension listing beside it and Chromium are CPU-bound
+# starts; the suite's 300 s per test (pyproject.toml) did not leave room at load average 27
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(600),
               pytest.mark.skipif(not os.path.exists(CHROMIUM),
                                  reason="Debian's chromium is not installed: apt-get install -y chromium "
                                         "(Playwright's own browser download cannot work here)")]
