@@ -231,7 +231,7 @@ def test_the_tests_and_a_notebook_collect_together():
     files, so a test that imports ``conftest`` by name may get the notebooks' one (it did)."""
     done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
                            "--nbval-lax", "--leg", "pythons", "tests/test_scripts.py", "notebooks/00_start_here.ipynb"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+                          cwd=ROOT, capture_output=True, text=True, timeout=280)   # a hang guard: 120 s expired at load 24-40
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
 
