@@ -25,7 +25,7 @@ while [ $# -gt 0 ]; do
     esac
 done
 [ -z "$(git status --porcelain --untracked-files=no)" ] || say "uncommitted changes are not soaked: the clones get $(git rev-parse --short HEAD)"
-commit=$(git rev-parse HEAD)
+commit=$(git rev-parse HEAD) short=$(git rev-parse --short HEAD)   # HEAD may move while the soak runs
 soak=$(mktemp -d /tmp/labkit-soak.XXXXXX)
 clone=""
 
@@ -61,7 +61,7 @@ for ((run = 1; run <= runs; run++)); do
     log="$soak/run-$run.log"
     git clone --quiet --no-checkout "$ROOT" "$clone"
     git -C "$clone" checkout --quiet --detach "$commit"
-    say "soak run $run of $runs: ./lab.sh test ${options[*]} $* in a fresh clone of $(git rev-parse --short HEAD) (log: $log)"
+    say "soak run $run of $runs: ./lab.sh test ${options[*]} $* in a fresh clone of $short (log: $log)"
     began=$SECONDS code=0
     LABKIT_HOME="$soak/home" "$clone/lab.sh" test "${options[@]}" "$@" > "$log" 2>&1 || code=$?
     say "soak run $run: $([ "$code" -eq 0 ] && echo passed || echo "FAILED (exit $code)") in $((SECONDS - began)) s"
