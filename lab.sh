@@ -11,6 +11,7 @@
 #                     Jupyter Book 2 (needs Node.js 18+): open book/_build/html/index.html
 # Maintainers:
 #   ./lab.sh test --quick       the tests without the slow ones, Docker and notebooks (~5 min)
+#   ./lab.sh test [--quick] --stress   the same beside CPU hogs (LABKIT_STRESS=K, default one a core)
 #   ./lab.sh test --pythons     the quick pure-logic tests and notebook 00 on every CPython 3.10+
 #   ./lab.sh test --latest      the suite against the newest releases, in .venv-latest
 #   ./lab.sh lock [--upgrade]   rewrite requirements/lock.txt from pyproject.toml
@@ -133,5 +134,5 @@ case "${1:-}" in
     book) shift; book "$@" ;;
     lock) shift; exec scripts/maint/lock.sh "$@" ;;
     test-nonroot) setup; exec scripts/ci/nonroot.sh ;;  # only the non-root leg of `test`
-    *) sed -n '2,16p' "$0"; exit 2 ;;
+    *) sed -n '2,17p' "$0"; exit 2 ;;
 esac

@@ -73,28 +73,31 @@ run_pytest() {
 run_pytest_in_parts() {
     # run_pytest_in_parts WORKERS COMMAND...: COMMAND (as for run_pytest) with WORKERS test files
     # side by side (pytest -n WORKERS --dist loadfile). With workers, in two parts at once: the
-    # timing races one file at a time (--part races), and the rest side by side at the lowest
-    # CPU priority (nice 19, --part rest; its report is printed when it ends). The races mostly
-    # wait (sessions, leases, elections) but assert margins of a few hundred ms: at normal
-    # priority they get a core the moment they wake, as on an idle machine, and the rest uses
-    # what they leave. A part with nothing to run under the caller's arguments is fine; both
-    # empty is a failure.
-    local workers=$1 status races=0 rest=0 rest_log rest_pid
+    # timing races one file at a time (--part races), and beside them the rest on WORKERS - 1
+    # workers (at least 1; --part rest; its report is printed when it ends), so that WORKERS
+    # files run at once in all. Both parts at normal priority: the rest used to run at nice 19,
+    # and beside any normal-priority work (two CPU hogs, #34) it got almost no CPU, so that
+    # --quick did not finish in 15 minutes; the races hold their margins under load
+    # (./lab.sh test --stress checks that). A part with nothing to run under the caller's
+    # arguments is fine; both empty is a failure.
+    local workers=$1 status races=0 rest=0 rest_log rest_pid rest_workers
     shift
     if [ "$workers" -eq 0 ]; then
         status=0
         run_pytest "$@" || status=$?
         return "$status"
     fi
+    rest_workers=$((workers > 1 ? workers - 1 : 1))
     rest_log=$(mktemp /tmp/labkit-rest-part.XXXXXX)
-    say "the timing races, one file at a time; meanwhile the rest, $workers files at a time at nice 19 (its report follows the races')"
-    nice -n 19 "$@" --part rest -n "$workers" --dist loadfile -p no:cacheprovider > "$rest_log" 2>&1 &
+    say "the timing races, one file at a time; beside them the rest, $rest_workers files at a time (its report follows the races')"
+    "$@" --part rest -n "$rest_workers" --dist loadfile -p no:cacheprovider > "$rest_log" 2>&1 &
     rest_pid=$!
     # a script's background job ignores Ctrl-C: stop it with the foreground
     trap 'kill "$rest_pid" 2>/dev/null' INT TERM
     "$@" --part races -p no:cacheprovider || races=$?
-    say "the timing races are done; the rest:"
+    kill -0 "$rest_pid" 2>/dev/null && say "the timing races are done; waiting for the rest"
     wait "$rest_pid" || rest=$?
+    say "the rest:"
     trap - INT TERM
     cat "$rest_log"
     rm -f "$rest_log"
@@ -103,6 +106,47 @@ run_pytest_in_parts() {
         [ "$status" -eq 0 ] || [ "$status" -eq 5 ] || return "$status"
     done
     return 0
+}
+
+stress_hogs() {
+    # stress_hogs REQUEST: how many CPU hogs the load mode runs beside the legs (./lab.sh test
+    # --stress, LABKIT_STRESS=K). REQUEST is "--stress" (LABKIT_STRESS, else one per core) or
+    # empty (LABKIT_STRESS, else 0: no load mode). Refuses anything but a whole number.
+    local hogs="${LABKIT_STRESS:-}"
+    if [ -z "$hogs" ]; then
+        if [ "${1:-}" = --stress ]; then hogs=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2); else hogs=0; fi
+    fi
+    [[ "$hogs" =~ ^[0-9]+$ ]] && [ "$hogs" -le 64 ] ||
+        die "LABKIT_STRESS=$hogs: expected how many CPU hogs run beside the tests, a whole number from 0 to 64 (e.g. LABKIT_STRESS=2)"
+    echo "$hogs"
+}
+
+STRESS_PIDS=()
+start_stress_hogs() {
+    # start_stress_hogs K: K CPU-bound processes (a shell's busy loop each, at normal priority)
+    # until stop_stress_hogs; the caller traps EXIT with stop_stress_hogs. Each also stops by
+    # itself within a fraction of a second when this shell is gone (even by kill -9).
+    local i
+    for ((i = 0; i < $1; i++)); do
+        # shellcheck disable=SC2016  # $1 is the inner shell's: this shell's pid
+        bash -c 'while kill -0 "$1" 2>/dev/null; do for ((i = 0; i < 20000; i++)); do :; done; done' \
+            labkit-stress-hog "$$" </dev/null >/dev/null 2>&1 &
+        STRESS_PIDS+=("$!")
+    done
+    [ "$1" -eq 0 ] || say "load mode: $1 CPU hogs beside the tests (pids ${STRESS_PIDS[*]})"
+}
+
+stop_stress_hogs() {
+    [ ${#STRESS_PIDS[@]} -eq 0 ] && return 0
+    kill "${STRESS_PIDS[@]}" 2>/dev/null || true
+    wait "${STRESS_PIDS[@]}" 2>/dev/null || true
+    STRESS_PIDS=()
+}
+
+load_average() {
+    # the 1-minute load average (Linux /proc/loadavg, else what uptime says), "?" if unknown
+    if [ -r /proc/loadavg ]; then cut -d' ' -f1 /proc/loadavg
+    else uptime 2>/dev/null | sed -E 's/.*load averages?: *//; s/[, ].*//' || echo "?"; fi
 }
 
 test_workers() {

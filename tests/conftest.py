@@ -22,8 +22,8 @@ has its own LABKIT_HOME, gets whole files, the costliest first, and the timing r
 as one unit, so that two of them never run at once.
 
 ``--part`` splits a leg in two: ``races`` (the files of RACES and LOAD_SENSITIVE only) and
-``rest`` (everything else); scripts/ci/local.sh runs the races alone, one file at a time, then
-the rest side by side, because a race asserts margins that other workers' load can eat.
+``rest`` (everything else); scripts/ci/local.sh runs the races one file at a time and, beside
+them, the rest side by side on one worker fewer (scripts/lib.sh run_pytest_in_parts).
 """
 import os
 from pathlib import Path

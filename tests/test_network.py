@@ -186,11 +186,15 @@ def test_a_cut_replication_link_keeps_writes_on_the_primary(healed):
     try:
         lab.cut("redis2", "redis1")
         primary.set("net:cut", "written during the cut")
-        time.sleep(1.0)   # a replica on a healthy link has it within milliseconds
+        # the precondition, forced rather than slept for: the primary asks its replica to
+        # acknowledge the write (WAIT 1 replica, up to 2 s; over a healthy link the answer comes
+        # within milliseconds) and none does, so the write has not reached it
+        assert primary.execute_command("WAIT", 1, 2000) == 0
         assert primary.get("net:cut") == b"written during the cut"
         assert replica.get("net:cut") is None
         lab.heal()
         wait_until(lambda: replica.get("net:cut") == b"written during the cut", "the replica catches up")
+        assert primary.execute_command("WAIT", 1, 10000) == 1   # the control: healed, it acknowledges
     finally:
         primary.close()
         replica.close()

@@ -86,7 +86,9 @@ def test_pottery_lets_a_paused_holder_write_late_and_gives_no_token(lab_as_found
     assert all(write.token is None for write in run.writes)
     fenced = double_grants.offer_to_a_fenced_store(lab, run.writes, run.history)
     assert not any(write.accepted for write in fenced)
-    assert run.holders == ["bob"] * 5
+    # bob holds a majority and client-1 no instance (its keys expired during its pause); that
+    # every instance answered bob's SET in time is not the claim: at load 24-40 one had not (#34)
+    assert run.holders.count("bob") >= 3 and set(run.holders) <= {"bob", "-"}, run.holders
 
 
 @pytest.mark.no_servers

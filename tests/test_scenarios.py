@@ -10,6 +10,7 @@ from labkit.record.checker import check_fifo
 from labkit.clients import spawn_clients
 from labkit.record.history import History
 from labkit.locks.zookeeper import sorted_contenders
+from labkit.locks.zookeeper_deadline import heartbeat_for
 from labkit.faults.relay import TcpLink
 from labkit.harness.queue import queue_behind, release_in_turn
 from labkit.lessons.common import table
@@ -91,15 +92,24 @@ def test_leader_crash_keeps_the_queue_and_a_lost_majority_stops_writes():
         observer = lab.zookeeper.client(timeout=6.0)
         try:
             # a holder that hears nothing for 0.8 of its session timeout gives up (its client-side
-            # deadline): the timeout must outlast an election on a busy machine by a wide margin
+            # deadline): the timeout must outlast an election on a busy machine by a wide margin.
+            # The claim (notebook 05's): the ensemble takes writes again before that deadline, so
+            # the holder keeps its lock. This test asserted 6.0 s, 0.8 s under the deadline it
+            # stands for (6.8 s with a 10 s session), and failed once at load average 18 (#34);
+            # 15 s sessions leave an election on a busy machine 10.8 s.
+            session_timeout = 15.0
+            holder_deadline = session_timeout * 0.8 - lab.zookeeper.server_lag - heartbeat_for(session_timeout)
             with spawn_clients(lab, "zookeeper", n=3, name="/locks/crash", history=history,
-                               session_timeout=10.0) as clients:
+                               session_timeout=session_timeout) as clients:
                 pending = queue_behind(clients)
                 before = sorted_contenders(observer.get_children("/locks/crash"))
                 killed_at = time.monotonic()
                 killed = faults.kill_leader(lab.zookeeper, history=history)
                 assert lab.zookeeper.wait_for_leader(timeout=30) is not killed
-                assert seconds_until(zookeeper_write(observer), since=killed_at) < 6.0
+                wrote = seconds_until(zookeeper_write(observer), since=killed_at)
+                print(f"a write went through {wrote:.2f} s after the leader's kill (holder's deadline "
+                      f"{holder_deadline:.1f} s)")
+                assert wrote < holder_deadline, (wrote, holder_deadline)
                 assert sorted_contenders(observer.get_children("/locks/crash")) == before
                 assert release_in_turn(clients, pending) == ["client-2", "client-3"]
             assert check_fifo(history).ok

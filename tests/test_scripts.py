@@ -142,10 +142,80 @@ def test_run_pytest_in_parts_runs_the_races_one_at_a_time_and_the_rest_side_by_s
     mine = os.nice(0)
     if workers == 0:
         assert calls == [[mine, "--leg", "local", "-p", "no:cacheprovider"]]
-    else:   # the races at this process's priority, the rest at the lowest
+    else:   # both at this process's priority (nice 19 starved the rest under load, #34), 3 files at once
         assert sorted(calls) == [[mine, "--leg", "local", "--part", "races", "-p", "no:cacheprovider"],
-                                 [19, "--leg", "local", "--part", "rest", "-n", "3", "--dist", "loadfile",
+                                 [mine, "--leg", "local", "--part", "rest", "-n", "2", "--dist", "loadfile",
                                   "-p", "no:cacheprovider"]]
+
+
+def lib(command: str, **environment: str) -> subprocess.CompletedProcess:
+    env = {key: value for key, value in os.environ.items() if key != "LABKIT_STRESS"} | environment
+    return subprocess.run(["bash", "-c", f"source scripts/lib.sh && {command}"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=30, env=env)
+
+
+def test_the_load_mode_counts_its_hogs_and_refuses_a_bad_count():
+    cores = str(os.cpu_count())
+    assert lib("stress_hogs").stdout.strip() == "0"               # off unless asked
+    assert lib("stress_hogs --stress").stdout.strip() == cores    # one per core
+    assert lib("stress_hogs", LABKIT_STRESS="3").stdout.strip() == "3"
+    assert lib("stress_hogs --stress", LABKIT_STRESS="1").stdout.strip() == "1"
+    for bad in ("two", "-1", "2.5", "1000"):
+        refused = lib("stress_hogs --stress", LABKIT_STRESS=bad)
+        assert refused.returncode != 0 and f"LABKIT_STRESS={bad}: expected how many CPU hogs" in refused.stderr
+    # the leg runner refuses it before it installs or runs anything
+    refused = subprocess.run(["scripts/ci/test.sh", "--quick", "--stress"], cwd=ROOT, capture_output=True, text=True,
+                             timeout=30, env=dict(os.environ, LABKIT_STRESS="lots"))
+    assert refused.returncode != 0 and "LABKIT_STRESS=lots: expected" in refused.stderr, refused.stderr
+    assert "installing" not in refused.stdout and "running the tests" not in refused.stdout
+
+
+def test_the_hogs_burn_cpu_until_stopped_and_never_outlive_their_shell():
+    from labkit.timing import wait_until
+    shell = subprocess.Popen(["bash", "-c", "source scripts/lib.sh && start_stress_hogs 2 >/dev/null && "
+                              "echo ${STRESS_PIDS[*]} && read -r && stop_stress_hogs && echo stopped"],
+                             cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        pids = [int(pid) for pid in shell.stdout.readline().split()]
+        assert len(pids) == 2
+        for pid in pids:   # started (exec'd), then its user CPU time, in clock ticks, grows
+            wait_until(lambda: hog_alive(pid), f"hog {pid} starts", timeout=20)
+            wait_until(lambda: int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[11]) > 0,
+                       f"hog {pid} uses the CPU", timeout=20)
+        shell.stdin.write("\n")
+        shell.stdin.flush()
+        assert shell.stdout.readline().strip() == "stopped"
+        assert not any(hog_alive(pid) for pid in pids)
+    finally:
+        shell.kill()
+        shell.wait(10)
+    orphaned = lib("start_stress_hogs 1 >/dev/null; echo ${STRESS_PIDS[*]}; kill -9 $$")
+    pid = int(orphaned.stdout.split()[0])
+    assert wait_for_exit(pid), f"hog {pid} outlived its shell"
+
+
+def hog_alive(pid: int) -> bool:
+    try:
+        return "labkit-stress-hog" in Path(f"/proc/{pid}/cmdline").read_text(errors="replace")
+    except OSError:   # gone
+        return False
+
+
+def wait_for_exit(pid: int, seconds: float = 10.0) -> bool:
+    from labkit.timing import became_true
+    return became_true(lambda: not hog_alive(pid), timeout=seconds)
+
+
+@pytest.mark.slow   # two pytest collections of the quick leg: ~20 s
+def test_lab_test_quick_stress_runs_the_legs_beside_hogs_and_stops_them(tmp_path):
+    done = subprocess.run(["scripts/ci/test.sh", "--quick", "--stress", "--collect-only", "-q"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=240,
+                          env=dict(os.environ, LABKIT_STRESS="1", LABKIT_HOME=str(tmp_path)))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "load mode: 1 CPU hogs beside the tests" in done.stdout
+    assert re.search(r"quick +passed .* [0-9.?]+ -> [0-9.?]+", done.stdout), done.stdout[-2000:]
+    pids = re.search(r"CPU hogs beside the tests \(pids ([0-9 ]+)\)", done.stdout).group(1).split()
+    assert all(wait_for_exit(int(pid), 1.0) for pid in pids)
 
 
 def test_the_parts_split_the_test_files_in_two():
@@ -161,7 +231,7 @@ def test_the_tests_and_a_notebook_collect_together():
     files, so a test that imports ``conftest`` by name may get the notebooks' one (it did)."""
     done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
                            "--nbval-lax", "--leg", "pythons", "tests/test_scripts.py", "notebooks/00_start_here.ipynb"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+                          cwd=ROOT, capture_output=True, text=True, timeout=280)   # a hang guard: 120 s expired at load 24-40
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
 
@@ -291,3 +361,37 @@ def test_the_pythons_leg_forgets_venvs_no_run_used_for_two_weeks(tmp_path):
     assert done.returncode == 0, done.stderr
     assert sorted(path.name for path in tmp_path.iterdir()) == sorted([new.name, foreign.name]), done.stdout
     assert "unused for 14 days" in done.stdout
+
+
+def test_soak_counts_each_failed_test_and_leg_once_a_run(tmp_path):
+    logs = {
+        "run-1.log": "FAILED tests/test_a.py::test_x[zookeeper] - assert 0 == 1\n"
+                     "FAILED tests/test_a.py::test_x[zookeeper] - assert 0 == 1\n"   # the same run twice: once
+                     "ERROR tests/test_b.py::test_y - TimeoutError\n"
+                     "\033[1m[lab]\033[0m local      FAILED     8m27s  0.61 -> 2.10\n"
+                     "\033[1m[lab]\033[0m total      FAILED    26m55s\n",
+        "run-2.log": "FAILED tests/test_a.py::test_x[zookeeper] - assert 0 == 1\n"
+                     "FAILED notebooks/06_fencing.ipynb::Cell 3 - kernel died\n"
+                     "\033[1m[lab]\033[0m nonroot    FAILED     3m48s  1.0 -> 3.2\n"
+                     "a line that mentions FAILED in passing\n",
+        "run-3.log": "\033[1m[lab]\033[0m quick      passed     2m31s  0.2 -> 0.9\n",
+    }
+    for name, text in logs.items():
+        (tmp_path / name).write_text(text)
+    script = (ROOT / "scripts" / "maint" / "soak.sh").read_text()
+    function = re.search(r"^failures_table\(\) \{.*?^\}", script, re.MULTILINE | re.DOTALL).group(0)
+    done = subprocess.run(["bash", "-c", f'{function}\nfailures_table "$@"', "bash",
+                           *sorted(map(str, tmp_path.glob("run-*.log")))], capture_output=True, text=True, timeout=30)
+    rows = [line.split(None, 1) for line in done.stdout.splitlines()]
+    assert rows[0] == ["2", "tests/test_a.py::test_x[zookeeper]"], done.stdout + done.stderr
+    assert sorted(rows[1:]) == [["1", "leg local"], ["1", "leg nonroot"], ["1", "notebooks/06_fencing.ipynb::Cell 3"],
+                                ["1", "tests/test_b.py::test_y"]], done.stdout
+    nothing = subprocess.run(["bash", "-c", f'{function}\nfailures_table "$@"', "bash", str(tmp_path / "run-3.log")],
+                             capture_output=True, text=True, timeout=30)
+    assert nothing.stdout.strip() == "(nothing failed)"
+
+
+@pytest.mark.parametrize("runs", ["", "0", "five", "-2"])
+def test_soak_wants_a_number_of_runs(runs):
+    done = run_script("scripts/maint/soak.sh", *([runs] if runs else []))
+    assert done.returncode != 0 and "usage: scripts/maint/soak.sh N" in done.stderr, done.stderr

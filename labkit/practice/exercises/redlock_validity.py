@@ -13,10 +13,10 @@ lab's Redlock instances run clocks 0.9 % fast (labkit's clock shim: inside the
 algorithm's allowance), a majority is won with real ``SET NX PX``, and each instance's
 own remaining time (PTTL, converted to real time) says when the key really dies. The
 holder's validity must end before that on a majority. ``ttl − elapsed`` without the
-drift outlives the key: for about half a second (0.9 % of the real run's 60 s TTL) the
-holder acts while another client can win the same majority. With a 10 s TTL that was
-89 ms, less than a loaded machine can take between two of the five SETs, and the mistake
-went unseen in a busy run; at 60 s it is found however slow the SETs are, up to 0.5 s.
+drift outlives the key: for 0.9 % of the TTL, less the spread of the acquire's SETs and
+PTTL round trips, the holder acts while another client can win the same majority. The
+real run's TTL is 600 s (nothing waits for it: PTTL is read), so that is 5.4 s: with 10 s
+(89 ms) a run at load 28 missed the mistake, with 60 s one at load 40 did.
 
 What can fail: ``ExerciseError`` if ``validity_ms`` is not callable, or if the lab has no
 Redlock instances or was started without ``clocks=True``; redis-py's connection errors.
@@ -46,7 +46,7 @@ def drift_ms(ttl_ms: float) -> float:
     return ttl_ms * 0.01 + 2
 
 
-def check_redlock_validity(validity_ms: Callable, lab: Lab, ttl_ms: int = 60_000) -> Report:
+def check_redlock_validity(validity_ms: Callable, lab: Lab, ttl_ms: int = 600_000) -> Report:
     """Judge ``validity_ms`` on the cases, then on the lab's Redlock instances with fast clocks."""
     learner_function(validity_ms, hint="pass validity_ms(ttl_ms, elapsed_ms) -> float")
     redlock = getattr(lab, "redlock", None)
@@ -99,7 +99,7 @@ def _cases(report: Report, validity_ms: Callable) -> bool:
 
 def _fast_clocks(report: Report, validity_ms: Callable, redlock: RedlockService, ttl_ms: int) -> None:
     name = f"exercise:redlock:{uuid.uuid4().hex[:8]}"
-    clients = instance_clients(redlock.endpoints, timeout_ms=ttl_ms / 20)
+    clients = instance_clients(redlock.endpoints, timeout_ms=min(ttl_ms / 20, 3_000))
     quorum = len(clients) // 2 + 1
     try:
         for node in redlock.nodes:
