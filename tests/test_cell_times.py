@@ -35,6 +35,11 @@ def test_the_table_has_a_row_for_every_code_cell_and_only_those():
             f"renamed since it was measured): run python -m labkit.book.cell_times {lesson.relative_to(NOTEBOOKS.parent)}")
 
 
+def test_the_table_names_only_notebooks_that_exist():
+    gone = sorted({row["notebook"] for row in read_table()} - {path.name for path in NOTEBOOKS.glob("*.ipynb")})
+    assert not gone, f"{TABLE} has rows of notebooks that are gone (renamed or split?): {gone}; drop them"
+
+
 def test_every_cell_over_five_seconds_showed_progress():
     rows = read_table()
     silent = [f"{row['notebook']} {row['cell']}: {row['seconds']:.1f} s" for row in rows
