@@ -169,7 +169,7 @@ def show_solution(lesson: str) -> str:
 
 def show_solution_call(lesson: str) -> str:
     """How a notebook climbs the ladder in text: through its lesson handle (labkit/course),
-    ``part`` naming a lesson's second exercise ("09-etcd": ``lesson.show_solution("etcd")``)."""
+    ``part`` naming a lesson's second exercise ("11-etcd": ``lesson.show_solution("etcd")``)."""
     part = lesson.partition("-")[2]
     return f'lesson.show_solution("{part}")' if part else "lesson.show_solution()"
 
