@@ -73,7 +73,8 @@ run_pytest() {
 run_pytest_in_parts() {
     # run_pytest_in_parts WORKERS COMMAND...: COMMAND (as for run_pytest) with WORKERS test files
     # side by side (pytest -n WORKERS --dist loadfile). With workers, in two parts at once: the
-    # timing races one file at a time (--part races), and the rest side by side at the lowest
+    # timing races in two groups side by side, each one file at a time (--part races -n 2,
+    # tests/legs.py RACE_GROUPS), and the rest side by side at the lowest
     # CPU priority (nice 19, --part rest; its report is printed when it ends). The races mostly
     # wait (sessions, leases, elections) but assert margins of a few hundred ms: at normal
     # priority they get a core the moment they wake, as on an idle machine, and the rest uses
@@ -87,12 +88,13 @@ run_pytest_in_parts() {
         return "$status"
     fi
     rest_log=$(mktemp /tmp/labkit-rest-part.XXXXXX)
-    say "the timing races, one file at a time; meanwhile the rest, $workers files at a time at nice 19 (its report follows the races')"
+    say "the timing races, two groups side by side, each one file at a time; meanwhile the rest, $workers files at a time at nice 19 (its report follows the races')"
     nice -n 19 "$@" --part rest -n "$workers" --dist loadfile -p no:cacheprovider > "$rest_log" 2>&1 &
     rest_pid=$!
     # a script's background job ignores Ctrl-C: stop it with the foreground
     trap 'kill "$rest_pid" 2>/dev/null' INT TERM
-    "$@" --part races -p no:cacheprovider || races=$?
+    # two workers: the two groups of races side by side (tests/legs.py RACE_GROUPS)
+    "$@" --part races -n 2 --dist loadfile -p no:cacheprovider || races=$?
     say "the timing races are done; the rest:"
     wait "$rest_pid" || rest=$?
     trap - INT TERM

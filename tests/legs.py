@@ -16,6 +16,16 @@ RACES = ("test_holder_safety.py", "test_torture_nemeses.py", "test_clock_drift.p
 # an etcd torture soak whose held share fell under its old floor.
 LOAD_SENSITIVE = ("test_sentinel.py", "test_torture.py")
 
+# The races part (--part races) in two groups that run side by side (pytest -n 2, one worker a
+# group; scripts/lib.sh run_pytest_in_parts), each group's files one after another: a race mostly
+# waits (sessions, leases, elections), so two of them on separate labs leave each other the
+# CPU the moment they wake. Balanced by a --durations=0 run of the races alone.
+RACE_GROUPS = (
+    ("test_holder_safety.py", "test_pre_vote.py", "test_delayed_write.py"),
+    ("test_semaphore_deadlines.py", "test_clock_drift.py", "test_torture_nemeses.py", "test_curator_topologies.py",
+     "test_torture.py", "test_sentinel.py"),
+)
+
 PARTS = {
     "all": lambda name: True,
     "races": lambda name: name in RACES + LOAD_SENSITIVE,

@@ -143,7 +143,8 @@ def test_run_pytest_in_parts_runs_the_races_one_at_a_time_and_the_rest_side_by_s
     if workers == 0:
         assert calls == [[mine, "--leg", "local", "-p", "no:cacheprovider"]]
     else:   # the races at this process's priority, the rest at the lowest
-        assert sorted(calls) == [[mine, "--leg", "local", "--part", "races", "-p", "no:cacheprovider"],
+        assert sorted(calls) == [[mine, "--leg", "local", "--part", "races", "-n", "2", "--dist", "loadfile",
+                                  "-p", "no:cacheprovider"],
                                  [19, "--leg", "local", "--part", "rest", "-n", "3", "--dist", "loadfile",
                                   "-p", "no:cacheprovider"]]
 
