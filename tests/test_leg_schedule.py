@@ -85,10 +85,11 @@ def test_the_legs_run_in_two_lanes_and_the_docker_tests_wait_for_the_local_leg(t
     record, fifo, home = tmp_path / "record", tmp_path / "fifo", tmp_path / "home"
     os.mkfifo(fifo)
     environment = dict(os.environ, RECORD=str(record), FIFO=str(fifo), LABKIT_HOME=str(home),
-                       EXIT_DOCKER=str(docker_exit))
+                       EXIT_DOCKER=str(docker_exit), TMPDIR=str(tmp_path))
     done = subprocess.run(["bash", str(tree / "scripts" / "ci" / "test.sh"), "-x"], capture_output=True, text=True,
                           timeout=120, env=environment)
     assert done.returncode == expected, done.stdout + done.stderr
+    assert not list(tmp_path.glob("labkit-legs.*")), "the legs' results and logs are removed at the end"
     lines = record.read_text().splitlines()
     mine = os.nice(0)
     assert f"local {mine} {home} -x" in lines, lines                     # in the foreground, its own args

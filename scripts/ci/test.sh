@@ -20,7 +20,8 @@ command -v apt-get >/dev/null && export LABKIT_EXPECT_CURATOR="${LABKIT_EXPECT_C
 # tests keep their labs apart from a learner's running lab
 export LABKIT_HOME="${LABKIT_HOME:-$HOME/.local/state/labkit-tests}"
 
-RUN=$(mktemp -d /tmp/labkit-legs.XXXXXX)   # each leg's exit code and seconds, the background legs' output
+RUN=$(mktemp -d "${TMPDIR:-/tmp}/labkit-legs.XXXXXX")   # each leg's exit code and seconds, the background legs' output
+trap 'rm -rf "$RUN"' EXIT
 BEGAN=$SECONDS LEGS=() BESIDE=()
 
 run_leg() {
