@@ -19,14 +19,17 @@ LOAD_SENSITIVE = ("test_sentinel.py", "test_torture.py")
 # The races part (--part races) in two groups that run side by side (pytest -n 2, one worker a
 # group; scripts/lib.sh run_pytest_in_parts), each group's files one after another: a race mostly
 # waits (sessions, leases, elections), so two of them on separate labs leave each other the
-# CPU the moment they wake. Balanced by a --durations=0 run of the races alone (2026-12-02, a
-# 2-core machine shared at load 10-48: 1783 s in all): holder_safety 474 s, torture_nemeses 206,
-# pre_vote 66 | semaphore_deadlines 528 (283 with 3-run negative controls), torture 208,
-# clock_drift 142, curator_topologies 77, delayed_write 38, sentinel 23.
+# CPU the moment they wake. Balanced by --durations=0 runs on a 2-core machine shared with
+# other sessions (2026-12-02): the races alone, one file at a time, at load 10-48, 1783 s:
+# holder_safety 474 s, semaphore_deadlines 528 (of which 349 the four 10-run negative
+# controls, now 3-run), torture 208, torture_nemeses 206, clock_drift 142, curator_topologies
+# 77, pre_vote 66, delayed_write 38, sentinel 23. In two groups at load 23-40, 1074 s: holder_safety
+# 449, torture_nemeses 227, pre_vote 52 | semaphore_deadlines 305, torture 264, clock_drift 182,
+# curator_topologies 106, delayed_write 32, sentinel 29; curator_topologies moved over since.
 RACE_GROUPS = (
-    ("test_holder_safety.py", "test_torture_nemeses.py", "test_pre_vote.py"),
-    ("test_semaphore_deadlines.py", "test_torture.py", "test_clock_drift.py", "test_curator_topologies.py",
-     "test_delayed_write.py", "test_sentinel.py"),
+    ("test_holder_safety.py", "test_torture_nemeses.py", "test_curator_topologies.py", "test_pre_vote.py"),
+    ("test_semaphore_deadlines.py", "test_torture.py", "test_clock_drift.py", "test_delayed_write.py",
+     "test_sentinel.py"),
 )
 
 PARTS = {
