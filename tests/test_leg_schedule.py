@@ -86,8 +86,14 @@ def test_the_legs_run_in_two_lanes_and_the_docker_tests_wait_for_the_local_leg(t
     os.mkfifo(fifo)
     environment = dict(os.environ, RECORD=str(record), FIFO=str(fifo), LABKIT_HOME=str(home),
                        EXIT_DOCKER=str(docker_exit), TMPDIR=str(tmp_path))
-    done = subprocess.run(["bash", str(tree / "scripts" / "ci" / "test.sh"), "-x"], capture_output=True, text=True,
-                          timeout=120, env=environment)
+    # held open here: what the Python-versions leg writes stays in the pipe even if it ends
+    # before the local leg opens it (a pipe's data goes with its last descriptor)
+    held = os.open(fifo, os.O_RDWR)
+    try:
+        done = subprocess.run(["bash", str(tree / "scripts" / "ci" / "test.sh"), "-x"], capture_output=True,
+                              text=True, timeout=120, env=environment)
+    finally:
+        os.close(held)
     assert done.returncode == expected, done.stdout + done.stderr
     assert not list(tmp_path.glob("labkit-legs.*")), "the legs' results and logs are removed at the end"
     lines = record.read_text().splitlines()
