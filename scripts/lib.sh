@@ -73,13 +73,13 @@ run_pytest() {
 run_pytest_in_parts() {
     # run_pytest_in_parts WORKERS COMMAND...: COMMAND (as for run_pytest) with WORKERS test files
     # side by side (pytest -n WORKERS --dist loadfile). With workers, in two parts at once: the
-    # timing races one file at a time (--part races), and beside them the rest on WORKERS - 1
-    # workers (at least 1; --part rest; its report is printed when it ends), so that WORKERS
-    # files run at once in all. Both parts at normal priority: the rest used to run at nice 19,
-    # and beside any normal-priority work (two CPU hogs, #34) it got almost no CPU, so that
-    # --quick did not finish in 15 minutes; the races hold their margins under load
-    # (./lab.sh test --stress checks that). A part with nothing to run under the caller's
-    # arguments is fine; both empty is a failure.
+    # timing races in two groups side by side, each one file at a time (--part races -n 2,
+    # tests/legs.py RACE_GROUPS), and beside them the rest on WORKERS - 1 workers (at least 1;
+    # --part rest; its report is printed when it ends). All at normal priority: the rest used to
+    # run at nice 19, and beside any normal-priority work (two CPU hogs, #34) it got almost no
+    # CPU, so that --quick did not finish in 15 minutes; the races mostly wait (sessions, leases,
+    # elections) and hold their margins under load (./lab.sh test --stress checks that). A part
+    # with nothing to run under the caller's arguments is fine; both empty is a failure.
     local workers=$1 status races=0 rest=0 rest_log rest_pid rest_workers
     shift
     if [ "$workers" -eq 0 ]; then
@@ -89,12 +89,13 @@ run_pytest_in_parts() {
     fi
     rest_workers=$((workers > 1 ? workers - 1 : 1))
     rest_log=$(mktemp /tmp/labkit-rest-part.XXXXXX)
-    say "the timing races, one file at a time; beside them the rest, $rest_workers files at a time (its report follows the races')"
+    say "the timing races, two groups side by side, each one file at a time; beside them the rest, $rest_workers files at a time (its report follows the races')"
     "$@" --part rest -n "$rest_workers" --dist loadfile -p no:cacheprovider > "$rest_log" 2>&1 &
     rest_pid=$!
     # a script's background job ignores Ctrl-C: stop it with the foreground
     trap 'kill "$rest_pid" 2>/dev/null' INT TERM
-    "$@" --part races -p no:cacheprovider || races=$?
+    # two workers: the two groups of races side by side (tests/legs.py RACE_GROUPS)
+    "$@" --part races -n 2 --dist loadfile -p no:cacheprovider || races=$?
     kill -0 "$rest_pid" 2>/dev/null && say "the timing races are done; waiting for the rest"
     wait "$rest_pid" || rest=$?
     say "the rest:"

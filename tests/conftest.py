@@ -22,8 +22,9 @@ has its own LABKIT_HOME, gets whole files, the costliest first, and the timing r
 as one unit, so that two of them never run at once.
 
 ``--part`` splits a leg in two: ``races`` (the files of RACES and LOAD_SENSITIVE only) and
-``rest`` (everything else); scripts/ci/local.sh runs the races one file at a time and, beside
-them, the rest side by side on one worker fewer (scripts/lib.sh run_pytest_in_parts).
+``rest`` (everything else); scripts/ci/local.sh runs the races in two groups side by side
+(RACE_GROUPS, ``-n 2``: each group one file at a time) and, beside them, the rest side by side
+on one worker fewer (scripts/lib.sh run_pytest_in_parts).
 """
 import os
 from pathlib import Path
@@ -31,11 +32,6 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("LABKIT_HOME", str(Path.home() / ".local" / "state" / "labkit-tests"))
-if os.environ.get("PYTEST_XDIST_WORKER"):
-    # Test files run side by side (pytest -n, scripts/ci/local.sh): each worker gets a LABKIT_HOME
-    # of its own, so that one worker's `labkit down`, orphan reaper, "current lab" file, clock
-    # shim build and counts of labs on disk never see another worker's labs.
-    os.environ["LABKIT_HOME"] = str(Path(os.environ["LABKIT_HOME"]) / "workers" / os.environ["PYTEST_XDIST_WORKER"])
 
 import labkit  # noqa: E402  (after LABKIT_HOME)
 
@@ -47,7 +43,7 @@ except ImportError:  # pytest-xdist is in the lock; without it tests run one at 
 pytest_plugins = ("pytester",)   # tests/test_notebook_stderr.py runs a small nbval session
 
 # which tests each leg and each part runs (tests/legs.py: plain data, also read by test_scripts)
-from legs import LEGS, PARTS, RACES  # noqa: E402
+from legs import LEGS, PARTS, RACE_GROUPS, RACES  # noqa: E402
 
 
 def pytest_addoption(parser):
@@ -59,6 +55,15 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     os.environ["LABKIT_BACKEND"] = LEGS[config.getoption("--leg")][0]
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        # Test files run side by side (pytest -n, scripts/ci/local.sh): each worker gets a
+        # LABKIT_HOME of its own, so that one worker's `labkit down`, orphan reaper, "current lab"
+        # file, clock shim build and counts of labs on disk never see another worker's labs; the
+        # races part's workers are named apart (races-gw0), as the rest part runs beside them.
+        part = config.getoption("--part")
+        name = worker if part == "all" else f"{part}-{worker}"
+        os.environ["LABKIT_HOME"] = str(Path(os.environ["LABKIT_HOME"]) / "workers" / name)
 
 
 def pytest_report_header(config):
@@ -68,7 +73,8 @@ def pytest_report_header(config):
 
 def pytest_collection_modifyitems(config, items):
     runs = LEGS[config.getoption("--leg")][1]
-    in_part = PARTS[config.getoption("--part")]
+    part = config.getoption("--part")
+    in_part = PARTS[part]
     selected, deselected = [], []
     for item in items:
         if not in_part(Path(item.nodeid.split("::", 1)[0]).name):
@@ -80,41 +86,48 @@ def pytest_collection_modifyitems(config, items):
             (selected if runs(marks) else deselected).append(item)
     if deselected:
         config.hook.pytest_deselected(items=deselected)
-    items[:] = costliest_first(selected)
+    items[:] = costliest_first(selected, grouped=part == "races")
 
 
-def work_unit(nodeid: str) -> str:
+def work_unit(nodeid: str, grouped: bool = False) -> str:
     """What one worker runs whole when files run side by side: a file (a notebook's cells share
-    its kernel, a module's tests its lab), or all of RACES together."""
+    its kernel, a module's tests its lab), or all of RACES together; in the races part
+    (``grouped``) each of RACE_GROUPS (races-1, races-2), so that two workers run one each."""
     path = nodeid.split("::", 1)[0]
+    if grouped:
+        for number, group in enumerate(RACE_GROUPS, 1):
+            if Path(path).name in group:
+                return f"races-{number}"
     return "races" if Path(path).name in RACES else path
 
 
-def costliest_first(items: list) -> list:
+def costliest_first(items: list, grouped: bool = False) -> list:
     """The items, each work unit's together, the unit that should take longest first, so that
     no worker starts a long file when the others are about to finish. A slow-marked test counts
     for 15 s, a notebook cell for 2 s, any other test for 0.1 s; the races go first (they are
     the longest unit). The order within a file is kept."""
     cost: dict[str, float] = {}
     for item in items:
-        unit = work_unit(item.nodeid)
+        unit = work_unit(item.nodeid, grouped)
         seconds = 15.0 if item.get_closest_marker("slow") else 0.1 if isinstance(item, pytest.Function) else 2.0
         cost[unit] = cost.get(unit, 0.0) + seconds
-    rank = {unit: (unit != "races", -seconds) for unit, seconds in cost.items()}
-    return sorted(items, key=lambda item: rank[work_unit(item.nodeid)])
+    rank = {unit: (not unit.startswith("races"), -seconds) for unit, seconds in cost.items()}
+    return sorted(items, key=lambda item: rank[work_unit(item.nodeid, grouped)])
 
 
 if LoadScopeScheduling is not None:
     class WorkUnitScheduling(LoadScopeScheduling):
-        """pytest -n N --dist loadfile, by work_unit: whole files, RACES as one, in the order of
-        the collection (costliest_first) instead of xdist's (most tests first)."""
+        """pytest -n N --dist loadfile, by work_unit: whole files, RACES as one (in the races
+        part: each of RACE_GROUPS), in the order of the collection (costliest_first) instead of
+        xdist's (most tests first)."""
 
         def __init__(self, config, log=None):
             super().__init__(config, log)
             config.option.loadscopereorder = False
+            self.grouped = config.getoption("--part") == "races"
 
         def _split_scope(self, nodeid: str) -> str:
-            return work_unit(nodeid)
+            return work_unit(nodeid, self.grouped)
 
     @pytest.hookimpl(tryfirst=True)   # before xdist's own, which would answer first
     def pytest_xdist_make_scheduler(config, log):

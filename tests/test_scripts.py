@@ -142,8 +142,10 @@ def test_run_pytest_in_parts_runs_the_races_one_at_a_time_and_the_rest_side_by_s
     mine = os.nice(0)
     if workers == 0:
         assert calls == [[mine, "--leg", "local", "-p", "no:cacheprovider"]]
-    else:   # both at this process's priority (nice 19 starved the rest under load, #34), 3 files at once
-        assert sorted(calls) == [[mine, "--leg", "local", "--part", "races", "-p", "no:cacheprovider"],
+    else:   # all at this process's priority (nice 19 starved the rest under load, #34): the races
+        # in two groups (-n 2), the rest on one worker fewer than asked
+        assert sorted(calls) == [[mine, "--leg", "local", "--part", "races", "-n", "2", "--dist", "loadfile",
+                                  "-p", "no:cacheprovider"],
                                  [mine, "--leg", "local", "--part", "rest", "-n", "2", "--dist", "loadfile",
                                   "-p", "no:cacheprovider"]]
 

@@ -9,6 +9,11 @@
 #
 #   scripts/ci/docker.sh [PYTEST ARGS...]
 #
+# LABKIT_DOCKER_TESTS_AFTER=FILE (./lab.sh test, scripts/ci/test.sh: beside the local and non-root legs): the
+# images are built at the lowest CPU priority (nice 19, the dockerd this script starts too),
+# then the tests wait until no one holds a lock on FILE (flock), and run at normal priority
+# (as root; the dockerd restarted so that its containers are too).
+#
 # Runs where a Docker engine answers, or where one can be installed and started (root on
 # Debian/Ubuntu: a private dockerd, stopped at the end); elsewhere it says why and exits 77
 # (skipped). LABKIT_DOCKER_TESTS=no skips it; LABKIT_DEBIAN13=no skips only the Debian 13 part.
@@ -66,6 +71,10 @@ no_labkit_containers_left() {
 if [ "${LABKIT_DOCKER_TESTS:-auto}" = no ]; then
     say "Docker leg skipped (LABKIT_DOCKER_TESTS=no)"; exit 77
 fi
+gate="${LABKIT_DOCKER_TESTS_AFTER:-}" lowered=no
+if [ -n "$gate" ] && [ "$(id -u)" = 0 ]; then
+    renice -n 19 -p $$ >/dev/null && lowered=yes   # the build, and a dockerd started here, at nice 19
+fi
 if ! docker info >/dev/null 2>&1; then
     if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null || [ "$(uname -s)" != Linux ]; then
         say "Docker leg skipped: no Docker engine answers, and starting one needs root on Debian/Ubuntu"
@@ -86,6 +95,16 @@ if [ "$built" -eq 0 ] && [ "${LABKIT_DEBIAN13:-yes}" != no ]; then
 fi
 install_hub_extras || say "node-configurable-http-proxy could not be installed: tests/test_hub.py will skip"
 say "images ready in $((SECONDS - began)) s"
+if [ -n "$gate" ]; then
+    say "the tests wait for the local leg (a lock on $gate)"
+    flock -s "$gate" true
+    if [ "$lowered" = yes ]; then
+        renice -n 0 -p $$ >/dev/null
+        # the engine at normal priority again, and the containers it starts from now on
+        if [ -n "$DOCKERD_PID" ]; then stop_dockerd; start_dockerd || exit 1; fi
+    fi
+    say "the tests start after $((SECONDS - began)) s"
+fi
 if [ "$built" -eq 0 ]; then
     if [ "$debian13_image" = yes ]; then
         # the course on Debian 13, in a container of its own, while the tests below run (its

@@ -11,6 +11,13 @@
 #   docker   the tests that depend on where servers run, in containers, and the whole-lab
 #            image (scripts/ci/docker.sh), where a Docker engine answers or can be started
 #
+# The legs overlap where it is safe (one after another they took 43 min on a fresh 2-core
+# machine): the local leg runs in the foreground; beside it, at the lowest CPU priority (nice
+# 19), the Python-versions leg (no servers, no timing) and the Docker leg's image builds. The
+# legs that start servers and assert margins never run side by side: the non-root leg's
+# notebooks follow the local leg, and the Docker leg's tests wait for both (the gate, a lock
+# this script holds until then).
+#
 # --quick: only the local leg without slow tests and notebooks (pytest --leg quick).
 # --stress: the load mode, the same legs with CPU-bound processes beside them (LABKIT_STRESS=K
 #   of them, default one per core; LABKIT_STRESS=K alone turns it on too, 0 off), started here
@@ -29,7 +36,8 @@ while [ $# -gt 0 ]; do
     esac
 done
 hogs=$(stress_hogs "$stress")
-trap stop_stress_hogs EXIT
+RUN=$(mktemp -d "${TMPDIR:-/tmp}/labkit-legs.XXXXXX")   # each leg's exit code, seconds and load, the background legs' output
+trap 'stop_stress_hogs; rm -rf "$RUN"' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
@@ -38,47 +46,76 @@ command -v apt-get >/dev/null && export LABKIT_EXPECT_CURATOR="${LABKIT_EXPECT_C
 # tests keep their labs apart from a learner's running lab
 export LABKIT_HOME="${LABKIT_HOME:-$HOME/.local/state/labkit-tests}"
 start_stress_hogs "$hogs"
-
-LEGS=() RESULTS=() TIMES=() LOADS=()
-status=0
+BEGAN=$SECONDS LEGS=() BESIDE=()
 
 run_leg() {
-    # run_leg NAME COMMAND...: one leg, timed; its result goes to the table. A leg that cannot
-    # run here says why and exits 77 (skipped, as automake counts it)
-    local name=$1 began=$SECONDS result=passed code=0 load
+    # run_leg NAME COMMAND...: one leg, timed; its exit code, seconds and the 1-minute load at its
+    # start and end go to $RUN/NAME for the table. A leg that cannot run here says why and exits
+    # 77 (skipped, as automake counts it). (Self-contained: a lane runs it in a bash -c.)
+    local name=$1 began=$SECONDS code=0 load
     shift
-    load=$(load_average)
+    load=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo "?")
     "$@" || code=$?
-    case "$code" in
-        0) ;;
-        77) result=skipped ;;
-        *) result=FAILED; status=1 ;;
-    esac
-    LEGS+=("$name") RESULTS+=("$result") TIMES+=("$((SECONDS - began))") LOADS+=("$load -> $(load_average)")
+    echo "$code $((SECONDS - began)) $load -> $(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo "?")" > "$RUN/$name"
+}
+
+beside() {
+    # beside NAME COMMAND...: COMMAND in the background (without the gate's descriptor), its
+    # output to $RUN/NAME.log, printed by after_beside when it ends
+    local name=$1
+    shift
+    "$@" > "$RUN/$name.log" 2>&1 {gate}>&- &
+    BESIDE+=("$name $!")
+}
+
+after_beside() {
+    local entry
+    for entry in "${BESIDE[@]}"; do
+        wait "${entry#* }" || true   # each leg's own result is in $RUN
+        say "the ${entry%% *} lane, which ran beside the local leg:"
+        cat "$RUN/${entry%% *}.log"
+    done
 }
 
 summary() {
-    local i total=0
+    local name code seconds load result status=0 wall=$((SECONDS - BEGAN))
     say "leg        result   time     load (start -> end)"
-    for i in "${!LEGS[@]}"; do
-        say "$(printf '%-10s %-8s %3dm%02ds  %s' "${LEGS[$i]}" "${RESULTS[$i]}" $((TIMES[i] / 60)) $((TIMES[i] % 60)) "${LOADS[$i]}")"
-        total=$((total + TIMES[i]))
+    for name in "${LEGS[@]}"; do
+        code=1 seconds=0 load="?"
+        [ -e "$RUN/$name" ] && read -r code seconds load < "$RUN/$name"
+        case "$code" in
+            0) result=passed ;;
+            77) result=skipped ;;
+            *) result=FAILED; status=1 ;;
+        esac
+        say "$(printf '%-10s %-8s %3dm%02ds  %s' "$name" "$result" $((seconds / 60)) $((seconds % 60)) "$load")"
     done
-    say "$(printf '%-10s %-8s %3dm%02ds' total "$([ "$status" -eq 0 ] && echo passed || echo FAILED)" $((total / 60)) $((total % 60)))"
+    say "$(printf '%-10s %-8s %3dm%02ds  (wall clock: the legs overlap)' total \
+        "$([ "$status" -eq 0 ] && echo passed || echo FAILED)" $((wall / 60)) $((wall % 60)))"
     [ "$hogs" -eq 0 ] || say "load mode: $hogs CPU hogs ran beside the legs"
+    return "$status"
 }
 
 if [ -n "$quick" ]; then
+    LEGS=(quick)
     run_leg quick scripts/ci/local.sh --quick "$@"
-elif scripts/ci/nonroot.sh --can-run; then
-    run_leg local scripts/ci/local.sh "$@"
-    run_leg nonroot scripts/ci/nonroot.sh
-    run_leg pythons scripts/ci/pythons.sh --ends
-    run_leg docker scripts/ci/docker.sh "$@"
 else
-    run_leg local scripts/ci/local.sh --notebooks "$@"
-    run_leg pythons scripts/ci/pythons.sh --ends
-    run_leg docker scripts/ci/docker.sh "$@"
+    local_args=() nonroot=no
+    if scripts/ci/nonroot.sh --can-run; then LEGS=(local nonroot pythons docker) nonroot=yes
+    else LEGS=(local pythons docker) local_args=(--notebooks); fi
+    # (the legs beside keep their labs under a LABKIT_HOME of their own: a leg's `labkit down`
+    # at its end must not stop the local leg's labs)
+    exec {gate}> "$RUN/local-leg.lock"
+    flock -x "$gate"
+    # Ctrl-C: a script's background jobs ignore it; stop them (this script's process group)
+    trap 'trap - INT TERM; kill 0' INT TERM
+    LABKIT_HOME="$LABKIT_HOME/docker-leg" LABKIT_DOCKER_TESTS_AFTER="$RUN/local-leg.lock" \
+        beside docker run_leg docker scripts/ci/docker.sh "$@"
+    LABKIT_HOME="$LABKIT_HOME/pythons-leg" beside pythons run_leg pythons nice -n 19 scripts/ci/pythons.sh --ends
+    run_leg local scripts/ci/local.sh "${local_args[@]}" "$@"
+    [ "$nonroot" = no ] || run_leg nonroot scripts/ci/nonroot.sh
+    flock -u "$gate"
+    say "the legs that start servers here are done: the Docker leg's tests may start"
+    after_beside
 fi
 summary
-exit "$status"
