@@ -51,6 +51,14 @@ def display_mode() -> str:
     return "widget" if shell is not None and type(shell).__name__ == "ZMQInteractiveShell" else "lines"
 
 
+def line_stream():
+    """Where plain lines go: the cell's output in an IPython kernel (nbval, the book), else
+    stderr, as a command-line tool's progress does, so that what a script or a child process
+    prints on stdout (a PID, a path, a table) stays its own."""
+    shell = sys.modules.get("IPython") and sys.modules["IPython"].get_ipython()
+    return sys.stdout if shell is not None else sys.stderr
+
+
 class Progress:
     """One experiment's progress: ``step(detail)`` for each step (``total`` of them, if known),
     ``waiting(what, seconds)`` around a wait whose length is known. Open it with ``showing_progress``."""
@@ -119,7 +127,7 @@ class Progress:
         if self.widget is not None:
             self.widget.update(self)
         elif line:
-            print(LINE_PREFIX + self.text(), flush=True)
+            print(LINE_PREFIX + self.text(), file=line_stream(), flush=True)
 
     def close(self, error: Optional[BaseException]) -> None:
         """Mark it ended: done, or stopped by ``error`` (the display must not go on spinning)."""
@@ -135,7 +143,7 @@ class Progress:
         if self.widget is not None:
             self.widget.finish(self, ok=error is None)
         elif self.outer is None or error is not None:
-            print(LINE_PREFIX + self.ended, flush=True)
+            print(LINE_PREFIX + self.ended, file=line_stream(), flush=True)
 
 
 class ProgressWidget:

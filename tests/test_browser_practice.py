@@ -95,7 +95,9 @@ def test_an_exercise_reveal_shows_two_hints_then_the_solution(tmp_path):
     lesson = json.loads((REPO / "notebooks" / "01_redis_vs_consensus.ipynb").read_text(encoding="utf-8"))
     [hints_cell] = [cell for cell in lesson["cells"] if cell["id"] == "exercise-01-hints"]
     notebook = nbformat.v4.new_notebook(metadata=lesson["metadata"])    # its kernel: no "select a kernel" dialog
-    notebook.cells = [nbformat.v4.new_code_cell("".join(hints_cell["source"]))]
+    # the lesson's handle first (labkit/course): the hints cell calls lesson.reveal_solution()
+    notebook.cells = [nbformat.v4.new_code_cell('import labkit\nlesson = labkit.lesson("01")\n'
+                                                + "".join(hints_cell["source"]))]
     path = tmp_path / "exercise_reveal.ipynb"
     nbformat.write(notebook, path)
     ARTIFACTS.mkdir(exist_ok=True)

@@ -25,7 +25,7 @@ def test_plain_lines_one_per_step_and_one_at_the_end(capsys, monkeypatch):
             shown.step(topology)
             with shown.waiting("the session to expire", seconds=0.05):
                 time.sleep(0.06)                       # a wait prints no line of its own
-    lines = progress_lines(capsys.readouterr().out)
+    lines = progress_lines(capsys.readouterr().err)
     assert [line.split(" (")[0] for line in lines[:4]] == [
         "race: 3 to go", "race 1 of 3 · client link", "race 2 of 3 · follower cut", "race 3 of 3 · leader cut"]
     assert len(lines) == 5 and lines[-1].startswith("race: done, 3 of 3 in "), lines
@@ -41,7 +41,7 @@ def test_an_interrupted_block_says_it_stopped_and_the_interrupt_goes_on(capsys, 
                 raise KeyboardInterrupt        # the stop button, as the kernel raises it
         finally:
             cleaned.append("stopped its processes")
-    lines = progress_lines(capsys.readouterr().out)
+    lines = progress_lines(capsys.readouterr().err)
     assert lines[-1].startswith("torture run: stopped by KeyboardInterrupt after 1 of 10"), lines
     assert cleaned and not progress_module._open, "nothing stays open once the block has ended"
 
@@ -61,7 +61,7 @@ def test_a_part_carries_its_whole_and_a_worker_thread_nests_under_the_cells(caps
         worker = threading.Thread(target=election)
         worker.start()
         worker.join()
-    lines = progress_lines(capsys.readouterr().out)
+    lines = progress_lines(capsys.readouterr().err)
     assert any(line.startswith("races 1 of 2 · follower cut › race 1 of 1 · holder paused") for line in lines), lines
     assert seen == ["races 1 of 2 · follower cut › election"], seen
 
@@ -94,8 +94,8 @@ def test_a_display_with_after_stays_silent_when_the_block_is_quick(capsys, monke
     monkeypatch.setenv(MODE_VARIABLE, "lines")
     with showing_progress("waiting for a leader", after=2.0):
         pass                                   # quick: nothing shown, not even its end
-    assert progress_lines(capsys.readouterr().out) == []
+    assert progress_lines(capsys.readouterr().err) == []
     with showing_progress("waiting for a leader", after=0.05):
         time.sleep(0.3)
-    lines = progress_lines(capsys.readouterr().out)
+    lines = progress_lines(capsys.readouterr().err)
     assert [line.split(" (")[0].split(",")[0] for line in lines] == ["waiting for a leader", "waiting for a leader: done"], lines

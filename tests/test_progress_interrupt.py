@@ -45,8 +45,11 @@ def processes_inside(folder: Path) -> list[str]:
 def test_an_interrupted_torture_stops_its_servers_and_clients(tmp_path):
     home = tmp_path / "labkit-home"
     environment = {**os.environ, "LABKIT_HOME": str(home), "LABKIT_PROGRESS": "lines", "PYTHONUNBUFFERED": "1"}
+    # SIGINT as a terminal delivers it: a script's background job (the suite's rest part) ignores
+    # it, and a child that starts with it ignored never raises KeyboardInterrupt
     run = subprocess.Popen([sys.executable, "-c", RUN], env=environment, cwd=tmp_path,
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     lines: list[str] = []
     try:
         # the trial is under way once its step is shown: its servers and clients are running

@@ -313,14 +313,15 @@ def test_cli_round_trip_up_status_down():
 
 # ---- re-running a cell: one lab per kernel unless asked for more --------------------------
 def code_cells_up_to_the_lab(notebook: str) -> list[str]:
-    """The notebook's code cells, from the first one to the one that starts its lab."""
+    """The notebook's code cells, from the first one to the one that starts its lab (through its
+    lesson handle, ``lesson.lab()``, or ``labkit.up(``)."""
     cells = []
     for cell in json.loads((NOTEBOOKS / notebook).read_text())["cells"]:
         if cell["cell_type"] == "code":
             cells.append("".join(cell["source"]))
-            if "labkit.up(" in cells[-1]:
+            if "lesson.lab(" in cells[-1] or "labkit.up(" in cells[-1]:
                 return cells
-    raise AssertionError(f"{notebook} has no cell that calls labkit.up(")
+    raise AssertionError(f"{notebook} has no cell that calls lesson.lab( or labkit.up(")
 
 
 def labs_on_disk(home: Path) -> dict[str, list[int]]:
