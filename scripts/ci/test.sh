@@ -14,9 +14,10 @@
 # The legs overlap where it is safe (one after another they took 43 min on a fresh 2-core
 # machine): the local leg runs in the foreground; beside it, at the lowest CPU priority (nice
 # 19), the Python-versions leg (no servers, no timing) and the Docker leg's image builds. The
-# legs that start servers and assert margins never run side by side: the non-root leg's
-# notebooks follow the local leg, and the Docker leg's tests wait for both (the gate, a lock
-# this script holds until then).
+# non-root leg's notebooks follow the local leg, never at nice 19 (starved, their margins
+# failed); the Docker leg's tests wait for the local leg too (the gate, a lock this script
+# holds until then) and then run beside the non-root leg, both at normal priority: two legs
+# side by side are a load like --stress, which every test must hold.
 #
 # --quick: only the local leg without slow tests and notebooks (pytest --leg quick).
 # --stress: the load mode, the same legs with CPU-bound processes beside them (LABKIT_STRESS=K
@@ -113,9 +114,9 @@ else
         beside docker run_leg docker scripts/ci/docker.sh "$@"
     LABKIT_HOME="$LABKIT_HOME/pythons-leg" beside pythons run_leg pythons nice -n 19 scripts/ci/pythons.sh --ends
     run_leg local scripts/ci/local.sh "${local_args[@]}" "$@"
-    [ "$nonroot" = no ] || run_leg nonroot scripts/ci/nonroot.sh
     flock -u "$gate"
-    say "the legs that start servers here are done: the Docker leg's tests may start"
+    say "the local leg is done: the Docker leg's tests may start, beside the non-root leg"
+    [ "$nonroot" = no ] || run_leg nonroot scripts/ci/nonroot.sh
     after_beside
 fi
 summary
