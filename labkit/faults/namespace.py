@@ -47,7 +47,7 @@ NOT_ALLOWED_HINT = (
     "`sysctl kernel.unprivileged_userns_clone=1`, on Ubuntu 23.10+ "
     "`sysctl kernel.apparmor_restrict_unprivileged_userns=0`; in a Docker container, Docker's default "
     "seccomp profile refuses them: run the lesson on the host, or start the container with "
-    "`--security-opt seccomp=unconfined`")
+    "`--security-opt seccomp=unconfined` (docker/compose.yaml does)")
 
 
 def tool(name: str, package: str) -> str:
