@@ -1,4 +1,5 @@
-"""Graphs of real runs: who held the lock when, wakeups per release, latencies, writes.
+"""Graphs of real runs: who held the lock when, wakeups per release, latencies, writes,
+holds and their tokens (a leader's epochs) beside the store's writes, a semaphore's holds at once.
 
 Every function takes the data and an optional matplotlib ``ax``; without one it makes
 a new figure. Each returns the Axes (``ax.figure`` is the Figure). Nothing here calls
@@ -15,12 +16,13 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+from labkit.record.checker import holds_acting
 from labkit.record.events import Event
 from labkit.record.history import FAULT_CLIENT, History
 from labkit.record.periods import FaultPeriod, fault_periods
 from labkit.stats import percentile
 from labkit.vocabulary import (ACCEPTED_COLOUR, FAULT_BAND_COLOURS, FAULT_BAND_DEFAULT, FAULT_COLOUR, GUIDE_COLOUR,
-                               MARK_COLOUR, STATE_COLOURS, WAIT_ENDS)
+                               MARK_COLOUR, REJECTED_COLOUR, STATE_COLOURS, TEXT_COLOUR, WAIT_ENDS)
 
 WAITING_COLOUR, HOLDING_COLOUR = STATE_COLOURS["waiting"], STATE_COLOURS["holding"]
 LOST_COLOUR, PAUSE_COLOUR = STATE_COLOURS["lost"], STATE_COLOURS["paused"]
@@ -250,3 +252,91 @@ def latency_over_time(points: Iterable[tuple[float, float]], ax: Axes | None = N
     ax.set_title(title)
     ax.grid(alpha=0.3, which="major")
     return ax
+
+
+def token_timeline(history: History, writes: Iterable[Any], ax: Axes | None = None, token_name: str = "token",
+                   title: str = "Holds, their tokens and the store's writes") -> Axes:
+    """``hold_timeline`` with each hold labelled by its token (``token_name``: "epoch" for a
+    leader's term) and the store's writes on their writer's row, on the same clock (the
+    store's and the clients' stamps are this machine's wall clock): taken (green dot) or
+    refused by fencing (red x), each with the token it carried. ``writes``:
+    ``FencedStore.writes()`` or dicts like them. ValueError on an empty history."""
+    ax = hold_timeline(history, ax=ax, title=title)
+    origin = history.events()[0].time
+    rows = {client: row for row, client in enumerate(sorted(history.clients(), key=_natural_order))}
+    for hold in history.holds():
+        if hold.token is not None and hold.client in rows:
+            ax.annotate(f"{token_name} {hold.token}", (hold.start - origin, rows[hold.client] - 0.3), xytext=(2, 1),
+                        textcoords="offset points", va="bottom", fontsize=8, color=TEXT_COLOUR)
+    drawn = [item if isinstance(item, dict) else vars(item) for item in writes]
+    for taken, colour, marker in ((True, ACCEPTED_COLOUR, "o"), (False, REJECTED_COLOUR, "x")):
+        chosen = [row for row in drawn if bool(row["accepted"]) == taken and row["client"] in rows]
+        # on the lower edge of the writer's bar, clear of a "lost" mark at the same moment
+        ax.plot([row["time"] - origin for row in chosen], [rows[row["client"]] + 0.3 for row in chosen],
+                linestyle="none", marker=marker, markersize=9, markeredgewidth=2.5, color=colour, zorder=4,
+                gid="taken writes" if taken else "refused writes")
+        for row in chosen:
+            ax.annotate(f"{row['token']}", (row["time"] - origin, rows[row["client"]] + 0.3), xytext=(0, -6),
+                        textcoords="offset points", ha="center", va="top", fontsize=7, color=colour)
+    right = max([ax.get_xlim()[1]] + [1.04 * (row["time"] - origin) for row in drawn])
+    ax.set_xlim(-0.02 * right, 1.02 * right)   # a write at either end shows whole
+    legend = ax.get_legend()
+    handles = list(legend.legend_handles) + [
+        Line2D([], [], linestyle="none", marker="o", color=ACCEPTED_COLOUR, label="write taken (its token below)"),
+        Line2D([], [], linestyle="none", marker="x", markeredgewidth=2.5, color=REJECTED_COLOUR,
+               label="write refused by fencing")]
+    ax.legend(handles=handles, labels=[text.get_text() for text in legend.get_texts()] + [
+        handle.get_label() for handle in handles[-2:]], loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    return ax
+
+
+def holds_acting_plot(writes: Iterable[Any], limit: int, history: History | None = None, axes: Any = None,
+                      title: str = "A semaphore's holds, as the resource saw them") -> tuple[Axes, Axes]:
+    """Two Axes on one clock, from the resource's record (``FencedStore.writes()``), which
+    ``check_at_most_holders`` judges: above, one row per client, each hold from its first
+    write to its last (holding blue), with ``history``'s faults (a kill a dashed line, a
+    paused client's row hatched); below, the holds acting at each write, a step line with
+    the limit as a dashed line and every count above it in red. ``axes``: a pair, else a
+    new figure. ValueError when the record has no accepted write."""
+    counts, spans = holds_acting(writes, history)
+    if not counts:
+        raise ValueError("the record has no accepted writes: nothing to draw")
+    if axes is None:
+        import matplotlib.pyplot as pyplot
+
+        _, axes = pyplot.subplots(2, 1, figsize=(9, 4.5), sharex=True, layout="constrained",
+                                  gridspec_kw={"height_ratios": [3, 2]})
+    holds_ax, count_ax = axes
+    origin, end = counts[0][0], counts[-1][0]
+    clients = sorted({client for client, _ in spans}, key=_natural_order)
+    rows = {client: row for row, client in enumerate(clients)}
+    thinnest = max(end - origin, 1e-3) / 300   # a hold killed after one write still shows
+    for client, row in rows.items():
+        bars = [(first - origin, max(last - first, thinnest)) for (owner, _), (first, last) in spans.items()
+                if owner == client]
+        holds_ax.broken_barh(bars, (row - 0.3, 0.6), facecolors=HOLDING_COLOUR)
+    if history is not None:
+        draw_fault_periods(holds_ax, fault_periods(history), origin, end, rows)
+    holds_ax.set_yticks(range(len(clients)), clients)
+    holds_ax.set_ylim(len(clients) - 0.5, -0.5)
+    holds_ax.set_ylabel("client")
+    holds_ax.set_title(title)
+    holds_ax.legend(handles=[Patch(color=HOLDING_COLOUR, label="a hold: first write to last"),
+                             Line2D([], [], color=FAULT_COLOUR, linestyle="--", label="fault (instant)"),
+                             Patch(facecolor="none", edgecolor=PAUSE_COLOUR, hatch="///", label="paused")],
+                    loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    times = [at - origin for at, _ in counts]
+    acting = [count for _, count in counts]
+    count_ax.step(times, acting, where="post", color=HOLDING_COLOUR, label="holds acting at once")
+    over = [(at, count) for at, count in zip(times, acting) if count > limit]
+    count_ax.plot([at for at, _ in over], [count for _, count in over], linestyle="none", marker="o",
+                  color=LOST_COLOUR, label=f"more than {limit}: {len(over)} writes")
+    count_ax.axhline(limit, color=GUIDE_COLOUR, linestyle="--", linewidth=1, label=f"the limit, N = {limit}")
+    count_ax.set_ylim(0, max(max(acting), limit) + 0.7)
+    count_ax.set_yticks(range(max(max(acting), limit) + 1))
+    count_ax.set_xlim(0, max(end - origin, 1e-3) * 1.02)
+    count_ax.set_xlabel("time since the record's first write (s)")
+    count_ax.set_ylabel("holds acting")
+    count_ax.grid(alpha=0.3, axis="y")
+    count_ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    return holds_ax, count_ax

@@ -19,14 +19,20 @@ line: notebook, cell id, cell number (nbval's, from 0), seconds, whether it show
 (yes/no), the cell's first line. One short write per cell in append mode, so notebooks side by
 side can share the file. At the session's end, a notebook whose every cell ran and whose total
 is more than 20 % over the table's fails the session (`python -m labkit.book.cell_times`
-rewrites the table)."""
+rewrites the table).
+
+Every lesson shows what happened as a picture: a lesson notebook (``NN_*.ipynb``) that ran
+every code cell and whose outputs hold no image fails the session (tests/test_lesson_figures.py
+checks the same from the notebooks' source)."""
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
 
 from labkit.book import shows_stderr_on_purpose
+from labkit.book.run import lessons_without_a_figure
 from labkit.book.cell_times import SLOW_SECONDS, grown, read_table, showed_progress, slow_cells, table_path
 from labkit.practice.exercises.ladder import FLAG
 from labkit.progress import LINE_PREFIX, MODE_VARIABLE
@@ -37,6 +43,8 @@ RECORDED = read_table(table_path())
 SLOW = slow_cells(RECORDED)
 fresh_seconds: dict[str, float] = {}      # this session's total per notebook, and its cells timed
 fresh_cells: dict[str, int] = {}
+outputs_seen: dict[str, list[list[dict]]] = {}   # each notebook's code cells' outputs, as they ran
+paths_seen: dict[str, str] = {}
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -46,6 +54,9 @@ def pytest_runtest_makereport(item, call):
     cell, outputs = getattr(item, "cell", None), getattr(item, "test_outputs", None)
     if call.when == "call" and cell is not None and os.environ.get("LABKIT_CELL_TIMES"):
         record_cell_time(os.environ["LABKIT_CELL_TIMES"], item, report.duration, showed_progress(outputs))
+    if call.when == "call" and cell is not None:
+        outputs_seen.setdefault(item.path.name, []).append(list(outputs or []))
+        paths_seen[item.path.name] = str(item.path)
     if call.when != "call" or not report.passed or cell is None:
         return
     slow = SLOW.get((item.path.name, cell.get("id")))
@@ -79,8 +90,16 @@ def record_cell_time(path: str, item, seconds: float, progress: bool) -> None:
 
 
 def pytest_sessionfinish(session, exitstatus):
-    """With LABKIT_CELL_TIMES: fail the session if a notebook's total grew over 20 % (see above)."""
+    """With LABKIT_CELL_TIMES: fail the session if a notebook's total grew over 20 % (see above).
+    Fail it too if a lesson ran every cell and showed no figure."""
     problems = grown(fresh_seconds, fresh_cells, RECORDED) if os.environ.get("LABKIT_CELL_TIMES") else []
     if problems:
         print("\nnotebooks slower than notebooks/data/cell_times.csv allows:\n  " + "\n  ".join(problems))
+        session.exitstatus = 1
+    cells = {name: sum(1 for cell in json.loads(open(path, encoding="utf-8").read())["cells"]
+                       if cell["cell_type"] == "code") for name, path in paths_seen.items()}
+    pictureless = lessons_without_a_figure(outputs_seen, cells)
+    if pictureless:
+        print("\nlessons that ran every cell and showed no figure (draw the run: labkit/plots.py):\n  "
+              + "\n  ".join(pictureless))
         session.exitstatus = 1

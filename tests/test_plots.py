@@ -161,3 +161,49 @@ def test_store_writes_plot_marks_stale_writes_an_unfenced_store_accepted(tmp_pat
     assert_readable(ax, tmp_path / "unfenced.png")
     stale = next(line for line in ax.get_lines() if line.get_label().startswith("accepted with a stale token"))
     assert list(stale.get_xdata()) == [2.0] and stale.get_label().endswith(": 1")
+
+
+def test_a_timed_pause_ends_at_its_targets_resume_or_kill():
+    lab = FAULT_CLIENT
+    rows = [(0.0, lab, {"what": "pause", "target": "client-1", "seconds": 60.0}),
+            (0.1, lab, {"what": "resume", "target": "client-1"}),
+            (0.2, lab, {"what": "pause", "target": "client-2", "seconds": 60.0}),
+            (0.3, lab, {"what": "kill", "target": "client-2"}),
+            (0.4, lab, {"what": "pause", "target": "client-3", "seconds": 1.0}),
+            (2.0, lab, {"what": "resume", "target": "client-3"})]   # on time: the pause's own end stands
+    periods = fault_periods(History(Event(time, client, "fault", detail) for time, client, detail in rows))
+    assert [(p.what, p.target, p.start, p.end) for p in periods] == [
+        ("pause", "client-1", 0.0, 0.1), ("pause", "client-2", 0.2, 0.3), ("kill", "client-2", 0.3, 0.3),
+        ("pause", "client-3", 0.4, 1.4)]
+
+
+def test_token_timeline_labels_each_hold_with_its_token_and_marks_the_writes(tmp_path):
+    writes = [StoreWrite(100.02, "client-1", 1, True, "a", True, None, "accepted"),
+              StoreWrite(101.45, "client-2", 2, True, "b", True, 1, "accepted"),
+              StoreWrite(102.5, "client-1", 1, False, "late", True, 2, "token 1 < highest seen 2")]
+    ax = plots.token_timeline(History(Event(100.0 + event.time, event.client, event.kind, event.detail)
+                                      for event in fenced_run().events()), writes, token_name="epoch")
+    assert_readable(ax, tmp_path / "terms.png")
+    assert {"epoch 1", "epoch 2"} <= {text.get_text() for text in ax.texts}
+    refused = next(line for line in ax.get_lines() if line.get_gid() == "refused writes")
+    assert list(refused.get_xdata()) == [pytest.approx(2.5)] and list(refused.get_ydata()) == [pytest.approx(0.3)]
+    assert "write refused by fencing" in [text.get_text() for text in ax.get_legend().get_texts()]
+
+
+def test_holds_acting_plot_counts_what_the_checker_counts(tmp_path):
+    begin_end = [("a", 1, 0.0), ("b", 2, 0.1), ("a", 1, 0.2), ("c", 3, 0.3), ("b", 2, 0.4), ("c", 3, 0.5),
+                 ("a", 4, 0.6), ("a", 4, 0.7)]
+    writes = [{"time": time, "client": client, "token": token, "accepted": True} for client, token, time in begin_end]
+    holds_ax, count_ax = plots.holds_acting_plot(writes, 2)
+    holds_ax.figure.savefig(tmp_path / "acting.png", dpi=80)
+    step = next(line for line in count_ax.get_lines() if line.get_label() == "holds acting at once")
+    # b spans 0.1-0.4 and c 0.3-0.5: with a until 0.2 that is 2 at most; a's second hold makes 1 again
+    assert list(step.get_ydata()) == [1, 2, 2, 2, 2, 1, 1, 1]
+    over = next(line for line in count_ax.get_lines() if line.get_label().startswith("more than 2"))
+    assert list(over.get_ydata()) == []
+    crowded = writes[:4] + [{"time": 0.35, "client": "a", "token": 1, "accepted": True}] + writes[4:]
+    over = next(line for line in plots.holds_acting_plot(crowded, 2)[1].get_lines()
+                if line.get_label().startswith("more than 2"))
+    assert list(over.get_xdata()) == [pytest.approx(0.3), pytest.approx(0.35)] and set(over.get_ydata()) == {3}
+    with pytest.raises(ValueError, match="no accepted writes"):
+        plots.holds_acting_plot([{"time": 1.0, "client": "a", "token": 1, "accepted": False}], 2)

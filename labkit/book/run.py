@@ -82,6 +82,18 @@ def figures_of(notebook: nbformat.NotebookNode) -> int:
                for output in cell.get("outputs", []) if "image/png" in output.get("data", {}))
 
 
+LESSON_NAME = re.compile(r"^\d\d_.*\.ipynb$")
+
+
+def lessons_without_a_figure(seen: dict[str, list[list[dict]]], cells: dict[str, int]) -> list[str]:
+    """The lessons (``NN_*.ipynb``) of a run that ran every code cell and showed no image.
+    ``seen``: notebook name -> each code cell's outputs as the run got them (nbformat dicts);
+    ``cells``: notebook name -> its number of code cells. A lesson cut short proves nothing."""
+    return sorted(name for name, outputs in seen.items()
+                  if LESSON_NAME.match(name) and len(outputs) == cells.get(name)
+                  and not any("image/png" in output.get("data", {}) for cell in outputs for output in cell))
+
+
 @dataclass
 class Run:
     """One executed notebook: the notebook with its outputs, its title, its run time in

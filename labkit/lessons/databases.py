@@ -35,12 +35,16 @@ import time
 from dataclasses import dataclass, field
 
 import psycopg
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 from psycopg import sql
 
+from labkit.plots import HOLDING_COLOUR, PAUSE_COLOUR, WAITING_COLOUR
 from labkit.progress import shows_progress
 from labkit.record.fenced_table import FencedTable, NoPostgres
 from labkit.stats import summarize, take_turns
 from labkit.timing import wait_until
+from labkit.vocabulary import ACCEPTED_COLOUR, GUIDE_COLOUR, MARK_COLOUR, REJECTED_COLOUR, TEXT_COLOUR
 
 
 def postgres_of(lab):
@@ -50,6 +54,22 @@ def postgres_of(lab):
 
 
 # ---- C29: a paused old leader's late write -------------------------------------------------
+@dataclass(frozen=True)
+class RowStep:
+    """One statement of the schedule and the row as PostgreSQL had it right after (read on
+    a connection of its own): ``at`` seconds since the first statement, who ran it ("set-up",
+    "old leader", "new leader"), what ("put", "read", "claim + write", "write", "late write"),
+    the token it carried, whether the database took it (None for a read)."""
+
+    at: float
+    who: str
+    action: str
+    token: int | None
+    accepted: bool | None
+    value: int
+    row_token: int
+
+
 @dataclass
 class LateWrite:
     fenced: bool
@@ -59,6 +79,7 @@ class LateWrite:
     late_accepted: bool        # did the database take the old leader's late write?
     final: int                 # the row afterwards
     steps: list[str] = field(default_factory=list)
+    trace: list[RowStep] = field(default_factory=list)   # each statement and the row after it
 
     @property
     def corrupted(self) -> bool:
@@ -68,27 +89,97 @@ class LateWrite:
 
 def late_write(lab, fenced: bool, table: str = "accounts", start: int = 100, old_adds: int = 10,
                new_adds: int = 50, old_token: int = 1, new_token: int = 2) -> LateWrite:
-    """The schedule of C29 on the lab's PostgreSQL, each leader a client of its own."""
+    """The schedule of C29 on the lab's PostgreSQL, each leader a client of its own, and an
+    observer that reads the row after every statement (``LateWrite.trace``)."""
     postgres_of(lab)
     key = "fenced" if fenced else "unfenced"
-    with FencedTable(lab, table) as old, FencedTable(lab, table) as new:
+    trace: list[RowStep] = []
+    with FencedTable(lab, table) as old, FencedTable(lab, table) as new, FencedTable(lab, table) as observer:
+        began = time.monotonic()
+
+        def record(who: str, action: str, token: int | None, accepted: bool | None) -> None:
+            at = time.monotonic() - began   # when the statement returned; then the row as it is now
+            value, on_row = observer.read(key)
+            trace.append(RowStep(at, who, action, token, accepted, value, on_row))
         old.put(key, start)
+        record("set-up", "put", 0, True)
         steps = [f"row {key!r} = {start}, token 0"]
         seen, _ = old.read(key)
+        record("old leader", "read", None, None)
         planned = seen + old_adds
         steps.append(f"old leader (token {old_token}) reads {seen}, will write {planned}, then pauses")
         if fenced:
-            new.update(key, lambda value: value + new_adds, new_token)   # claims token 2 first, then writes
+            taken = new.update(key, lambda value: value + new_adds, new_token)   # claims token 2 first, then writes
+            record("new leader", "claim + write", new_token, taken)
         else:
             value, _ = new.read(key)
-            new.write_unfenced(key, value + new_adds)
-        written, _ = new.read(key)
+            record("new leader", "read", None, None)
+            record("new leader", "write", None, new.write_unfenced(key, value + new_adds))
+        written = trace[-1].value
         steps.append(f"its lease expires; new leader (token {new_token}) writes {written}")
         accepted = old.write(key, planned, old_token) if fenced else old.write_unfenced(key, planned)
+        record("old leader", "late write", old_token if fenced else None, accepted)
         steps.append(f"old leader wakes and writes {planned}: {'accepted' if accepted else 'REFUSED by PostgreSQL'}")
-        final, token = new.read(key)
-        steps.append(f"row {key!r} = {final}, token {token}")
-    return LateWrite(fenced, start, planned, written, accepted, final, steps)
+        steps.append(f"row {key!r} = {trace[-1].value}, token {trace[-1].row_token}")
+    return LateWrite(fenced, start, planned, written, accepted, trace[-1].value, steps, trace)
+
+
+def late_write_plot(runs: list[LateWrite], axes=None):
+    """One panel per run (unfenced above fenced), in the timeline style of lessons 04 and 07:
+    the old leader's row (holding blue from its read; hatched while it pauses until its late
+    write), the new leader's row, and the row in PostgreSQL, each segment its value and token
+    as the observer read them, red where it holds a value computed from a stale read. The
+    statements' marks: a read (black tick), a write taken (green dot) or refused (red x)."""
+    if axes is None:
+        import matplotlib.pyplot as plt
+
+        _, axes = plt.subplots(len(runs), 1, figsize=(10, 1.9 * len(runs) + 0.6), sharex=True, layout="constrained")
+    axes = list(axes) if len(runs) > 1 else [axes]
+    end = 1000 * max(run.trace[-1].at for run in runs) * 1.15 + 0.2
+    rows = {"old leader": 0, "new leader": 1, "the row": 2}
+    for ax, run in zip(axes, runs):
+        old = [step for step in run.trace if step.who == "old leader"]
+        new = [step for step in run.trace if step.who == "new leader"]
+        read_at, late_at = 1000 * old[0].at, 1000 * old[-1].at
+        ax.broken_barh([(read_at, late_at - read_at)], (-0.3, 0.6), facecolors=HOLDING_COLOUR, alpha=0.35)
+        ax.broken_barh([(read_at, late_at - read_at)], (-0.42, 0.84), facecolors="none", edgecolors=PAUSE_COLOUR,
+                       hatch="///")
+        ax.broken_barh([(1000 * new[0].at, end - 1000 * new[0].at)], (0.7, 0.6), facecolors=HOLDING_COLOUR)
+        for step in old + new:
+            colour, marker = ((MARK_COLOUR, "|") if step.accepted is None else
+                              (ACCEPTED_COLOUR, "o") if step.accepted else (REJECTED_COLOUR, "x"))
+            ax.plot([1000 * step.at], [rows[step.who]], linestyle="none", marker=marker, markersize=12,
+                    markeredgewidth=2.5, color=colour, zorder=4)
+            wrote = (run.old_planned if step.who == "old leader" else run.new_written) if "write" in step.action else None
+            said = (f"{step.action}" + (f" {wrote}" if wrote is not None else "")
+                    + (f", token {step.token}" if step.token is not None else ""))
+            ax.annotate(said, (1000 * step.at, rows[step.who] - 0.3), xytext=(3, 1), textcoords="offset points",
+                        va="bottom", fontsize=8, color=TEXT_COLOUR)
+        changes = [step for index, step in enumerate(run.trace)   # the row's states, each from when it began
+                   if index == 0 or (step.value, step.row_token) != (run.trace[index - 1].value,
+                                                                     run.trace[index - 1].row_token)]
+        for index, step in enumerate(changes):
+            until = 1000 * changes[index + 1].at if index + 1 < len(changes) else end
+            stale = step.who == "old leader" and step.action == "late write" and step.accepted
+            ax.broken_barh([(1000 * step.at, until - 1000 * step.at)], (1.7, 0.6),
+                           facecolors=REJECTED_COLOUR if stale else WAITING_COLOUR, edgecolors=GUIDE_COLOUR)
+            ax.annotate(f"{step.value} · {step.row_token}", (1000 * step.at, 2.0), xytext=(3, 0),
+                        textcoords="offset points", va="center", fontsize=8, color=TEXT_COLOUR)
+        ax.set_yticks(range(3), ["old leader (token 1)", "new leader (token 2)", "the row: value · token"])
+        ax.set_ylim(2.5, -0.5)
+        ax.set_title(f"{'Fenced' if run.fenced else 'Unfenced'}: the row ends at {run.final}"
+                     + (" (the new leader's +50 is lost)" if run.corrupted else ""), fontsize=10)
+    axes[-1].set_xlim(0, end)
+    axes[-1].set_xlabel("ms since the first statement (the old leader's pause is the schedule's: it waits for "
+                        "the new leader)")
+    axes[0].legend(handles=[Patch(color=HOLDING_COLOUR, label="leads (believes it does)"),
+                            Patch(facecolor="none", edgecolor=PAUSE_COLOUR, hatch="///", label="paused"),
+                            Line2D([], [], linestyle="none", marker="o", color=ACCEPTED_COLOUR, label="write taken"),
+                            Line2D([], [], linestyle="none", marker="x", markeredgewidth=2.5, color=REJECTED_COLOUR,
+                                   label="write refused"),
+                            Patch(color=REJECTED_COLOUR, label="row from a stale read")],
+                   loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    return axes
 
 
 # ---- C29 inside a transaction: the isolation level decides how PostgreSQL refuses -----------

@@ -288,15 +288,33 @@ def most_holders_at_once(writes: list[Write]) -> tuple[int, int, dict[tuple[str,
     spans: dict[tuple[str, Any], list[int]] = {}
     for index, write in enumerate(writes):
         spans.setdefault((write.client, write.hold), [index, index])[1] = index
-    starts = sorted(first for first, _ in spans.values())
-    ends = sorted(last for _, last in spans.values())
     most, most_at = 0, 0
-    for index in range(len(writes)):
-        # holds begun at or before this write, minus those whose last write came before it
-        acting = bisect.bisect_right(starts, index) - bisect.bisect_left(ends, index)
+    for index, acting in enumerate(_acting_counts(spans, len(writes))):
         if acting > most:
             most, most_at = acting, index
     return most, most_at, spans
+
+
+def _acting_counts(spans: dict[tuple[str, Any], list[int]], count: int) -> list[int]:
+    """At each of ``count`` writes: the holds begun at or before it, minus those whose last
+    write came before it."""
+    starts = sorted(first for first, _ in spans.values())
+    ends = sorted(last for _, last in spans.values())
+    return [bisect.bisect_right(starts, index) - bisect.bisect_left(ends, index) for index in range(count)]
+
+
+def holds_acting(history_or_writes: History | Iterable[Any], history: History | None = None
+                 ) -> tuple[list[tuple[float, int]], dict[tuple[str, Any], tuple[float, float]]]:
+    """What ``check_at_most_holders`` counts, for a graph of it: (time, holds acting) at each
+    accepted write of the resource's record, in its order (the largest count is the
+    Verdict's ``most``), and each hold's span, (client, hold) -> (time of its first
+    accepted write, of its last)."""
+    raw, history = _raw_writes(history_or_writes, history)
+    accepted = [write for write in _assign_holds(raw, history) if write.accepted]
+    _, _, spans = most_holders_at_once(accepted)
+    counts = _acting_counts(spans, len(accepted))
+    return ([(write.time, acting) for write, acting in zip(accepted, counts)],
+            {hold: (accepted[first].time, accepted[last].time) for hold, (first, last) in spans.items()})
 
 
 def check_at_most_holders(history_or_writes: History | Iterable[Any], limit: int,

@@ -3,9 +3,9 @@
 Faults are recorded in three shapes, and a timeline must show all of them alike:
 - a network fault is two events, ``phase="start"`` and ``phase="end"``, sharing a
   ``fault`` id (the end is recorded by ``heal()``); a start without its end is still on;
-- a pause of some ``seconds`` is one event: it lasts that long (SIGCONT comes by itself);
-  a pause without ``seconds`` (the panel's pause button) lasts until its target's
-  "resume", or is still on;
+- a pause of some ``seconds`` is one event: it lasts that long (SIGCONT comes by itself)
+  unless its target's "resume" or "kill" comes first; a pause without ``seconds`` (the
+  panel's pause button) lasts until its target's "resume" or "kill", or is still on;
 - everything else (kill, restart, kill_leader, clock_step, expire_session, ...) is an
   instant: a period whose ``end`` equals its ``start``.
 
@@ -36,7 +36,7 @@ def fault_periods(history: History) -> list[FaultPeriod]:
     """Every fault of ``history`` as a period, in the order the faults began."""
     periods: list[FaultPeriod] = []
     open_by_id: dict[object, int] = {}       # fault id -> index in periods
-    paused: dict[str, int] = {}              # target -> index of its pause without seconds
+    paused: dict[str, int] = {}              # target -> index of its latest pause
     for event in history.events(client=FAULT_CLIENT, kind="fault"):
         detail, at = event.detail, event.time
         what, target = str(detail.get("what", "fault")), str(detail.get("target", ""))
@@ -49,14 +49,23 @@ def fault_periods(history: History) -> list[FaultPeriod]:
             periods[index] = FaultPeriod(what, target, periods[index].start, at)
         elif phase == "end" and detail.get("started") is not None:
             periods.append(FaultPeriod(what, target, float(detail["started"]), at))
-        elif what == "pause" and detail.get("seconds"):
-            periods.append(FaultPeriod(what, target, at, at + float(detail["seconds"])))
         elif what == "pause":
             paused[target] = len(periods)
-            periods.append(FaultPeriod(what, target, at, None))
-        elif what == "resume" and target in paused:
-            index = paused.pop(target)
-            periods[index] = FaultPeriod("pause", target, periods[index].start, at)
-        elif what != "resume":  # a resume of a timed pause: the pause's end already shows it
+            periods.append(FaultPeriod(what, target, at, at + float(detail["seconds"]) if detail.get("seconds")
+                                       else None))
+        elif what == "resume":
+            end_pause(periods, paused, target, at)
+        else:
+            if what == "kill":   # a frozen process SIGKILLed is frozen no more
+                end_pause(periods, paused, target, at)
             periods.append(FaultPeriod(what, target, at, at))
     return sorted(periods, key=lambda period: period.start)
+
+
+def end_pause(periods: list[FaultPeriod], paused: dict[str, int], target: str, at: float) -> None:
+    """End ``target``'s pause at ``at`` if it is still on then (a timed pause whose SIGCONT
+    came on time already shows its end)."""
+    if target in paused and (periods[paused[target]].end is None or periods[paused[target]].end > at):
+        index = paused.pop(target)
+        periods[index] = FaultPeriod("pause", target, periods[index].start, at)
+
