@@ -296,3 +296,16 @@ def test_the_guide_gives_the_range_of_the_lessons_timeouts():
     assert not outside, f"INSTRUCTOR.md says the lessons measure timeouts of {low} to {high} s; these lie outside: {outside}"
     assert float(low) == min(seconds.values()) and float(high) == max(seconds.values()), (
         f"the range should be the lessons' own, {min(seconds.values())} to {max(seconds.values())} s")
+
+
+def test_every_count_of_the_scenario_interviews_is_the_decks():
+    """README said six after scenarios.json had nine (found by the issue #33 audit)."""
+    deck = json.loads((ROOT / "labkit" / "practice" / "scenarios.json").read_text(encoding="utf-8"))
+    counted = {}
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted(NOTEBOOKS.glob("*.ipynb"))]:
+        text = " ".join(path.read_text(encoding="utf-8").replace("\\n", " ").split())
+        for count in re.findall(r"\b(\w+) (?:45-minute )?scenario interviews\b", text):
+            if count.lower() in COUNT_WORDS:
+                counted.setdefault(COUNT_WORDS[count.lower()], []).append(path.name)
+    assert counted, "the course should say how many scenario interviews it has"
+    assert set(counted) == {len(deck)}, f"scenarios.json has {len(deck)} scenarios; the course counts {counted}"

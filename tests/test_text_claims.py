@@ -19,7 +19,12 @@ that "needs a commit"; a lease that can never be freed early (etcd issue #15247 
 ZooKeeper deadline without the servers' lag, or as 0.8 T less the lag without the heartbeat;
 client_connection_check_interval as the cure for a half-open connection; "NTP slews at most
 0.05 %" (ntpd's limit, not chrony's); a 0.2 margin for the etcd session (it keeps 0.1); a stale
-read notebook 03 says it could not show; 09 called the last notebook.
+read notebook 03 says it could not show; 09 called the last notebook; Curator said to keep N
+nowhere (a SharedCountReader keeps it in ZooKeeper); an advisory lock said to be held until the
+link heals (keepalive, tcp_user_timeout or idle_session_timeout end it first, notebook 10); a write
+that matches no row called the refusal without its isolation level (REPEATABLE READ and
+SERIALIZABLE raise a serialization error instead); a clock 25 % fast said to flip a 20 % margin
+(that is the edge it covers: 08 flips it at 50 %).
 
 The scan reads every place a learner reads: notebook cells (markdown and code), the cards and
 scenarios, docs/*.md, README.md, and the strings and comments of labkit's Python files. A
@@ -75,6 +80,19 @@ RULES = [
     ("notebook 03 shows a stale read", r"notebook 03 shows", r"stale"),
     # 10 comes after 09
     ("09 as the last notebook", r"\b(?:the )?(?:last|final) (?:notebook|lesson)\b", r"\b09\b|practice|interview|cards"),
+    # Curator's InterProcessSemaphoreV2 built with a SharedCountReader keeps N in a ZooKeeper node (09)
+    ("Curator stores N nowhere",
+     r"\b(?:does not|doesn't|never|cannot|can't)\b[^.;]{0,15}\b(?:store|keep|hold|record)s?\b[^.;]{0,10}\bN\b",
+     r"Curator"),
+    # keepalive, tcp_user_timeout and idle_session_timeout each end a half-open session at its bound (10)
+    ("an advisory lock held until the link heals", r"until the link heals|for the whole cut",
+     r"\block|session|connection|freed"),
+    # under REPEATABLE READ or SERIALIZABLE the late UPDATE raises SQLSTATE 40001 instead (10 asserts both)
+    ("matches no row, whatever the isolation level",
+     r"match(?:es|ed)? no rows?[^.;]{0,20}\b(?:is|as) a refusal|refusal, not an error",
+     r"\A(?![\s\S]*read committed)"),
+    # 1 / (1 - 0.2) - 1 = 25 %: the edge a 20 % margin covers, not past it (08 flips it at 50 %, C33)
+    ("a clock 25 % fast flips a 20 % margin", r"\b25 ?% fast", r"(?<!not )(?<!n't )\bflip(?:s|ped)?\b"),
 ]
 
 # Negative examples: passages that name the wrong idea to teach why it is wrong. Each phrase is
@@ -124,6 +142,14 @@ ALLOWED = {
     "notebook 03 shows a stale read": [
     ],
     "09 as the last notebook": [
+    ],
+    "Curator stores N nowhere": [
+    ],
+    "an advisory lock held until the link heals": [
+    ],
+    "matches no row, whatever the isolation level": [
+    ],
+    "a clock 25 % fast flips a 20 % margin": [
     ],
 }
 
@@ -260,6 +286,16 @@ def test_the_scan_catches_each_wrong_claim():
         "notebook 03 shows a stale read": "a serializable read on a member cut off from the majority can be stale "
                                           "(notebook 03 shows it)",
         "09 as the last notebook": "(the last notebook is a deck of practice cards and auto-checked exercises)",
+        # the old 10's pitfalls [19] and [53] and its recap [60]; the course plan's C33
+        "Curator stores N nowhere": "Everyone must agree on N. Curator does not store N anywhere: a client started "
+                                    "with N = 3 beside clients with N = 2 admits a third holder.",
+        "an advisory lock held until the link heals": "freed within one connection-check interval, or only when the "
+                                                      "running query ends, or, behind anything that keeps the "
+                                                      "connection open, not at all until the link heals.",
+        "matches no row, whatever the isolation level": "A fenced write that matches no row is a refusal, not an "
+                                                        "error: check the row count",
+        "a clock 25 % fast flips a 20 % margin": "clock-rate shim on CLOCK_MONOTONIC: 25 % fast vs a 20 % margin "
+                                                 "flips the order, a 40 % margin restores it",
     }
     for rule, first, second in RULES:
         found = offenders(rule, first, second, [("sample", samples[rule])])
