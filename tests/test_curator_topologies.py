@@ -12,7 +12,7 @@ leader drops its clients 0.9-1.0 s after the cut):
   grant; with a 0.6 s session it is AFTER the grant: a Curator user who stops at SUSPENDED, as
   Curator's docs advise, still overlaps with the next holder;
 - LOST comes at least one session timeout after SUSPENDED (Curator's simulated expiry), after
-  the grant in every run: LOST is never the signal to stop.
+  the grant in every run, or not at all while the cut lasts: LOST is never the signal to stop.
 """
 from __future__ import annotations
 
@@ -51,11 +51,14 @@ def _races(lab, topology: str, timeout: float):
     assert len(runs) == RUNS
     for run in runs:
         assert run.timeout_s == timeout, rows                       # the server granted what Curator asked
-        assert None not in (run.suspended_ms, run.lost_ms, run.deleted_ms), rows
+        assert None not in (run.suspended_ms, run.deleted_ms), rows
         assert run.deleted_ms <= run.acquired_ms, rows              # the grant is the server's delete
-        # Curator's LOST is simulated: SUSPENDED must have lasted the session timeout
-        assert run.lost_ms - run.suspended_ms >= 1000 * timeout - 50, rows
-        assert run.lost_ms > run.acquired_ms, rows                  # always after someone else holds
+        # LOST, if it came while the cut lasted (at load 20 it once had not, 26 s after the cut:
+        # later still, and still no signal to stop), is simulated: SUSPENDED must have lasted the
+        # session timeout, and it is always after someone else holds
+        if run.lost_ms is not None:
+            assert run.lost_ms - run.suspended_ms >= 1000 * timeout - 50, rows
+            assert run.lost_ms > run.acquired_ms, rows
     return runs, rows
 
 

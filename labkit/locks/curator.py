@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from labkit.errors import LabError
 from labkit.record.events import EventSink, ignore_events
-from labkit.locks.errors import LockError, LockTimeout, check_semaphore_size
+from labkit.locks.errors import (GONE_HINT, CuratorLockGone, CuratorPeerError, CuratorUnavailable,  # noqa: F401
+                                 LockError, LockTimeout, check_semaphore_size)
 from labkit.locks.zookeeper import sequence_of
 from labkit.servers.secret import LabSecret, login_for, zookeeper_client_jaas
 
@@ -74,14 +74,6 @@ class CuratorHandOff:
     woke: float | None
     acquired: float
     overlaps: int
-
-
-class CuratorUnavailable(LabError):
-    """Java, javac or a Curator/ZooKeeper jar is not installed."""
-
-
-class CuratorPeerError(LabError):
-    """The Curator peer process failed, died or did not answer in time."""
 
 
 EXPECT_ENV = "LABKIT_EXPECT_CURATOR"   # 1: this run must have Curator (scripts/ci, the lab image)
@@ -315,6 +307,8 @@ class CuratorPeer:
         if answer == "TIMEOUT":
             self._emit("timeout", waited=seconds)
             raise LockTimeout(self.path, seconds)
+        if answer.startswith("GONE "):   # the session expired between the grant and the czxid's read
+            raise CuratorLockGone(f"Curator acquired {answer[5:]}, gone by the time its czxid was read", GONE_HINT)
         _, self.node, czxid, *stamp = answer.split(" ")   # a semaphore's answer has no stamp
         self.acquired_at = int(stamp[0]) / 1e9 if stamp else None
         self.token, self.sequence = int(czxid), sequence_of(self.node) or int(self.node[-10:])

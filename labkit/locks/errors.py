@@ -55,3 +55,18 @@ class NotLeader(LockError):
 
 class NoElectedLeader(LockError):
     """leader() on an election nobody campaigns in (Go's ErrElectionNoLeader)."""
+
+
+class CuratorUnavailable(LabError):
+    """Java, javac or a Curator/ZooKeeper jar is not installed (labkit.locks.curator)."""
+
+
+class CuratorPeerError(LabError):
+    """The Curator peer process failed, died or did not answer in time."""
+
+
+class CuratorLockGone(CuratorPeerError):
+    """Curator's node was gone right after its acquire: the session expired in between."""
+
+
+GONE_HINT = "the machine stalled past the session timeout, or the session is too short: acquire again"

@@ -32,6 +32,7 @@ import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
 import org.apache.curator.framework.recipes.locks.Lease;
 import org.apache.curator.framework.state.ConnectionState;
 import org.apache.curator.retry.ExponentialBackoffRetry;
+import org.apache.zookeeper.data.Stat;
 
 public class CuratorPeer {
     /** Stock InterProcessMutex, through its two protected hooks: the path of its own node
@@ -167,6 +168,13 @@ public class CuratorPeer {
         return crowd;
     }
 
+    // "ACQUIRED <node> <czxid>" for a node just acquired, or "GONE <node>" when it is gone
+    // already: its session expired between the grant and this read (a stalled machine).
+    static String heldAnswer(CuratorFramework client, String node) throws Exception {
+        Stat stat = client.checkExists().forPath(node);
+        return stat == null ? "GONE " + node : "ACQUIRED " + node + " " + stat.getCzxid();
+    }
+
     // One command of the single lock (acquire, release, cycle, ping), on the main thread.
     static void serveOne(CuratorFramework client, VisibleMutex mutex, String line, String[] words) {
         try {
@@ -177,7 +185,8 @@ public class CuratorPeer {
                         long acquired = System.nanoTime();
                         // the czxid of my node is the fencing token, as for labkit's recipe
                         String node = mutex.ownNode();
-                        say("ACQUIRED " + node + " " + client.checkExists().forPath(node).getCzxid() + " " + acquired);
+                        String held = heldAnswer(client, node);
+                        say(held.startsWith("GONE") ? held : held + " " + acquired);
                     } else {
                         say("TIMEOUT");
                     }
@@ -220,7 +229,7 @@ public class CuratorPeer {
                         lease = semaphore.acquire(millis, TimeUnit.MILLISECONDS);
                         if (lease != null) {
                             String node = path + "/leases/" + lease.getNodeName();
-                            say("ACQUIRED " + node + " " + client.checkExists().forPath(node).getCzxid());
+                            say(heldAnswer(client, node));
                         } else {
                             say("TIMEOUT");
                         }
