@@ -29,11 +29,12 @@ def store(lab, unique_name):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("recipe", sorted(RECIPES))
+@pytest.mark.parametrize("recipe", sorted(RECIPES.values(), key=lambda recipe: recipe.name),
+                         ids=lambda recipe: recipe.name)
 def test_ten_client_processes_never_overlap(lab, unique_name, recipe):
     history = History()
     # a Redis lock or Redlock has no fencing token, so its store must accept writes without one
-    store = FencedStore(lab.redis.client(), "store" + unique_name, fenced=not RECIPES[recipe].ttl_only)
+    store = FencedStore(lab.redis.client(), "store" + unique_name, fenced=recipe.gives_tokens)
     store.reset()
     with spawn_clients(lab, recipe, n=10, name=unique_name, history=history, store=store,
                        hold=0.01, loops=2, session_timeout=4.0, ttl=10) as clients:

@@ -130,3 +130,33 @@ def test_colour_literals_are_found_in_a_sample(tmp_path):
                       "h = \"<span style='color:#555'>\"\nlabel = 'red'\nax.annotate('', arrowprops={'color': 'black'})\n")
     assert [line.split()[0] for line in colours_in(sample)] == \
         ["sample.py:1", "sample.py:2", "sample.py:3", "sample.py:4", "sample.py:6"], colours_in(sample)
+
+
+# ---- recipes ---------------------------------------------------------------------------------
+# A recipe's name becomes a Recipe once, at the edge (recipe_named in labkit/locks/registry.py:
+# a notebook's, the command line's or a client process's string); past it the Recipe travels,
+# so nothing else looks the registry's table up by name.
+REGISTRY = LABKIT / "locks" / "registry.py"
+LOOKUP = re.compile(r"RECIPES\s*\[")
+
+
+def registry_lookups(path: Path) -> list[str]:
+    """Lines of ``path`` that index a table of recipes by name (``RECIPES[...]``, or any
+    ``..._RECIPES[...]``)."""
+    return [f"{shown(path)}:{number} {line.strip()}" for number, line in enumerate(path.read_text().splitlines(), 1)
+            if LOOKUP.search(line)]
+
+
+def test_only_the_registry_looks_a_recipe_up_by_name():
+    roots = [LABKIT] + [LABKIT.parent / folder for folder in ("tests", "notebooks", "scripts")]
+    paths = [path for root in roots for path in sorted(root.rglob("*")) if path.suffix in (".py", ".ipynb")
+             and path not in (REGISTRY, Path(__file__).resolve())]   # this file: the samples below
+    found = [line for path in paths for line in registry_lookups(path)]
+    assert not found, "take a Recipe (labkit.locks.registry.recipe_named) instead of a name:\n" + "\n".join(found)
+    assert registry_lookups(REGISTRY), "recipe_named no longer reads RECIPES: point this test at what does"
+
+
+def test_a_lookup_by_name_is_found_in_a_sample(tmp_path):
+    sample = tmp_path / "sample.py"
+    sample.write_text("a = RECIPES[name].service\nb = WATCH_RECIPES [w]\nc = recipe.service\nd = sorted(RECIPES)\n")
+    assert [line.split()[0] for line in registry_lookups(sample)] == ["sample.py:1", "sample.py:2"]

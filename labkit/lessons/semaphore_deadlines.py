@@ -47,7 +47,7 @@ from labkit.locks.zookeeper_semaphore import ZooKeeperSemaphore
 from labkit.progress import repeat, waiting_for
 from labkit.timing import became_true, wait_until
 
-RACED_RECIPES = {"semaphore": "zookeeper-semaphore", "election": "zookeeper-election"}
+RACED_RECIPE = {"semaphore": "zookeeper-semaphore", "election": "zookeeper-election"}   # the name a RaceRun shows
 RULES = {("semaphore", True): "client-side deadline", ("semaphore", False): "client_deadline=False",
          ("election", True): "client-side deadline", ("election", False): "kazoo's Election, no deadline"}
 PEER = "holder-2"           # the semaphore's second holder, on the majority side
@@ -63,8 +63,8 @@ class RunProvesNothing(RuntimeError):
 def deadline_race(lab, kind: str = "semaphore", topology: str = "client-link", timeout: float = 2.0,
                   deadline: bool = True) -> RaceRun:
     """One race (see the module docstring). ``timeout``: the holder's session timeout, in s."""
-    if kind not in RACED_RECIPES:
-        raise ValueError(f"kind={kind!r} is not one of {tuple(RACED_RECIPES)}")
+    if kind not in RACED_RECIPE:
+        raise ValueError(f"kind={kind!r} is not one of {tuple(RACED_RECIPE)}")
     if topology not in TOPOLOGIES:
         raise ValueError(f"topology={topology!r} is not one of {tuple(TOPOLOGIES)}")
     zookeeper = lab.zookeeper
@@ -125,7 +125,7 @@ def deadline_race(lab, kind: str = "semaphore", topology: str = "client-link", t
         lab.heal()
         contest.close()
     wait_until(zookeeper.is_ready, "the ZooKeeper ensemble settles after the heal", timeout=60, poll=0.05)
-    return RaceRun(RACED_RECIPES[kind], topology, RULES[kind, deadline], float(timeout),
+    return RaceRun(RACED_RECIPE[kind], topology, RULES[kind, deadline], float(timeout),
                    1000 * (gave_up[0] - fault_at) if gave_up else None, 1000 * (acquired[0] - fault_at))
 
 

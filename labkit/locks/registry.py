@@ -291,6 +291,21 @@ class Recipe:
     # labkit/torture/verdict.py under this name.
     kind: str = "mutex"
 
+    def __repr__(self) -> str:
+        return f"<Recipe {self.name}: {self.kind} on {self.service}>"
+
+    @property
+    def gives_tokens(self) -> bool:
+        """A fencing token with every grant (a store can then fence its writes)."""
+        return not self.ttl_only
+
+    @property
+    def lease(self) -> str:
+        """"ttl" when the lock ends as a TTL runs out (Redis, Redlock, and python-etcd3's
+        Lock, whose lease nothing refreshes), else "session" (a session or a lease its
+        client keeps alive)."""
+        return "ttl" if self.ttl_only or self.name == "etcd3-lock" else "session"
+
 
 RECIPES: dict[str, Recipe] = {recipe.name: recipe for recipe in (
     Recipe("zookeeper", "zookeeper", "ZooKeeper, waiters watch their predecessor", _zookeeper("predecessor")),
@@ -318,51 +333,57 @@ RECIPES: dict[str, Recipe] = {recipe.name: recipe for recipe in (
 )}
 
 
-def recipe_named(name: str, among: Iterable[str] | None = None) -> Recipe:
-    """The registered recipe called ``name``: the one check of a recipe's name in labkit
-    (clients, panels, torture runs and lessons all ask here). ``among``: the names an
-    experiment supports, when it does not support them all. Raises UnknownRecipe, in one
-    line that lists the names to choose from, for any other name."""
+def recipe_named(recipe: Recipe | str, among: Iterable[str] | None = None) -> Recipe:
+    """The Recipe for ``recipe``: a name of the registry (from a notebook, the command line
+    or a client process's spec), or a Recipe, which passes as it is. The one place in
+    labkit where a recipe's name becomes a recipe: everything past it carries the Recipe.
+    ``among``: the names an experiment supports, when it does not support them all. Raises
+    UnknownRecipe, in one line that lists the names to choose from, for any other name."""
+    name = recipe.name if isinstance(recipe, Recipe) else recipe
     allowed = list(RECIPES if among is None else among)
-    if name not in allowed or name not in RECIPES:
+    if name not in allowed or not (isinstance(recipe, Recipe) or name in RECIPES):
         raise UnknownRecipe(f"no recipe named {name!r}{'' if among is None else ' here'}; "
                             f"choose one of {', '.join(allowed)}")
-    return RECIPES[name]
+    return recipe if isinstance(recipe, Recipe) else RECIPES[name]
 
 
-def check_holders(recipe: str, holders: int) -> int:
+def check_holders(recipe: Recipe | str, holders: int) -> int:
     """``holders`` if ``recipe`` takes that many: any whole number >= 1 for a semaphore,
     1 for every other kind. Raises UnknownRecipe, InvalidSemaphoreSize or NotASemaphore."""
-    if recipe_named(recipe).kind == "semaphore":
-        return check_semaphore_size(holders, recipe)
+    recipe = recipe_named(recipe)
+    if recipe.kind == "semaphore":
+        return check_semaphore_size(holders, recipe.name)
     if holders != 1:
-        raise NotASemaphore(f"recipe {recipe!r} is a {RECIPES[recipe].kind}: it admits one holder, not {holders!r}",
+        raise NotASemaphore(f"recipe {recipe.name!r} is a {recipe.kind}: it admits one holder, not {holders!r}",
                             hint="choose zookeeper-semaphore or etcd-semaphore for N holders")
     return holders
 
 
-def make_lock(recipe: str, connections: dict[str, str], name: str, identifier: str,
+def make_lock(recipe: Recipe | str, connections: dict[str, str], name: str, identifier: str,
               on_event: EventSink = ignore_events, session_timeout: float = 4.0, ttl: float = 5.0,
               holders: int = 1) -> RecipeHandle:
-    """A lock of ``recipe`` on new connections; ``handle.close()`` closes them. ``holders``:
-    how many may hold a semaphore recipe at once. Raises UnknownRecipe for a name that is
-    not registered, ServiceMissing when ``connections`` has no server for the recipe's
-    service, InvalidSemaphoreSize / NotASemaphore for ``holders`` the recipe cannot take."""
+    """A lock of ``recipe`` (a Recipe or its name) on new connections; ``handle.close()``
+    closes them. ``holders``: how many may hold a semaphore recipe at once. Raises
+    UnknownRecipe for a name that is not registered, ServiceMissing when ``connections``
+    has no server for the recipe's service, InvalidSemaphoreSize / NotASemaphore for
+    ``holders`` the recipe cannot take."""
+    recipe = recipe_named(recipe)
     check_holders(recipe, holders)
-    extra = {"holders": holders} if RECIPES[recipe].kind == "semaphore" else {}
-    return RECIPES[recipe].factory(connections, name, identifier, on_event, session_timeout, ttl, **extra)
+    extra = {"holders": holders} if recipe.kind == "semaphore" else {}
+    return recipe.factory(connections, name, identifier, on_event, session_timeout, ttl, **extra)
 
 
 # lock_factory(...)(identifier, on_event) -> a RecipeHandle: one contender with its own connections
 LockFactory = Callable[[str, EventSink], RecipeHandle]
 
 
-def lock_factory(recipe: str, connections: dict[str, str], name: str, session_timeout: float = 4.0,
+def lock_factory(recipe: Recipe | str, connections: dict[str, str], name: str, session_timeout: float = 4.0,
                  ttl: float = 5.0, holders: int = 1) -> LockFactory:
     """Contenders for one lock: each call ``make(identifier, on_event)`` opens new
     connections (and, for etcd, a new session and lease) and returns its RecipeHandle.
     Raises UnknownRecipe at once for a name that is not registered (and what make_lock
     raises for ``holders``)."""
+    recipe = recipe_named(recipe)
     check_holders(recipe, holders)
 
     def make(identifier: str, on_event: EventSink) -> RecipeHandle:

@@ -40,7 +40,7 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Any
 
-from labkit.locks.registry import RECIPES
+from labkit.locks.registry import Recipe
 from labkit.servers.services.zookeeper import TICK_MS
 from labkit.record.checker import Verdict, check_at_most_holders, check_mutual_exclusion
 from labkit.record.epochs import check_one_leader_per_epoch
@@ -85,7 +85,7 @@ SILENCE = 1 / 3
 DELIVERY = 0.2
 
 
-def earliest_lapse(recipe: str, timeout: float) -> float:
+def earliest_lapse(recipe: Recipe, timeout: float) -> float:
     """Seconds after a fault cut a client off (froze it, killed it, cut its links or its
     server's) before which its session or kept-alive lease cannot have lapsed:
     timeout x (1 - DRIFT_MARGIN) - timeout x SILENCE - relay - DELIVERY, never below 0.
@@ -96,7 +96,7 @@ def earliest_lapse(recipe: str, timeout: float) -> float:
     timeout after the last it heard of it, on a clock up to 25 % fast (so after
     timeout x (1 - DRIFT_MARGIN)); and a new leader starts every session's clock afresh
     (later still)."""
-    relay = TICK_MS / 2000 if RECIPES[recipe].service == "zookeeper" else 0.0
+    relay = TICK_MS / 2000 if recipe.service == "zookeeper" else 0.0
     return max(0.0, timeout * (1 - DRIFT_MARGIN) - timeout * SILENCE - relay - DELIVERY)
 
 
@@ -105,12 +105,6 @@ def cut_off(done: Executed) -> tuple[str, ...]:
     if done.skipped:
         return ()
     return (done.target,) if done.step.nemesis in CLIENT_FAULTS else done.clients
-
-
-def lease_kind(recipe: str) -> str:
-    """"ttl" for the recipes whose lock ends when a TTL runs out (Redis, Redlock, and
-    python-etcd3's Lock, whose lease nothing refreshes), else "session"."""
-    return "ttl" if RECIPES[recipe].ttl_only or recipe == "etcd3-lock" else "session"
 
 
 @dataclass
@@ -300,11 +294,11 @@ class Judgement:
                 "acquire_wait_median_ms": round(1000 * percentile(waits, 0.5), 2) if waits else None}
 
 
-def judge(history: History, writes: list[Any], executed: list[Executed], recipe: str, ttl: float,
+def judge(history: History, writes: list[Any], executed: list[Executed], recipe: Recipe, ttl: float,
           timeout: float, start: float, end: float, holders: int = 1) -> Judgement:
-    ops, holds = operations(history, executed, lease_kind(recipe), ttl, timeout, end,
+    ops, holds = operations(history, executed, recipe.lease, ttl, timeout, end,
                             lapse_after=earliest_lapse(recipe, timeout))
-    kind = RECIPES[recipe].kind
+    kind = recipe.kind
     safety, check = SAFETY[kind]
     exclusion = check(writes, history, holders)
     judged = kind in MUTEX_MODELS
