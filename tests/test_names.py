@@ -20,9 +20,10 @@ LABKIT = Path(__file__).resolve().parent.parent / "labkit"
 
 # Names several modules define on purpose, each with why. Keep it small.
 ALLOWED = {
-    "main": "a module's entry point for `python -m` (bench, bench_network, book, cli, servers' docker image)",
-    "run": "each benchmark module's measurement (bench, bench_network, bench_scale), always called through "
-           "its module (`bench_network.run`): the benchmarks share one shape",
+    "main": "a module's entry point for `python -m` or a `labkit bench` part (bench/command, bench/network, "
+            "bench/processes, bench/scale, book, cli, servers' docker image)",
+    "run": "each benchmark module's measurement (bench/recipes, bench/network, bench/scale, bench/processes), "
+           "always called through its module (`network.run`): the benchmarks share one shape",
     "report": "each benchmark module's text report of its own results, called through its module",
     "PROPERTIES": "each auto-checked exercise names the properties it judges; exercises/report.py reads them",
     "SHAPE": "each lesson's facade (labkit/course/lessonNN.py) names the servers its lab starts; "

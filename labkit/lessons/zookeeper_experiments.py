@@ -44,7 +44,7 @@ from labkit.locks.curator import CuratorPeer, require_curator
 from labkit.locks.kazoo_reference import KazooReferenceLock
 from labkit.locks.registry import lock_factory
 from labkit.locks.zookeeper import ZooKeeperLock, sequence_of, sorted_contenders
-from labkit.plots import wakeups_per_release_plot
+from labkit.record.plots import wakeups_per_release_plot
 from labkit.progress import shows_progress
 from labkit.record.events import Event
 from labkit.record.history import History

@@ -31,7 +31,7 @@ from matplotlib.lines import Line2D
 
 from labkit.harness.handoff import hand_off, server_watches
 from labkit.locks.registry import lock_factory, recipe_named
-from labkit.plots import new_axes
+from labkit.record.plots import new_axes
 from labkit.progress import shows_progress
 from labkit.record.history import History
 from labkit.servers.secret import login_for
