@@ -125,13 +125,13 @@ def measure_auth_cost(private_lab: Lab, open_lab: Lab, iterations: int, run_id: 
         for _, cleanup in operations.values():
             cleanup()
     results = {}
-    for kind, samples in (("lock op", lock_ops), ("connect", connect)):
+    for measured, samples in (("lock op", lock_ops), ("connect", connect)):
         rows = {name: summarize(seconds) for name, seconds in samples.items()}
-        results[kind] = {name: {"open_p50_ms": rows[f"{name} open"]["p50_ms"],
-                                "private_p50_ms": rows[f"{name} private"]["p50_ms"],
-                                "open_p99_ms": rows[f"{name} open"]["p99_ms"],
-                                "private_p99_ms": rows[f"{name} private"]["p99_ms"]}
-                         for name in AUTH_COST_RECIPES}
+        results[measured] = {name: {"open_p50_ms": rows[f"{name} open"]["p50_ms"],
+                                    "private_p50_ms": rows[f"{name} private"]["p50_ms"],
+                                    "open_p99_ms": rows[f"{name} open"]["p99_ms"],
+                                    "private_p99_ms": rows[f"{name} private"]["p99_ms"]}
+                             for name in AUTH_COST_RECIPES}
     return results
 
 
@@ -324,9 +324,9 @@ def report(results: dict[str, Any]) -> str:
     if "auth_cost" in results:
         lines += ["", "the price of a private lab (same run, taking turns; p50 / p99 ms)",
                   f"  {'':<22}{'open':>16}{'private':>16}{'p50 +':>9}"]
-        for kind, rows in results["auth_cost"].items():
+        for measured, rows in results["auth_cost"].items():
             for name, row in rows.items():
-                lines.append(f"  {name + ' ' + kind:<22}{row['open_p50_ms']:>8.3f}/{row['open_p99_ms']:<7.3f}"
+                lines.append(f"  {name + ' ' + measured:<22}{row['open_p50_ms']:>8.3f}/{row['open_p99_ms']:<7.3f}"
                              f"{row['private_p50_ms']:>8.3f}/{row['private_p99_ms']:<7.3f}"
                              f"{row['private_p50_ms'] - row['open_p50_ms']:>+9.3f}")
     lines += ["", "targets"] + [f"  {VERDICTS[t['met']]}  {t['target']}  (measured {t['measured']})"

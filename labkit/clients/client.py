@@ -103,19 +103,19 @@ class LockClient:
     def _read_messages(self) -> None:
         for line in self._process.stdout:  # type: ignore[union-attr]
             message = json.loads(line)
-            kind = message["type"]
-            if kind == "event":
+            message_type = message["type"]
+            if message_type == "event":
                 event = Event.from_dict(message["event"])
                 with self._condition:
                     self._lock_state = STATE_AFTER.get(event.kind, self._lock_state)
                 self.group.history.append(event)
-            elif kind == "session":
+            elif message_type == "session":
                 with self._condition:
                     self.session = message["session"]
-            elif kind == "ready":
+            elif message_type == "ready":
                 with self._condition:
                     self._lock_state = "idle"
-            elif kind == "reply":
+            elif message_type == "reply":
                 with self._condition:
                     self._replies[message["id"]] = message
             with self._condition:
@@ -311,11 +311,11 @@ class LockClient:
 
 
 def error_from(client: str, reply: dict[str, Any]) -> Exception:
-    kind, message = reply.get("error_type"), reply.get("message", "")
-    if kind == "LockTimeout":
+    error_type, message = reply.get("error_type"), reply.get("message", "")
+    if error_type == "LockTimeout":
         return LockTimeout(reply.get("lock_name") or client, float(reply.get("waited") or 0.0))
-    if kind == "SessionExpired":
+    if error_type == "SessionExpired":
         return SessionExpired(f"{client}: {message}")
-    if kind == "Locked":
+    if error_type == "Locked":
         return Locked(f"{client}: {message}")
-    return ClientError(f"{client} failed: {kind}: {message}", hint="see client.log_tail() for its stderr")
+    return ClientError(f"{client} failed: {error_type}: {message}", hint="see client.log_tail() for its stderr")

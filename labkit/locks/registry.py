@@ -101,11 +101,11 @@ def login(connections: dict[str, str], service: str) -> dict:
     """Client keyword arguments to log in to ``service`` ("zookeeper", "etcd", "redis",
     "redlock"): from the secret file the connections name, else from this user's private
     lab at that address (connections written by hand), else none."""
-    kind = {"redlock": "redis"}.get(service, service)
+    server = {"redlock": "redis"}.get(service, service)   # Redlock's primaries are Redis servers
     if connections.get("secret_file"):
         secret = load_secret(connections["secret_file"])
-        return getattr(secret, kind) if secret else {}
-    return login_for(connections.get(service, ""), kind)
+        return getattr(secret, server) if secret else {}
+    return login_for(connections.get(service, ""), server)
 
 
 def _need(connections: dict[str, str], service: str, recipe: str) -> str:
@@ -250,13 +250,13 @@ def _etcd3_reference(connections, name, identifier, on_event, session_timeout, t
     return handle
 
 
-def _redis(kind: type = RedisLock, recipe: str = "redis") -> Callable[..., RecipeHandle]:
-    """A factory for a single-primary Redis lock of ``kind``: labkit's, or a library's
+def _redis(lock_class: type = RedisLock, recipe: str = "redis") -> Callable[..., RecipeHandle]:
+    """A factory for a single-primary Redis lock of ``lock_class``: labkit's, or a library's
     (redis_peers.py), all built the same way on one client of their own."""
     def factory(connections, name, identifier, on_event, session_timeout, ttl) -> RecipeHandle:
         host, port = _need(connections, "redis", recipe).rsplit(":", 1)
         client = redis.Redis(host=host, port=int(port), **login(connections, "redis"))
-        lock = kind(client, name, ttl_ms=int(ttl * 1000), identifier=identifier, on_event=on_event)
+        lock = lock_class(client, name, ttl_ms=int(ttl * 1000), identifier=identifier, on_event=on_event)
         return RecipeHandle(lock, client.close, extra={"redis": client})
     return factory
 
@@ -286,13 +286,13 @@ class Recipe:
     title: str
     factory: Callable[..., RecipeHandle]
     ttl_only: bool = False  # no session and no fencing token: the lock ends when its TTL runs out
-    # "mutex" (one holder), "semaphore" (up to ``holders``), "election" (one holder, and one
-    # leader per epoch): what a torture's verdict checks. A new kind adds its judgment in
-    # labkit/torture/verdict.py under this name.
-    kind: str = "mutex"
+    # the coordination primitive it builds: "mutex" (one holder), "semaphore" (up to
+    # ``holders``), "election" (one holder, and one leader per epoch): what a torture's
+    # verdict checks. A new primitive adds its judgment in labkit/torture/verdict.py under this name.
+    primitive: str = "mutex"
 
     def __repr__(self) -> str:
-        return f"<Recipe {self.name}: {self.kind} on {self.service}>"
+        return f"<Recipe {self.name}: {self.primitive} on {self.service}>"
 
     @property
     def gives_tokens(self) -> bool:
@@ -313,15 +313,15 @@ RECIPES: dict[str, Recipe] = {recipe.name: recipe for recipe in (
     Recipe("kazoo", "zookeeper", "kazoo's Lock (reference)", _zookeeper(None, reference=True)),
     Recipe("etcd", "etcd", "etcd Mutex on a session lease (Go's concurrency)", _etcd_mutex),
     Recipe("zookeeper-semaphore", "zookeeper", "ZooKeeper counting semaphore (Curator's InterProcessSemaphoreV2 layout)",
-           _zookeeper(None, semaphore=True), kind="semaphore"),
+           _zookeeper(None, semaphore=True), primitive="semaphore"),
     Recipe("etcd-semaphore", "etcd", "etcd counting semaphore: the first N create revisions hold",
-           functools.partial(_etcd_mutex, semaphore=True), kind="semaphore"),
+           functools.partial(_etcd_mutex, semaphore=True), primitive="semaphore"),
     Recipe("etcd-election", "etcd", "etcd election (Go's concurrency.Election, etcdctl elect)", _etcd_election,
-           kind="election"),
+           primitive="election"),
     Recipe("zookeeper-election", "zookeeper", "ZooKeeper election in kazoo's Election queue",
-           _zookeeper("predecessor", election=True), kind="election"),
+           _zookeeper("predecessor", election=True), primitive="election"),
     Recipe("lease-election", "etcd", "Kubernetes-style lease election on an etcd key (clocks)", _lease_election,
-           kind="election"),
+           primitive="election"),
     Recipe("etcd3-lock", "etcd", "python-etcd3's Lock (reference, herd-prone)", _etcd3_reference),
     Recipe("redis", "redis", "Redis SET NX PX (a TTL, no fencing token)", _redis(), ttl_only=True),
     Recipe("redlock", "redlock", "Redlock: a majority of N independent Redis primaries", _redlock, ttl_only=True),
@@ -349,12 +349,12 @@ def recipe_named(recipe: Recipe | str, among: Iterable[str] | None = None) -> Re
 
 def check_holders(recipe: Recipe | str, holders: int) -> int:
     """``holders`` if ``recipe`` takes that many: any whole number >= 1 for a semaphore,
-    1 for every other kind. Raises UnknownRecipe, InvalidSemaphoreSize or NotASemaphore."""
+    1 for every other primitive. Raises UnknownRecipe, InvalidSemaphoreSize or NotASemaphore."""
     recipe = recipe_named(recipe)
-    if recipe.kind == "semaphore":
+    if recipe.primitive == "semaphore":
         return check_semaphore_size(holders, recipe.name)
     if holders != 1:
-        raise NotASemaphore(f"recipe {recipe.name!r} is a {recipe.kind}: it admits one holder, not {holders!r}",
+        raise NotASemaphore(f"recipe {recipe.name!r} is a {recipe.primitive}: it admits one holder, not {holders!r}",
                             hint="choose zookeeper-semaphore or etcd-semaphore for N holders")
     return holders
 
@@ -369,7 +369,7 @@ def make_lock(recipe: Recipe | str, connections: dict[str, str], name: str, iden
     ``holders`` the recipe cannot take."""
     recipe = recipe_named(recipe)
     check_holders(recipe, holders)
-    extra = {"holders": holders} if recipe.kind == "semaphore" else {}
+    extra = {"holders": holders} if recipe.primitive == "semaphore" else {}
     return recipe.factory(connections, name, identifier, on_event, session_timeout, ttl, **extra)
 
 

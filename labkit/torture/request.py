@@ -76,7 +76,7 @@ def check_request(recipe: Recipe | str, clients: int, duration: float, nemesis: 
     if "partition" in names and "leader" in names and recipe.service == "redis":
         raise TortureError("partition and leader together on redis: each client reaches the primary through links "
                            "of its own, which a failover cannot re-point; run them in two tortures")
-    if recipe.kind == "semaphore":
+    if recipe.primitive == "semaphore":
         # N holders write at once with N different tokens: a store that refuses any token
         # below the highest it saw would refuse the older holders' legitimate writes
         if fenced:

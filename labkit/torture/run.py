@@ -192,8 +192,8 @@ def _run_trial(lab: Any, store_lab: Any, relay: TcpLink | None, recipe: Recipe, 
     judgement = judge(history, writes, nemesis.executed, recipe, timeout, timeout, start, end,
                       holders=parameters.get("holders", 1))
     return Trial(number, seed, steps, nemesis.executed, history, writes, judgement, start, end,
-                 {kind: {"count": count, "example": workload.examples.get(kind, "")}
-                  for kind, count in workload.problems.items()}, workload.rejoined)
+                 {error_name: {"count": count, "example": workload.examples.get(error_name, "")}
+                  for error_name, count in workload.problems.items()}, workload.rejoined)
 
 
 def _connections(lab: Any, service: str, relay: TcpLink | None) -> dict[str, str]:

@@ -11,10 +11,10 @@
   session that expired because the machine was overloaded) is legal only if the client
   said "lost"; otherwise it shows as a violation, which is then the server's or the
   machine's, and the explanation names the hold.
-* At most N holders (``check_at_most_holders``), for a semaphore recipe (``Recipe.kind``
+* At most N holders (``check_at_most_holders``), for a semaphore recipe (``Recipe.primitive``
   "semaphore"): the same record, judged for no more than N holds acting at once; the
   linearizability search, whose model is one mutex, is not run for it.
-* One leader per epoch, for an election (``Recipe.kind`` "election"): the same record, judged
+* One leader per epoch, for an election (``Recipe.primitive`` "election"): the same record, judged
   for mutual exclusion and for no epoch (the leader's token) under two clients, in the
   store's record or in the clients' "acquired" events (``labkit.record.epochs``). A leader
   is a mutex's holder, so the linearizability search runs as for a mutex.
@@ -68,9 +68,9 @@ def _one_leader_per_epoch(writes: list[Any], history: History, holders: int) -> 
                    problems=epochs.problems + exclusion.problems, origin=exclusion.origin)
 
 
-# What the resource's record must show, by the recipe's kind (``Recipe.kind``): another
-# kind adds its own judgment here. ``MUTEX_MODELS``: the kinds whose answers the
-# linearizability search can judge, against one mutex with leases.
+# What the resource's record must show, by the recipe's primitive (``Recipe.primitive``):
+# another primitive adds its own judgment here. ``MUTEX_MODELS``: the primitives whose
+# answers the linearizability search can judge, against one mutex with leases.
 SAFETY = {"mutex": ("Mutual exclusion", _exclusion), "semaphore": ("At most N holders", _at_most_holders),
           "election": ("One leader per epoch", _one_leader_per_epoch)}
 MUTEX_MODELS = ("mutex", "election")
@@ -261,7 +261,7 @@ class Judgement:
     writes_rejected: int
     latencies: list[tuple[float, float]]  # (seconds after start the acquire was invoked, seconds it took)
     start: float
-    safety: str = "Mutual exclusion"  # what ``mutual_exclusion`` judged (SAFETY's name for the recipe's kind)
+    safety: str = "Mutual exclusion"  # what ``mutual_exclusion`` judged (SAFETY's name for the recipe's primitive)
     linearizability_judged: bool = True  # False: the recipe is no mutex, the search does not apply
 
     @property
@@ -298,13 +298,12 @@ def judge(history: History, writes: list[Any], executed: list[Executed], recipe:
           timeout: float, start: float, end: float, holders: int = 1) -> Judgement:
     ops, holds = operations(history, executed, recipe.lease, ttl, timeout, end,
                             lapse_after=earliest_lapse(recipe, timeout))
-    kind = recipe.kind
-    safety, check = SAFETY[kind]
+    safety, check = SAFETY[recipe.primitive]
     exclusion = check(writes, history, holders)
-    judged = kind in MUTEX_MODELS
+    judged = recipe.primitive in MUTEX_MODELS
     linearizability = (check_mutex(ops, origin=start) if judged
                        else Linearizability(None, len(ops), 0, "not judged: the recipe admits several holders"))
-    acquires = [op for op in ops if op.kind == "acquire" and op.complete is not None]
+    acquires = [op for op in ops if op.action == "acquire" and op.complete is not None]
     latencies = [(op.invoke - start, op.complete - op.invoke) for op in acquires]
     rejected = sum(1 for write in writes if not write.accepted)
     return Judgement(exclusion, linearizability, availability(holds, start, end), len(acquires),

@@ -90,7 +90,7 @@ class LockPanel:
             # a Redis lock (or Redlock) gives no token, so a fenced store would refuse all its
             # writes: its store accepts everything, and the panel shows what that lets through
             self.store = FencedStore(lab.redis.client(socket_timeout=2.0), f"panel-store:{self.name}",
-                                     fenced=recipe.gives_tokens and recipe.kind == "mutex")
+                                     fenced=recipe.gives_tokens and recipe.primitive == "mutex")
             try:
                 self.store.reset()
             except redis.RedisError as error:  # the lock still works; only the store is missing
@@ -110,7 +110,7 @@ class LockPanel:
         self._threads: list[threading.Thread] = []
         try:
             self.nodes = [node for service in self._services() for node in service.nodes]
-            slots = f", {holders} slots" if recipe.kind == "semaphore" else ""
+            slots = f", {holders} slots" if recipe.primitive == "semaphore" else ""
             self.view = PanelView(self, title=recipe.title + slots, hold=hold,
                                   pause_seconds=pause_seconds or round(session_timeout + 2.0, 1))
             for message in self.errors:
