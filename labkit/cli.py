@@ -6,7 +6,8 @@ import json
 import sys
 import time
 
-from labkit import bench, bench_peers
+from labkit.bench import peers as bench_peers
+from labkit.bench.command import main as bench_main
 from labkit.errors import LabError
 from labkit.servers import lab as lab_module
 from labkit.servers import state
@@ -168,7 +169,7 @@ def cmd_doctor(args) -> int:
 def cmd_bench(args) -> int:
     if "--lesson10" in args.rest:
         return bench_lesson10("--tiny" in args.rest, "--quick" in args.rest)
-    return bench.main(args.rest) or 0
+    return bench_main(args.rest) or 0
 
 
 def bench_lesson10(tiny: bool = False, quick: bool = False) -> int:

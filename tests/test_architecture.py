@@ -23,8 +23,7 @@ LABKIT = Path(__file__).resolve().parent.parent / "labkit"
 
 # Lowest first. A module may import from its own room and from rooms before it.
 ROOMS = ["errors", "timing", "progress", "stats", "vocabulary", "servers", "record", "locks", "faults", "clients",
-         "plots", "torture", "harness", "lessons", "practice", "health", "widgets", "bench_network", "bench_scale", "bench_peers",
-         "bench_processes", "bench", "cli", "book", "course", "__init__"]
+         "torture", "harness", "lessons", "practice", "health", "widgets", "bench", "cli", "book", "course", "__init__"]
 
 
 def module_name(path: Path) -> str:
@@ -115,23 +114,30 @@ SERVER_PARTS = [("run_folder", "secret", "ports", "client_logs"), ("runners",), 
                 ("plan", "state", "live_labs", "start", "lab", "__init__")]
 
 
-def server_part(module: str) -> int:
+# Inside bench/, lowest first: the proxy's cost, the crowd at scale, the libraries learners
+# use, the contender processes, the recipes' run, and the command that picks one.
+BENCH_PARTS = [("network",), ("scale",), ("peers",), ("processes",), ("recipes",), ("command", "__main__", "__init__")]
+PARTS = {"servers": SERVER_PARTS, "bench": BENCH_PARTS}
+
+
+def part_of(module: str, room: str = "servers") -> int:
     name = (module.split(".") + ["__init__"])[2]
-    found = [index for index, names in enumerate(SERVER_PARTS) if name in names]
-    assert found, f"{module}: add it to a part of SERVER_PARTS and to docs/ARCHITECTURE.md's servers row"
+    found = [index for index, names in enumerate(PARTS[room]) if name in names]
+    assert found, f"{module}: add it to a part of {room.upper()}_PARTS and to docs/ARCHITECTURE.md's {room} row"
     return found[0]
 
 
-def test_servers_parts_import_only_lower_parts():
+@pytest.mark.parametrize("room", PARTS)
+def test_the_parts_of_a_room_import_only_lower_parts(room):
     wrong, known = [], modules()
     for name, path in known.items():
-        if room_of(name) != "servers":
+        if room_of(name) != room:
             continue
         for target, names, line in imports_of(path):
             other = resolve(target, names, known)[0]
-            if room_of(other) == "servers" and server_part(other) > server_part(name):
+            if room_of(other) == room and part_of(other, room) > part_of(name, room):
                 wrong.append(f"{path.relative_to(LABKIT.parent)}:{line} imports {other}")
-    assert not wrong, "servers/ parts importing a higher part:\n" + "\n".join(wrong)
+    assert not wrong, f"{room}/ parts importing a higher part:\n" + "\n".join(wrong)
 
 
 def test_every_labkit_import_names_a_module_that_is_there():

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from labkit import bench
+from labkit.bench import recipes as bench
 
 UNCONTENDED = {"redis", "zookeeper", "zookeeper raw ops", "kazoo Lock", "etcd", "etcd raw ops",
                "python-etcd3 Lock", "etcdctl lock", "etcdctl process start",
-               # the libraries learners use (labkit/bench_peers.py), in the same run
+               # the libraries learners use (labkit/bench/peers.py), in the same run
                "redis-py Lock", "python-redis-lock", "redlock", "pottery Redlock",
                "curator from Python", "curator pipe ping", "curator in JVM"}
 SCENARIOS = ("zookeeper predecessor", "zookeeper parent", "etcd EtcdMutex", "etcd python-etcd3 Lock")
@@ -25,7 +25,7 @@ def tiny_results(tmp_path_factory):
     output = tmp_path_factory.mktemp("bench") / "bench.json"
     finished = subprocess.run([sys.executable, "-m", "labkit.bench", "--tiny", "--json", str(output)],
                               capture_output=True, text=True, timeout=240,
-                              cwd=Path(bench.__file__).resolve().parent.parent)
+                              cwd=Path(bench.__file__).resolve().parents[2])
     assert finished.returncode == 0, finished.stderr[-3000:]
     return json.loads(output.read_text()), finished.stdout
 

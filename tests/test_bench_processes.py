@@ -9,8 +9,8 @@ import subprocess
 import pytest
 
 import labkit
-from labkit import bench_processes
-from labkit.bench_processes.targets import (CURATOR, ETCD_MUTEX, GO_MUTEX, HANDOFF_ROWS, KAZOO, PYTHON_ETCD3,
+from labkit.bench import processes as bench_processes
+from labkit.bench.processes.targets import (CURATOR, ETCD_MUTEX, GO_MUTEX, HANDOFF_ROWS, KAZOO, PYTHON_ETCD3,
                                             ZOOKEEPER_LOCK, missed_breakdown, process_targets, report)
 from tests.helpers import skip_unless_curator
 

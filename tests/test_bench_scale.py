@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from labkit import bench_scale
-from labkit.bench_scale.crowd_handoff import HANDOFF_SCENARIOS
+from labkit.bench import scale as bench_scale
+from labkit.bench.scale.crowd_handoff import HANDOFF_SCENARIOS
 from labkit.clients.crowd import Crowd, CrowdError, running
 from labkit.locks.errors import LockTimeout
 from labkit.locks.registry import connections_of, etcd_client_for, etcd_mutex_on

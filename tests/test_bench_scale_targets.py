@@ -1,6 +1,6 @@
 """The scale run's targets, computed from given numbers (no servers): the etcd hand-off is
 also held against the op that starts from quiet (issue 36: p50 <= 1.5x that op)."""
-from labkit.bench_scale.report import QUIET_TARGET, scale_targets
+from labkit.bench.scale.report import QUIET_TARGET, scale_targets
 
 
 def results(handoff_p50: float, quiet_p50: float) -> dict:

@@ -47,7 +47,7 @@ def test_a_stale_write_after_the_new_holders_write_is_an_overlap():
     verdict = check_mutual_exclusion(store_log((1.0, "b", 6, True), (2.0, "a", 5, True)))
     assert not verdict.ok
     (overlap,) = verdict.overlaps
-    assert overlap.kind == "stale token"
+    assert overlap.pattern == "stale token"
     assert (overlap.first_client, overlap.second_client) == ("a", "b")
     assert "older token" in verdict.explain()
 

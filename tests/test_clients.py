@@ -14,7 +14,7 @@ from labkit.clients import RECIPES, ClientError, spawn_clients
 from labkit.record.fencing import FencedStore
 from labkit.record.history import History
 from labkit.locks import LockTimeout
-from labkit.locks.registry import UnknownRecipe, connections_of
+from labkit.locks.registry import UnknownRecipe, connections_of, recipe_named
 from labkit.servers.runners.process import process_start_time
 
 from helpers import process_exists
@@ -29,11 +29,12 @@ def store(lab, unique_name):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("recipe", sorted(RECIPES))
+@pytest.mark.parametrize("recipe", sorted(RECIPES.values(), key=lambda recipe: recipe.name),
+                         ids=lambda recipe: recipe.name)
 def test_ten_client_processes_never_overlap(lab, unique_name, recipe):
     history = History()
     # a Redis lock or Redlock has no fencing token, so its store must accept writes without one
-    store = FencedStore(lab.redis.client(), "store" + unique_name, fenced=not RECIPES[recipe].ttl_only)
+    store = FencedStore(lab.redis.client(), "store" + unique_name, fenced=recipe.gives_tokens)
     store.reset()
     with spawn_clients(lab, recipe, n=10, name=unique_name, history=history, store=store,
                        hold=0.01, loops=2, session_timeout=4.0, ttl=10) as clients:
@@ -69,6 +70,18 @@ def test_single_steps_report_tokens_states_and_timeouts(lab, unique_name, store)
 def test_unknown_recipe_is_refused_before_any_process_starts(lab):
     with pytest.raises(UnknownRecipe, match="no recipe named"):
         spawn_clients(lab, "chubby", n=1)
+
+
+def test_a_name_becomes_its_recipe_once_and_a_recipe_passes_as_it_is():
+    etcd = recipe_named("etcd")
+    assert etcd is RECIPES.get("etcd") and etcd.name == "etcd" and etcd.service == "etcd"
+    assert recipe_named(etcd) is etcd and recipe_named(etcd, among=("zookeeper", "etcd")) is etcd
+    with pytest.raises(UnknownRecipe, match="no recipe named 'etcd' here; choose one of zookeeper"):
+        recipe_named(etcd, among=("zookeeper",))
+    with pytest.raises(UnknownRecipe, match="no recipe named 'zookeper'; choose one of zookeeper,"):
+        recipe_named("zookeper")
+    assert (recipe_named("redis").lease, recipe_named("etcd3-lock").lease, etcd.lease) == ("ttl", "ttl", "session")
+    assert not recipe_named("redlock").gives_tokens and etcd.gives_tokens
 
 
 def test_close_stops_every_process_even_a_paused_one(lab, unique_name):

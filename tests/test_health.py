@@ -325,7 +325,7 @@ def test_collect_signals_cuts_a_window_and_classifies_losses():
                Sample(START + 2, "etcd", None, {}, "ConnectionFailedError: down")]
     signals = collect_signals({"ZooKeeper": zookeeper, "etcd": etcd}, samples, {"ZooKeeper": 2.0}, START, START + 10)
     assert signals.hold_seconds("ZooKeeper") == [1.0, 1.0] and signals.open_holds == {"ZooKeeper": 1, "etcd": 0}
-    assert [(loss.client, loss.kind, loss.keepalive_failure) for loss in signals.losses] == \
+    assert [(loss.client, loss.lost, loss.keepalive_failure) for loss in signals.losses] == \
         [("c2", SESSION_EXPIRED, False), ("c1", LEASE_LOST, True)]
     assert signals.queue == {"ZooKeeper": [(START + 1, 1)]}, "the sample at +60 s is outside the window"
     assert signals.unreachable["etcd"][0][1].startswith("ConnectionFailedError")

@@ -20,9 +20,10 @@ LABKIT = Path(__file__).resolve().parent.parent / "labkit"
 
 # Names several modules define on purpose, each with why. Keep it small.
 ALLOWED = {
-    "main": "a module's entry point for `python -m` (bench, bench_network, book, cli, servers' docker image)",
-    "run": "each benchmark module's measurement (bench, bench_network, bench_scale), always called through "
-           "its module (`bench_network.run`): the benchmarks share one shape",
+    "main": "a module's entry point for `python -m` or a `labkit bench` part (bench/command, bench/network, "
+            "bench/processes, bench/scale, book, cli, servers' docker image)",
+    "run": "each benchmark module's measurement (bench/recipes, bench/network, bench/scale, bench/processes), "
+           "always called through its module (`network.run`): the benchmarks share one shape",
     "report": "each benchmark module's text report of its own results, called through its module",
     "PROPERTIES": "each auto-checked exercise names the properties it judges; exercises/report.py reads them",
     "SHAPE": "each lesson's facade (labkit/course/lessonNN.py) names the servers its lab starts; "
@@ -130,3 +131,33 @@ def test_colour_literals_are_found_in_a_sample(tmp_path):
                       "h = \"<span style='color:#555'>\"\nlabel = 'red'\nax.annotate('', arrowprops={'color': 'black'})\n")
     assert [line.split()[0] for line in colours_in(sample)] == \
         ["sample.py:1", "sample.py:2", "sample.py:3", "sample.py:4", "sample.py:6"], colours_in(sample)
+
+
+# ---- recipes ---------------------------------------------------------------------------------
+# A recipe's name becomes a Recipe once, at the edge (recipe_named in labkit/locks/registry.py:
+# a notebook's, the command line's or a client process's string); past it the Recipe travels,
+# so nothing else looks the registry's table up by name.
+REGISTRY = LABKIT / "locks" / "registry.py"
+LOOKUP = re.compile(r"RECIPES\s*\[")
+
+
+def registry_lookups(path: Path) -> list[str]:
+    """Lines of ``path`` that index a table of recipes by name (``RECIPES[...]``, or any
+    ``..._RECIPES[...]``)."""
+    return [f"{shown(path)}:{number} {line.strip()}" for number, line in enumerate(path.read_text().splitlines(), 1)
+            if LOOKUP.search(line)]
+
+
+def test_only_the_registry_looks_a_recipe_up_by_name():
+    roots = [LABKIT] + [LABKIT.parent / folder for folder in ("tests", "notebooks", "scripts")]
+    paths = [path for root in roots for path in sorted(root.rglob("*")) if path.suffix in (".py", ".ipynb")
+             and path not in (REGISTRY, Path(__file__).resolve())]   # this file: the samples below
+    found = [line for path in paths for line in registry_lookups(path)]
+    assert not found, "take a Recipe (labkit.locks.registry.recipe_named) instead of a name:\n" + "\n".join(found)
+    assert registry_lookups(REGISTRY), "recipe_named no longer reads RECIPES: point this test at what does"
+
+
+def test_a_lookup_by_name_is_found_in_a_sample(tmp_path):
+    sample = tmp_path / "sample.py"
+    sample.write_text("a = RECIPES[name].service\nb = WATCH_RECIPES [w]\nc = recipe.service\nd = sorted(RECIPES)\n")
+    assert [line.split()[0] for line in registry_lookups(sample)] == ["sample.py:1", "sample.py:2"]

@@ -9,7 +9,8 @@ import pytest
 import redis
 
 import labkit
-from labkit import bench_peers, cli
+from labkit import cli
+from labkit.bench import peers as bench_peers
 from labkit.lessons import peers
 from labkit.lessons import redlock_double_grants as double_grants
 from labkit.locks.redis_peers import PotteryRedlock, PythonRedisLock, RedisPyLock

@@ -8,7 +8,7 @@ matplotlib.use("Agg")  # tests never open a window
 import matplotlib.pyplot as pyplot  # noqa: E402
 import pytest  # noqa: E402
 
-from labkit import plots  # noqa: E402
+from labkit.record import plots  # noqa: E402
 from labkit.record.events import Event  # noqa: E402
 from labkit.record.fencing import StoreWrite  # noqa: E402
 from labkit.record.history import FAULT_CLIENT, History  # noqa: E402

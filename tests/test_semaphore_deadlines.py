@@ -32,39 +32,39 @@ def ensemble():
         yield lab
 
 
-def _races(lab, kind, topology, deadline):
+def _races(lab, primitive, topology, deadline):
     count = RUNS if deadline else NEGATIVE_RUNS
-    runs = deadline_races(lab, kind, topology, count, deadline=deadline,
+    runs = deadline_races(lab, primitive, topology, count, deadline=deadline,
                           progress=lambda number, run: print(f"  {number + 1:2d} {run.row()}"))
     print(summary(runs))
     assert len(runs) == count
     return runs
 
 
-@pytest.mark.parametrize("kind", ["semaphore", "election"])
+@pytest.mark.parametrize("primitive", ["semaphore", "election"])
 @pytest.mark.parametrize("topology", TOPOLOGIES)
 @pytest.mark.slow
-def test_a_cut_off_holder_gives_up_before_the_waiter_is_admitted(ensemble, kind, topology):
-    runs = _races(ensemble, kind, topology, deadline=True)
+def test_a_cut_off_holder_gives_up_before_the_waiter_is_admitted(ensemble, primitive, topology):
+    runs = _races(ensemble, primitive, topology, deadline=True)
     for run in runs:
-        assert run.safe, f"{kind}, {topology}: the waiter was admitted {run.acquired_ms:.0f} ms after the fault, " \
+        assert run.safe, f"{primitive}, {topology}: the waiter was admitted {run.acquired_ms:.0f} ms after the fault, " \
                          f"the holder gave up at {run.gave_up_ms} ms: {run.row()}"
 
 
-@pytest.mark.parametrize("kind", ["semaphore", "election"])
+@pytest.mark.parametrize("primitive", ["semaphore", "election"])
 @pytest.mark.parametrize("topology", TOPOLOGIES)
 @pytest.mark.slow
-def test_negative_control_without_a_deadline_the_holder_believes_past_the_grant(ensemble, kind, topology):
+def test_negative_control_without_a_deadline_the_holder_believes_past_the_grant(ensemble, primitive, topology):
     # Cut off, kazoo hears LOST only once the link is back: until then the holder believes,
     # while the leader has expired its session and let the waiter in.
-    runs = _races(ensemble, kind, topology, deadline=False)
+    runs = _races(ensemble, primitive, topology, deadline=False)
     for run in runs:
         assert not run.safe and run.gave_up_ms is None, \
-            f"{kind}, {topology}: without a deadline the holder still stopped in time: {run.row()}"
+            f"{primitive}, {topology}: without a deadline the holder still stopped in time: {run.row()}"
 
 
 def test_bad_arguments_get_clear_errors(ensemble, lab):
-    with pytest.raises(ValueError, match="kind"):
+    with pytest.raises(ValueError, match="primitive"):
         deadline_race(ensemble, "barrier")
     with pytest.raises(ValueError, match="topology"):
         deadline_race(ensemble, "semaphore", "sideways")

@@ -113,7 +113,7 @@ def test_a_long_correct_history_is_checked_quickly():
     result = check_mutex(ops)
     assert result.ok is True, result.explanation
     assert time.monotonic() - began < 20.0
-    broken = [op for op in ops if not (op.kind == "release" and op.process == ops[800].process
+    broken = [op for op in ops if not (op.action == "release" and op.process == ops[800].process
                                        and op.invoke > ops[800].complete)][:]
     assert check_mutex(broken).ok is False  # one client never releases after its 400th acquire
 
@@ -166,7 +166,7 @@ def test_a_release_that_never_answered_may_have_happened():
                          (2.0, "c1", "requested", {}),  # a new round: the release before it failed
                          (3.0, "c2", "acquired", {"token": 2}), (3.1, "c2", "released", {}))
     ops, holds = operations(history, [], "session", 1.0, 1.0, end=4.0)
-    assert [op for op in ops if op.kind == "release" and op.complete is None][0].invoke == 0.2
+    assert [op for op in ops if op.action == "release" and op.complete is None][0].invoke == 0.2
     assert check_mutex(ops).ok is True
     assert holds[0] == ("c1", 0.1, 0.2)
 

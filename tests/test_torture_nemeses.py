@@ -16,6 +16,7 @@ from labkit.record.history import History
 from labkit.torture import TortureError, check_mutex, check_request, plan, torture
 from labkit.torture.nemesis import Executed
 from labkit.torture.schedule import COORDINATOR, CURRENT_HOLDER, SERVER_NEMESES, Step
+from labkit.locks.registry import recipe_named
 from labkit.torture.verdict import cut_off, earliest_lapse, operations
 
 ALL = "partition-leader,split,isolate-server"
@@ -61,10 +62,10 @@ def test_the_requests_they_accept():
 # ---- the lapse bound, on hand-made histories -------------------------------------------------
 def test_the_earliest_lapse_of_a_two_second_session():
     # 2 x 0.8 - 2/3 - (half a 200 ms tick) - 0.2 for ZooKeeper; no relay for etcd
-    assert earliest_lapse("zookeeper", 2.0) == pytest.approx(1.6 - 2 / 3 - 0.1 - 0.2)
-    assert earliest_lapse("etcd", 2.0) == pytest.approx(1.6 - 2 / 3 - 0.2)
-    assert earliest_lapse("zookeeper", 0.5) == 0.0  # never negative: then any time after the cut
-    assert earliest_lapse("kazoo", 6.0) > earliest_lapse("kazoo", 2.0)
+    assert earliest_lapse(recipe_named("zookeeper"), 2.0) == pytest.approx(1.6 - 2 / 3 - 0.1 - 0.2)
+    assert earliest_lapse(recipe_named("etcd"), 2.0) == pytest.approx(1.6 - 2 / 3 - 0.2)
+    assert earliest_lapse(recipe_named("zookeeper"), 0.5) == 0.0  # never negative: then any time after the cut
+    assert earliest_lapse(recipe_named("kazoo"), 6.0) > earliest_lapse(recipe_named("kazoo"), 2.0)
 
 
 def history_of(*rows) -> History:
@@ -75,7 +76,7 @@ def cut(nemesis, target, start, end, clients):
     return Executed(Step(start, nemesis, target), target, start, end, clients=tuple(clients))
 
 
-BOUND = earliest_lapse("zookeeper", 2.0)  # 0.633 s
+BOUND = earliest_lapse(recipe_named("zookeeper"), 2.0)  # 0.633 s
 
 
 def takeover(after: float, lost: float | None = None) -> History:

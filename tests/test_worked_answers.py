@@ -36,7 +36,7 @@ def test_every_scenario_has_three_worked_answers_that_grow_with_the_level():
 def test_most_answers_work_numbers_out_and_some_read_the_course():
     with_numbers = {sid for sid, _, _ in NUMBERS}
     assert with_numbers == set(WORKED_ANSWERS), set(WORKED_ANSWERS) - with_numbers
-    from_course = [number for _, _, number in NUMBERS if number.kind == "from"]
+    from_course = [number for _, _, number in NUMBERS if number.origin == "from"]
     assert len(from_course) >= 15 and all("labkit." in number.source for number in from_course)
 
 

@@ -321,7 +321,7 @@ def test_curator_hands_its_lock_to_one_waiter_at_a_time_inside_its_jvm(lab, zk):
     """The bench's Curator hand-off (labkit/locks/java/CuratorHandoff.java) at N = 20: each
     release goes to another contender, never two holders, and the server fires one watch."""
     skip_unless_curator("Curator's hand-off inside its JVM")
-    from labkit import bench_peers
+    from labkit.bench import peers as bench_peers
 
     run_id = f"test-{time.time_ns()}"
     rows = bench_peers.curator_handoffs(lab, 20, 5, run_id, jvm_warm_up=20)

@@ -77,14 +77,14 @@ def link(node: dict, page: Page) -> str:
     url = node.get("url", "")
     internal = node.get("internal") or url.startswith("/")
     outside = "" if internal else ' rel="noopener" target="_blank"'
-    kind = ' class="xref"' if internal else ""
-    return f'<a href="{escape(page.href(url))}"{kind}{outside}>{children(node, page)}</a>'
+    css_class = ' class="xref"' if internal else ""
+    return f'<a href="{escape(page.href(url))}"{css_class}{outside}>{children(node, page)}</a>'
 
 
 def code(node: dict, page: Page) -> str:
     language = escape(node.get("lang") or "")
-    kind = "cell-source" if node.get("executable") else "code"
-    return f'<pre class="{kind}" data-lang="{language}"><code>{escape(node.get("value", ""))}</code></pre>'
+    css_class = "cell-source" if node.get("executable") else "code"
+    return f'<pre class="{css_class}" data-lang="{language}"><code>{escape(node.get("value", ""))}</code></pre>'
 
 
 def list_(node: dict, page: Page) -> str:
@@ -111,11 +111,11 @@ def mermaid(text: str) -> str:
 
 def output(node: dict, page: Page) -> str:
     data = node.get("jupyter_data", {})
-    kind = data.get("output_type")
-    if kind == "stream":
+    output_type = data.get("output_type")
+    if output_type == "stream":
         stream = "stderr" if data.get("name") == "stderr" else "stdout"
         return f'<pre class="output {stream}">{escape(ANSI.sub("", "".join(data.get("text", ""))))}</pre>'
-    if kind == "error":
+    if output_type == "error":
         lines = data.get("traceback", [])     # MyST joins the lines into one string; nbformat keeps a list
         trace = ANSI.sub("", lines if isinstance(lines, str) else "\n".join(lines))
         return f'<pre class="output error">{escape(trace)}</pre>'

@@ -21,7 +21,7 @@ import redis
 
 from labkit.errors import LabError
 
-from labkit.locks.registry import login as registry_login, make_lock
+from labkit.locks.registry import login as registry_login, make_lock, recipe_named
 from labkit.record.fencing import FencedStore
 from labkit.record.events import sink_for
 from labkit.servers.secret import login_for
@@ -38,13 +38,14 @@ class _Child:
     def __init__(self, spec: dict[str, Any], output: Any):
         self.spec = spec
         self.name = spec["client"]
+        self.recipe = recipe_named(spec["recipe"])   # the spec carries its name across the pipe
         self._output = output
         self._output_lock = threading.Lock()
         self._stop_loop = threading.Event()
         self._last_session: dict[str, Any] | None = None
         self.token: Any = None
         self.on_event = sink_for(self.name, lambda event: self.send(type="event", event=event.to_dict()))
-        self.handle = make_lock(spec["recipe"], spec["connections"], spec["name"], self.name, self.on_event,
+        self.handle = make_lock(self.recipe, spec["connections"], spec["name"], self.name, self.on_event,
                                 spec["session_timeout"], spec["ttl"], spec.get("holders", 1))
         self.store = None
         if spec.get("store"):
@@ -75,7 +76,7 @@ class _Child:
             # An etcd lease, once lost, is lost for good (kazoo, by contrast, opens a new
             # ZooKeeper session by itself): like a real client, start a new session.
             self.handle.close()
-            self.handle = make_lock(self.spec["recipe"], self.spec["connections"], self.spec["name"], self.name,
+            self.handle = make_lock(self.recipe, self.spec["connections"], self.spec["name"], self.name,
                                     self.on_event, self.spec["session_timeout"], self.spec["ttl"],
                                     self.spec.get("holders", 1))
             self.report_session()  # before waiting: a fault aimed at this client must hit the new lease
@@ -123,7 +124,7 @@ class _Child:
             self._stop_loop.set()
         elif command["op"] == "stop_keepalive":
             if self.handle.stop_keepalive is None:
-                self.reply(command, error=ChildError(f"recipe {self.spec['recipe']!r} has no keep-alive"))
+                self.reply(command, error=ChildError(f"recipe {self.recipe.name!r} has no keep-alive"))
                 return True
             self.handle.stop_keepalive()  # the notebook records the fault
         else:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from labkit import faults
 from labkit.errors import LabError
 from labkit.locks.errors import Locked, LockTimeout, SessionExpired
-from labkit.locks.registry import login as registry_login
+from labkit.locks.registry import Recipe, login as registry_login
 from labkit.record.events import Event
 from labkit.servers.runners.clock import Clock, ClockHost
 from labkit.vocabulary import STATE_AFTER
@@ -41,6 +41,7 @@ class ClientGroup(Protocol):
     log_directory: str
     hold: float
     loops: int
+    recipe: Recipe
 
     def etcd_client(self) -> Any: ...
 
@@ -72,7 +73,7 @@ class LockClient:
         # or makes its monotonic clock drift, as ``node.clock`` does a server's (docs/CLOCKS.md)
         self.clock_environment = dict(clock_environment or {})
         self.clock = Clock(ClockHost(name, self.clock_environment)) if clock_environment else None
-        self.recipe = spec["recipe"]
+        self.recipe = group.recipe   # the Recipe; the child gets its name in ``spec``
         self.session: dict[str, Any] = {}
         self._condition = threading.Condition()
         self._replies: dict[int, dict[str, Any]] = {}
@@ -96,25 +97,25 @@ class LockClient:
         self._reader.start()
 
     def __repr__(self) -> str:
-        return f"<LockClient {self.name} pid={self.pid} {self.recipe} {self.state}>"
+        return f"<LockClient {self.name} pid={self.pid} {self.recipe.name} {self.state}>"
 
     # ---- messages from the child ----
     def _read_messages(self) -> None:
         for line in self._process.stdout:  # type: ignore[union-attr]
             message = json.loads(line)
-            kind = message["type"]
-            if kind == "event":
+            message_type = message["type"]
+            if message_type == "event":
                 event = Event.from_dict(message["event"])
                 with self._condition:
                     self._lock_state = STATE_AFTER.get(event.kind, self._lock_state)
                 self.group.history.append(event)
-            elif kind == "session":
+            elif message_type == "session":
                 with self._condition:
                     self.session = message["session"]
-            elif kind == "ready":
+            elif message_type == "ready":
                 with self._condition:
                     self._lock_state = "idle"
-            elif kind == "reply":
+            elif message_type == "reply":
                 with self._condition:
                     self._replies[message["id"]] = message
             with self._condition:
@@ -237,7 +238,7 @@ class LockClient:
     def expire_session(self, timeout: float = 10.0) -> None:
         """ZooKeeper expires this client's session now, server-side (see faults.expire_session)."""
         if "session_id" not in self.session:
-            raise ClientError(f"{self.name} ({self.recipe}) has no ZooKeeper session to expire",
+            raise ClientError(f"{self.name} ({self.recipe.name}) has no ZooKeeper session to expire",
                               hint="expire_session works on the zookeeper, zookeeper-parent and kazoo recipes")
         session_id = self.session["session_id"]
         closes = faults.expire_session(self.group.connections["zookeeper"], session_id,
@@ -250,7 +251,7 @@ class LockClient:
         """etcd revokes this client's lease now: its lock key is deleted with it."""
         lease_id = self.session.get("lease_id")
         if lease_id is None:
-            raise ClientError(f"{self.name} ({self.recipe}) has no etcd lease to revoke (yet)",
+            raise ClientError(f"{self.name} ({self.recipe.name}) has no etcd lease to revoke (yet)",
                               hint="etcd3-lock clients have a lease only once they tried to acquire")
         faults.revoke_lease(self.group.etcd_client(), lease_id)
         self.group.history.record_fault("revoke_lease", self.name, lease_id=lease_id)
@@ -310,11 +311,11 @@ class LockClient:
 
 
 def error_from(client: str, reply: dict[str, Any]) -> Exception:
-    kind, message = reply.get("error_type"), reply.get("message", "")
-    if kind == "LockTimeout":
+    error_type, message = reply.get("error_type"), reply.get("message", "")
+    if error_type == "LockTimeout":
         return LockTimeout(reply.get("lock_name") or client, float(reply.get("waited") or 0.0))
-    if kind == "SessionExpired":
+    if error_type == "SessionExpired":
         return SessionExpired(f"{client}: {message}")
-    if kind == "Locked":
+    if error_type == "Locked":
         return Locked(f"{client}: {message}")
-    return ClientError(f"{client} failed: {kind}: {message}", hint="see client.log_tail() for its stderr")
+    return ClientError(f"{client} failed: {error_type}: {message}", hint="see client.log_tail() for its stderr")

@@ -30,7 +30,7 @@ import time
 from typing import Any, Callable
 
 from labkit.errors import LabError
-from labkit.locks.registry import LockFactory, RecipeHandle
+from labkit.locks.registry import LockFactory, Recipe, RecipeHandle, recipe_named
 from labkit.record.events import Event, EventSink
 from labkit.record.history import History
 from labkit.timing import wait_until
@@ -132,12 +132,13 @@ class Crowd:
     called with (workers ready, workers) as each one opens its sessions (a slow start shows);
     ``starting_at_once``: workers started side by side, each batch ready before the next starts."""
 
-    def __init__(self, connections: dict[str, str], recipe: str, name: str, n: int, workers: int = 10,
+    def __init__(self, connections: dict[str, str], recipe: Recipe | str, name: str, n: int, workers: int = 10,
                  session_timeout: float = 30.0, ttl: float = 60.0, start_timeout: float = 120.0,
                  history: History | None = None, call_timeout: float = 120.0, share_client: bool = True,
                  progress: Callable[[int, int], Any] = lambda ready, workers: None, starting_at_once: int = 1000):
         if n < 1 or workers < 1:
             raise ValueError(f"a crowd needs at least one contender and one worker, got n={n}, workers={workers}")
+        recipe = recipe_named(recipe)   # UnknownRecipe here, not in every worker
         self.names = [f"contender-{number}" for number in range(n)]
         self.history = history if history is not None else History()
         self.closing = threading.Event()
@@ -156,7 +157,7 @@ class Crowd:
         try:
             for index in range(min(workers, n)):
                 clients = self.names[index::workers]
-                spec = {"recipe": recipe, "connections": connections, "name": name, "clients": clients,
+                spec = {"recipe": recipe.name, "connections": connections, "name": name, "clients": clients,
                         "session_timeout": session_timeout, "ttl": ttl, "call_timeout": call_timeout,
                         "share_client": share_client}
                 worker = _Worker(spec, self)

@@ -31,7 +31,8 @@ from typing import Any
 
 import etcd3.exceptions
 
-from labkit.locks.registry import RecipeHandle, etcd3_lock_on, etcd_client_for, etcd_mutex_on, make_lock
+from labkit.locks.registry import (RecipeHandle, etcd3_lock_on, etcd_client_for, etcd_mutex_on, make_lock,
+                                   recipe_named)
 from labkit.record.events import Event
 
 RETRIES = 3   # tries of an acquire that lost its etcd connection, before the error goes to the harness
@@ -46,13 +47,14 @@ class CrowdWorker:
 
     def __init__(self, spec: dict[str, Any], output: Any):
         self.spec = spec
+        self.recipe = recipe_named(spec["recipe"])   # the spec carries its name across the pipe
         self._output = output
         self._output_lock = threading.Lock()
         self.quiet = threading.Event()   # set while looping for throughput: events would only cost
         self.handles: dict[str, RecipeHandle] = {}
         self.shared_client: Any = None
-        if spec["recipe"] in SHARED_CLIENT and spec.get("share_client", True):
-            self.shared_client = etcd_client_for(spec["connections"], spec["recipe"])
+        if self.recipe.name in SHARED_CLIENT and spec.get("share_client", True):
+            self.shared_client = etcd_client_for(spec["connections"], self.recipe.name)
             self.set_call_timeout(self.shared_client)
         with ThreadPoolExecutor(OPENING_THREADS) as pool:
             opened = pool.map(self.open, spec["clients"])
@@ -64,9 +66,9 @@ class CrowdWorker:
                 stamp, monotonic = time.time(), time.monotonic()
                 self.send(type="event", event=Event(stamp, client, kind, detail).to_dict(), monotonic=monotonic)
         if self.shared_client is not None:
-            make = SHARED_CLIENT[self.spec["recipe"]]
+            make = SHARED_CLIENT[self.recipe.name]
             return make(self.shared_client, self.spec["name"], client, on_event, self.spec["ttl"])
-        handle = make_lock(self.spec["recipe"], self.spec["connections"], self.spec["name"], client, on_event,
+        handle = make_lock(self.recipe, self.spec["connections"], self.spec["name"], client, on_event,
                            self.spec["session_timeout"], self.spec["ttl"])
         if handle.extra.get("etcd") is not None:
             self.set_call_timeout(handle.extra["etcd"])

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from labkit.clients.client import START_TIMEOUT, STOP_GRACE, ClientError, LockClient
-from labkit.locks.registry import check_holders, connections_of, etcd_client_for
+from labkit.locks.registry import Recipe, check_holders, connections_of, etcd_client_for, recipe_named
 from labkit.progress import shows_progress
 from labkit.record.history import History
 from labkit.servers.live_labs import this_process
@@ -62,13 +62,14 @@ class LockClients:
     """N lock client processes on one lock (see ``spawn_clients``). Index by position or
     name; iterate; ``run()`` starts every loop; ``close()`` stops them all."""
 
-    def __init__(self, lab: Lab | None = None, recipe: str = "zookeeper", n: int = 5, name: str = "/locks/resource",
+    def __init__(self, lab: Lab | None = None, recipe: Recipe | str = "zookeeper", n: int = 5, name: str = "/locks/resource",
                  history: History | None = None, hold: float = 0.2, loops: int = 1, store: FencedStore | None = None,
                  session_timeout: float = 4.0, ttl: float = 5.0, connections: dict[str, str] | None = None,
                  start_timeout: float = START_TIMEOUT, proxied: bool = False, keep_previous: bool = False,
                  connections_for: Callable[[str], dict[str, str]] | None = None, holders: int = 1,
                  clocks: bool = False):
-        check_holders(recipe, holders)   # the recipe's name too (UnknownRecipe)
+        recipe = recipe_named(recipe)   # UnknownRecipe for a name not registered
+        check_holders(recipe, holders)
         if n < 1:
             raise ValueError(f"n must be at least 1, got {n}")
         self.history = history if history is not None else History()
@@ -82,7 +83,7 @@ class LockClients:
         self.held_by: str | None = None  # "a with block", "a LockPanel": never replaced while held
         if not keep_previous:
             close_previous_groups(recipe, name, self.connections)
-        spec = {"recipe": recipe, "name": name, "connections": self.connections,
+        spec = {"recipe": recipe.name, "name": name, "connections": self.connections,
                 "session_timeout": session_timeout, "ttl": ttl, "store": _store_spec(store), "holders": holders}
         _register_for_exit(self)
         self.clients: list[LockClient] = []
@@ -123,7 +124,7 @@ class LockClients:
         return len(self.clients)
 
     def __repr__(self) -> str:
-        return f"<LockClients {self.recipe} on {self.name!r}: {self.states()}>"
+        return f"<LockClients {self.recipe.name} on {self.name!r}: {self.states()}>"
 
     def states(self) -> dict[str, str]:
         return {client.name: client.state for client in self.clients}
@@ -192,7 +193,7 @@ class LockClients:
 
     def describe(self) -> str:
         """E.g. "3 zookeeper clients on /locks/x"."""
-        return f"{len(self.clients)} {self.recipe} client{'s' if len(self.clients) != 1 else ''} on {self.name}"
+        return f"{len(self.clients)} {self.recipe.name} client{'s' if len(self.clients) != 1 else ''} on {self.name}"
 
     @property
     def replaceable(self) -> bool:
@@ -256,7 +257,7 @@ def _register_for_exit(group: LockClients) -> None:
     _LIVE_GROUPS.add(group)
 
 
-def close_previous_groups(recipe: str, name: str, connections: dict[str, str]) -> list[LockClients]:
+def close_previous_groups(recipe: Recipe, name: str, connections: dict[str, str]) -> list[LockClients]:
     """Close every replaceable group of this process on the same lock (recipe, lock name
     and servers): the group a re-run cell started before. Says so in one line."""
     previous = sorted((group for group in list(_LIVE_GROUPS) if group.replaceable and group.recipe == recipe
@@ -279,10 +280,10 @@ def _close_all() -> None:
 
 
 @shows_progress("starting lock client processes")
-def spawn_clients(lab: Lab | None = None, recipe: str = "zookeeper", n: int = 5, name: str = "/locks/resource",
+def spawn_clients(lab: Lab | None = None, recipe: Recipe | str = "zookeeper", n: int = 5, name: str = "/locks/resource",
                   history: History | None = None, hold: float = 0.2, loops: int = 1, store: FencedStore | None = None,
                   session_timeout: float = 4.0, ttl: float = 5.0, **options: Any) -> LockClients:
-    """Start ``n`` client processes of ``recipe`` (a name of ``RECIPES``) on lock ``name``,
+    """Start ``n`` client processes of ``recipe`` (a Recipe, or its name in ``RECIPES``) on lock ``name``,
     each with its own session (ZooKeeper session timeout / etcd lease TTL / Redis lock TTL
     in seconds). Events go to ``history`` (a new History if None). ``store`` is a
     FencedStore the clients write to. Use as a context manager, or call ``close()``.

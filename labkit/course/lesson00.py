@@ -12,7 +12,7 @@ from labkit.locks.etcd_mutex import EtcdMutex
 from labkit.locks.etcd_session import EtcdSession
 from labkit.locks.redis_lock import RedisLock
 from labkit.locks.zookeeper import sequence_of, ZooKeeperLock
-from labkit.plots import hold_timeline
+from labkit.record.plots import hold_timeline
 from labkit.practice.predict import predict
 from labkit.record.history import History
 from labkit.servers.runners.discovery import doctor

@@ -14,7 +14,7 @@ from labkit.locks.etcd_mutex import EtcdMutex
 from labkit.locks.etcd_session import EtcdSession
 from labkit.locks.redis_lock import RedisLock
 from labkit.locks.zookeeper import ZooKeeperLock
-from labkit.plots import hold_timeline, latency_plot
+from labkit.record.plots import hold_timeline, latency_plot
 from labkit.practice.exercises import check_redis_unlock, lesson_examples
 from labkit.practice.predict import predict
 from labkit.record.history import History

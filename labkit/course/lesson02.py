@@ -4,7 +4,7 @@ The notebook starts with ``lesson = labkit.lesson("02")``; labkit/course/lesson.
 every lesson has (its lab, read aloud, the exercise, the cards, the calibration summary).
 Every name here is a re-export: the experiments live in labkit.lessons, the recipes in
 labkit.locks, the checkers in labkit.record."""
-from labkit.bench_scale.report import load_and_plot
+from labkit.bench.scale.report import load_and_plot
 from labkit.lessons.common import table
 from labkit.lessons.contention import race
 from labkit.lessons.zookeeper_experiments import (crash_holder, crash_plot, cut_off_holder_history, herd_cost,
@@ -15,7 +15,7 @@ from labkit.lessons.zookeeper_recipe import (count_zookeeper_wakeups, LosesFirst
                                              sequence_diagram, watchers_of)
 from labkit.locks.kazoo_reference import KazooReferenceLock
 from labkit.locks.zookeeper import sequence_of, ZooKeeperLock
-from labkit.plots import hold_timeline
+from labkit.record.plots import hold_timeline
 from labkit.practice.predict import predict
 from labkit.record.checker import check_fifo
 from labkit.record.history import History

@@ -17,7 +17,7 @@ from labkit.lessons.etcd_order import (cas_increment, count_with, counter_plots,
 from labkit.locks import SessionExpired
 from labkit.locks.etcd_mutex import EtcdMutex
 from labkit.locks.etcd_session import EtcdSession
-from labkit.plots import hold_timeline, latency_plot, wakeups_per_release_plot
+from labkit.record.plots import hold_timeline, latency_plot, wakeups_per_release_plot
 from labkit.practice.exercises import check_etcd_cas, lesson_examples
 from labkit.practice.predict import predict
 from labkit.record.checker import check_fifo

@@ -16,7 +16,7 @@ from labkit.lessons.pauses_and_fencing import (fenced_and_unfenced, holder_behin
 from labkit.locks import LockError, LockTimeout
 from labkit.locks.redis_lock import RedisLock
 from labkit.locks.zookeeper import ZooKeeperLock
-from labkit.plots import hold_timeline, store_writes_plot
+from labkit.record.plots import hold_timeline, store_writes_plot
 from labkit.practice.exercises import check_fenced_write, lesson_examples
 from labkit.practice.predict import predict
 from labkit.record.checker import check_mutual_exclusion

@@ -16,7 +16,7 @@ from labkit.lessons.coordinator_crash import (acquisitions_through_members, cras
 from labkit.locks.redis_lock import RedisLock
 from labkit.locks.zookeeper import sorted_contenders
 from labkit.locks.zookeeper_deadline import heartbeat_for
-from labkit.plots import hold_timeline
+from labkit.record.plots import hold_timeline
 from labkit.practice.exercises import check_guarded_put, lesson_examples
 from labkit.practice.predict import predict
 from labkit.record.checker import check_fifo

@@ -13,7 +13,7 @@ from labkit.lessons.redlock_and_clocks import (clock_step_double_grant, compare_
                                                etcd_lease_countdown, offer_to_a_fenced_store,
                                                pause_double_grant, plot_double_grant, restart_double_grant,
                                                survive_one_crash, zookeeper_session_across_step)
-from labkit.plots import latency_plot
+from labkit.record.plots import latency_plot
 from labkit.practice.exercises import check_redlock_validity, lesson_examples
 from labkit.practice.predict import predict
 

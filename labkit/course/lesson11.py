@@ -8,7 +8,7 @@ labkit.lessons, the torture run in labkit.torture."""
 from labkit.lessons.common import table
 from labkit.lessons.pauses_and_fencing import pause_past_timeout
 from labkit.locks.errors import SessionExpired
-from labkit.plots import hold_timeline, store_writes_plot
+from labkit.record.plots import hold_timeline, store_writes_plot
 from labkit.practice.calibration import course_calibration
 from labkit.practice.cards import CARDS
 from labkit.practice.deck import Deck

@@ -104,16 +104,16 @@ def _leadership(signals: HealthSignals, source: str, limits: Thresholds) -> list
 
 def _losses(signals: HealthSignals, source: str, limits: Thresholds) -> list[Alert]:
     found = []
-    for rule, kind, limit, advice in (
+    for rule, lost, limit, advice in (
             ("session expiries", SESSION_EXPIRED, limits.expiries_per_minute,
              "a holder was silent (paused, cut off, overloaded) longer than its session timeout, so "
              "ZooKeeper deleted its lock node and gave the lock to the next waiter"),
             ("lease losses", LEASE_LOST, limits.lease_losses_per_minute,
              "a holder's lease ended (expired or revoked), so etcd deleted its lock key and gave the "
              "lock to the next waiter")):
-        count = _most_in_a_minute([loss.time for loss in signals.losses_of(kind, source)])
+        count = _most_in_a_minute([loss.time for loss in signals.losses_of(lost, source)])
         if count and count >= limit:
-            found.append(Alert(rule, source, f"{count} {kind} within a minute (alert at {limit:g}/min): {advice}. "
+            found.append(Alert(rule, source, f"{count} {lost} within a minute (alert at {limit:g}/min): {advice}. "
                                "Check pauses and the network, and that holders fence their writes."))
     by_clients = sum(loss.keepalive_failure for loss in signals.losses_of(LEASE_LOST, source))
     by_server = signals.increase(source, "leases_expired")

@@ -31,7 +31,7 @@ class Loss:
     time: float
     source: str
     client: str
-    kind: str  # SESSION_EXPIRED or LEASE_LOST
+    lost: str  # what ended: SESSION_EXPIRED or LEASE_LOST
     keepalive_failure: bool
     reason: str
 
@@ -68,9 +68,9 @@ class HealthSignals:
     def hold_seconds(self, source: str) -> list[float]:
         return [seconds for _, seconds in self.holds.get(source, [])]
 
-    def losses_of(self, kind: str | None = None, source: str | None = None) -> list[Loss]:
+    def losses_of(self, lost: str | None = None, source: str | None = None) -> list[Loss]:
         return [loss for loss in self.losses
-                if (kind is None or loss.kind == kind) and (source is None or loss.source == source)]
+                if (lost is None or loss.lost == lost) and (source is None or loss.source == source)]
 
     def max_waiting(self, source: str, start: float | None = None, end: float | None = None) -> int:
         """The deepest queue sampled between ``start`` and ``end`` (0 if none sampled)."""

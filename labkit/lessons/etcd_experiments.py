@@ -179,10 +179,10 @@ def careless_holder(careless: EtcdMutex, successor: EtcdMutex, plain_key: str, g
 
 def careless_writes_plot(run: CarelessRun, ax: Any) -> Any:
     """A's writes on two rows (accepted green, rejected red) and the moments of the run."""
-    for row, kind in enumerate(("plain put", "guarded txn")):
+    for row, write in enumerate(("plain put", "guarded txn")):
         for accepted, color, label in ((True, ACCEPTED_COLOUR, "A's write accepted"),
                                         (False, REJECTED_COLOUR, "A's write rejected")):
-            times = [ended for _, ended, what, ok in run.writes if what == kind and ok == accepted]
+            times = [ended for _, ended, what, ok in run.writes if what == write and ok == accepted]
             already_in_legend = label in ax.get_legend_handles_labels()[1]
             ax.scatter(times, [row] * len(times), color=color, marker="o" if accepted else "x",
                        label=None if already_in_legend or not times else label)

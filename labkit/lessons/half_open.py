@@ -44,7 +44,7 @@ from pathlib import Path
 
 from labkit.errors import LabError
 from labkit.faults import namespace
-from labkit.plots import new_axes
+from labkit.record.plots import new_axes
 from labkit.progress import shows_progress
 from labkit.servers.run_folder import labkit_home
 from labkit.servers.runners import discovery, versions

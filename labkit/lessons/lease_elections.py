@@ -35,7 +35,7 @@ from labkit.faults.relay import TcpLink
 from labkit.locks.errors import LockTimeout
 from labkit.locks.lease_election import LeaseDurations, LeaseElection
 from labkit.locks.registry import lease_durations_for
-from labkit.plots import new_axes
+from labkit.record.plots import new_axes
 from labkit.progress import shows_progress, step_of_innermost, waiting_for
 from labkit.record.history import History
 from labkit.servers.services.etcd import etcd_client

@@ -77,7 +77,7 @@ class LatencyComparison:
         return self.redlock_p50 / self.set_nx_p50
 
     def in_seconds(self, instances: int = 5) -> dict[str, list[float]]:
-        """The samples as ``labkit.plots.latency_plot`` takes them (seconds, by label)."""
+        """The samples as ``labkit.record.plots.latency_plot`` takes them (seconds, by label)."""
         return {f"Redlock on {instances}": [ms / 1000 for ms in self.redlock_ms],
                 "one SET NX": [ms / 1000 for ms in self.set_nx_ms]}
 

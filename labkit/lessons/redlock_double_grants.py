@@ -23,7 +23,7 @@ from matplotlib.axes import Axes
 
 from labkit.clients import spawn_clients
 from labkit.locks.redlock import OBSERVE_TIMEOUT_MS, Redlock, instance_clients
-from labkit.plots import hold_timeline
+from labkit.record.plots import hold_timeline
 from labkit.progress import shows_progress
 from labkit.record.checker import Verdict, check_mutual_exclusion
 from labkit.record.fencing import FencedStore, StoreWrite

@@ -2,14 +2,14 @@
 the lock's client-side deadline on ZooKeeperSemaphore's leases and ZooKeeperElection's
 leader, raced on a real 3-node ensemble (claims C20, C27, C28; notebook 09).
 
-``deadline_race(lab, kind, topology)`` runs one race on a lab started with
+``deadline_race(lab, primitive, topology)`` runs one race on a lab started with
 ``labkit.up(zookeeper=3, network=True)``, in the topologies of ``holder_safety.py``:
 
-- ``kind="semaphore"``: a semaphore of 2 slots. The holder (client ``holder-1``, through its
+- ``primitive="semaphore"``: a semaphore of 2 slots. The holder (client ``holder-1``, through its
   own links to one server only) takes a lease, a second holder (``holder-2``) the other one,
   on the other two servers, and the waiter (``waiter-1``, also on the other two) waits at the
   head of the line for a slot.
-- ``kind="election"``: the holder leads; the waiter campaigns behind it.
+- ``primitive="election"``: the holder leads; the waiter campaigns behind it.
 
 Then the network breaks: ``client-link`` cuts the holder's own link to its server;
 ``follower-cut`` cuts the holder's server, a follower, from the leader and the third member,
@@ -27,7 +27,7 @@ both believe until kazoo hears LOST, which it can hear only once the link is bac
 What can fail: ``TimeoutError`` if the waiter is never admitted or the ensemble does not
 settle after the heal; ``RunProvesNothing`` (a RuntimeError) if the holder had already stopped believing before
 the fault (a machine stalled past its deadline: that run proves nothing); ``ValueError`` for
-an unknown kind or topology, or a lab without 3 ZooKeeper members and ``network=True``.
+an unknown primitive (semaphore or election) or topology, or a lab without 3 ZooKeeper members and ``network=True``.
 """
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ from labkit.locks.zookeeper_semaphore import ZooKeeperSemaphore
 from labkit.progress import repeat, waiting_for
 from labkit.timing import became_true, wait_until
 
-RACED_RECIPES = {"semaphore": "zookeeper-semaphore", "election": "zookeeper-election"}
+RACED_RECIPE = {"semaphore": "zookeeper-semaphore", "election": "zookeeper-election"}   # the name a RaceRun shows
 RULES = {("semaphore", True): "client-side deadline", ("semaphore", False): "client_deadline=False",
          ("election", True): "client-side deadline", ("election", False): "kazoo's Election, no deadline"}
 PEER = "holder-2"           # the semaphore's second holder, on the majority side
@@ -60,11 +60,11 @@ class RunProvesNothing(RuntimeError):
     on a stalled machine): safe, but nothing was raced. ``deadline_races`` runs it again."""
 
 
-def deadline_race(lab, kind: str = "semaphore", topology: str = "client-link", timeout: float = 2.0,
+def deadline_race(lab, primitive: str = "semaphore", topology: str = "client-link", timeout: float = 2.0,
                   deadline: bool = True) -> RaceRun:
     """One race (see the module docstring). ``timeout``: the holder's session timeout, in s."""
-    if kind not in RACED_RECIPES:
-        raise ValueError(f"kind={kind!r} is not one of {tuple(RACED_RECIPES)}")
+    if primitive not in RACED_RECIPE:
+        raise ValueError(f"primitive={primitive!r} is not one of {tuple(RACED_RECIPE)}")
     if topology not in TOPOLOGIES:
         raise ValueError(f"topology={topology!r} is not one of {tuple(TOPOLOGIES)}")
     zookeeper = lab.zookeeper
@@ -75,7 +75,7 @@ def deadline_race(lab, kind: str = "semaphore", topology: str = "client-link", t
     followers = [node for node in zookeeper.nodes if node.name != leader.name]
     holder_node = leader if topology == "old-leader" else followers[0]
     others = [node for node in zookeeper.nodes if node.name != holder_node.name]
-    contest = (_SemaphoreContest if kind == "semaphore" else _ElectionContest)(zookeeper, timeout, deadline)
+    contest = (_SemaphoreContest if primitive == "semaphore" else _ElectionContest)(zookeeper, timeout, deadline)
     acquired: list[float] = []
     failed: list[BaseException] = []
     gave_up: list[float] = []               # when the holder first stopped believing
@@ -89,13 +89,13 @@ def deadline_race(lab, kind: str = "semaphore", topology: str = "client-link", t
             except BaseException as error:  # handed to the main thread
                 failed.append(error)
 
-        threading.Thread(target=admit_the_waiter, name=f"{kind}-waiter", daemon=True).start()
+        threading.Thread(target=admit_the_waiter, name=f"{primitive}-waiter", daemon=True).start()
         contest.wait_queued()
         # A random wait over one ping interval of kazoo (a third of the session timeout), so
         # that the cut falls at any point of the client's cycle of requests, not always one.
         time.sleep(random.uniform(0, timeout / 3))
         if not contest.holder_believes():
-            raise RunProvesNothing(f"{kind}, {topology}: the holder stopped believing before the fault (its "
+            raise RunProvesNothing(f"{primitive}, {topology}: the holder stopped believing before the fault (its "
                                "heartbeat was late past its deadline on a stalled machine): this run proves nothing")
         fault_at = time.monotonic()
         if topology == "client-link":
@@ -114,8 +114,8 @@ def deadline_race(lab, kind: str = "semaphore", topology: str = "client-link", t
 
         patience = 30 + 6 * timeout
         with waiting_for("the holder's session to expire", timeout):
-            wait_until(waiter_done, f"{kind}, {topology}: the waiter to be admitted", patience, POLL,
-                       error=TimeoutError(f"{kind}, {topology}: the waiter was not admitted within "
+            wait_until(waiter_done, f"{primitive}, {topology}: the waiter to be admitted", patience, POLL,
+                       error=TimeoutError(f"{primitive}, {topology}: the waiter was not admitted within "
                                           f"{patience:.0f} s of the fault"))
         if failed:
             raise failed[0]
@@ -125,11 +125,11 @@ def deadline_race(lab, kind: str = "semaphore", topology: str = "client-link", t
         lab.heal()
         contest.close()
     wait_until(zookeeper.is_ready, "the ZooKeeper ensemble settles after the heal", timeout=60, poll=0.05)
-    return RaceRun(RACED_RECIPES[kind], topology, RULES[kind, deadline], float(timeout),
+    return RaceRun(RACED_RECIPE[primitive], topology, RULES[primitive, deadline], float(timeout),
                    1000 * (gave_up[0] - fault_at) if gave_up else None, 1000 * (acquired[0] - fault_at))
 
 
-def deadline_races(lab, kind: str, topology: str, runs: int, timeout: float = 2.0, deadline: bool = True,
+def deadline_races(lab, primitive: str, topology: str, runs: int, timeout: float = 2.0, deadline: bool = True,
                    progress=None) -> list[RaceRun]:
     """``runs`` races in a row, each shown as a step (labkit.progress); ``progress(i, run)``
     after each (e.g. print)."""
@@ -138,13 +138,13 @@ def deadline_races(lab, kind: str, topology: str, runs: int, timeout: float = 2.
         # run again, up to VOID_RETRIES times; a run that counts is every one returned
         for attempt in range(VOID_RETRIES + 1):
             try:
-                return deadline_race(lab, kind, topology, timeout, deadline)
+                return deadline_race(lab, primitive, topology, timeout, deadline)
             except RunProvesNothing:
                 if attempt == VOID_RETRIES:
                     raise
         raise AssertionError("unreachable")
 
-    return repeat(f"{kind} race", runs, one_run,
+    return repeat(f"{primitive} race", runs, one_run,
                   topology + ("" if deadline else " · no client deadline"), progress)
 
 

@@ -360,7 +360,7 @@ def bench_semaphore_vs_mutex(lab: Any, iterations: int = 100, limit: int = 3) ->
         finally:
             semaphore.close()
             mutex.close()
-        row = {kind: summarize(values) for kind, values in samples.items()}
+        row = {primitive: summarize(values) for primitive, values in samples.items()}
         row["ratio"] = round(row["semaphore"]["p50_ms"] / row["mutex"]["p50_ms"], 2)
         results[service] = row
     return results

@@ -37,14 +37,14 @@ from labkit.clients import spawn_clients
 from labkit.faults.relay import TcpLink
 from labkit.harness.handoff import hand_off, server_watches
 from labkit.harness.queue import queue_behind
-from labkit.lessons.zookeeper_recipe import (WATCH_RECIPES, LosesFirstCreateReply, NaiveLock, kill_just_after_heartbeat,
+from labkit.lessons.zookeeper_recipe import (RECIPE_BY_WATCH, LosesFirstCreateReply, NaiveLock, kill_just_after_heartbeat,
                                              watchers_of)
 from labkit.locks import SessionExpired
 from labkit.locks.curator import CuratorPeer, require_curator
 from labkit.locks.kazoo_reference import KazooReferenceLock
 from labkit.locks.registry import lock_factory
 from labkit.locks.zookeeper import ZooKeeperLock, sequence_of, sorted_contenders
-from labkit.plots import wakeups_per_release_plot
+from labkit.record.plots import wakeups_per_release_plot
 from labkit.progress import shows_progress
 from labkit.record.events import Event
 from labkit.record.history import History
@@ -255,7 +255,7 @@ def herd_cost(zookeeper: ZooKeeperService, path: str, waiters: int, watch: str =
     One holds, the others queue and watch; the holder releases once (``labkit.harness.handoff``);
     returns the HerdCost. Every session is closed on the way out."""
     server = zookeeper.first_running()
-    make = lock_factory(WATCH_RECIPES[watch], {"zookeeper": server.endpoint}, path, session_timeout=HERD_SESSION_TIMEOUT)
+    make = lock_factory(RECIPE_BY_WATCH[watch], {"zookeeper": server.endpoint}, path, session_timeout=HERD_SESSION_TIMEOUT)
     marks: dict[str, float] = {}
 
     def before_release(_: int) -> None:

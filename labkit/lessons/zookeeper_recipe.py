@@ -30,8 +30,8 @@ from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 
 from labkit.harness.handoff import hand_off, server_watches
-from labkit.locks.registry import lock_factory
-from labkit.plots import new_axes
+from labkit.locks.registry import lock_factory, recipe_named
+from labkit.record.plots import new_axes
 from labkit.progress import shows_progress
 from labkit.record.history import History
 from labkit.servers.secret import login_for
@@ -42,8 +42,9 @@ if TYPE_CHECKING:
     from labkit.clients import LockClient
     from labkit.servers.services.zookeeper import ZooKeeperService
 
-# what a waiter watches -> the registered recipe (labkit.locks.registry)
-WATCH_RECIPES = {"predecessor": "zookeeper", "parent": "zookeeper-parent", "kazoo": "kazoo"}
+# what a waiter watches -> the registered Recipe (labkit.locks.registry)
+RECIPE_BY_WATCH = {watch: recipe_named(name) for watch, name in
+                   (("predecessor", "zookeeper"), ("parent", "zookeeper-parent"), ("kazoo", "kazoo"))}
 SESSION_TIMEOUT = 10.0  # seconds: long, so that a busy machine never expires a contender mid-count
 
 
@@ -110,10 +111,10 @@ def count_zookeeper_wakeups(zookeeper: ZooKeeperService, path: str, waiters: int
     """
     if waiters < 1:
         raise ValueError(f"waiters must be at least 1, got {waiters}")
-    if recipe not in WATCH_RECIPES:
-        raise ValueError(f"recipe {recipe!r} is not one of {tuple(WATCH_RECIPES)} (what a waiter watches)")
+    if recipe not in RECIPE_BY_WATCH:
+        raise ValueError(f"recipe {recipe!r} is not one of {tuple(RECIPE_BY_WATCH)} (what a waiter watches)")
     server = zookeeper.first_running()
-    make = lock_factory(WATCH_RECIPES[recipe], {"zookeeper": server.endpoint}, path, session_timeout=SESSION_TIMEOUT)
+    make = lock_factory(RECIPE_BY_WATCH[recipe], {"zookeeper": server.endpoint}, path, session_timeout=SESSION_TIMEOUT)
     return hand_off(make, waiters, server_watches(server), timeout=timeout).history
 
 

@@ -68,11 +68,11 @@ class KazooReferenceLock(HeldInside):
 
     def __init__(self, client: KazooClient, path: str, identifier: str = "",
                  on_event: EventSink = ignore_events, curator_compatible: bool = True):
-        kind = _CuratorSpelledLock if curator_compatible else _ListenedLock
+        lock_class = _CuratorSpelledLock if curator_compatible else _ListenedLock
         self.client = client
         self.path = path.rstrip("/")
         self.identifier = identifier
-        self.kazoo_lock = kind(client, self.path, identifier, on_event)
+        self.kazoo_lock = lock_class(client, self.path, identifier, on_event)
         self.token: int | None = None
         self.sequence: int | None = None
         self.is_suspended = False

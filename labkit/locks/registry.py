@@ -101,11 +101,11 @@ def login(connections: dict[str, str], service: str) -> dict:
     """Client keyword arguments to log in to ``service`` ("zookeeper", "etcd", "redis",
     "redlock"): from the secret file the connections name, else from this user's private
     lab at that address (connections written by hand), else none."""
-    kind = {"redlock": "redis"}.get(service, service)
+    server = {"redlock": "redis"}.get(service, service)   # Redlock's primaries are Redis servers
     if connections.get("secret_file"):
         secret = load_secret(connections["secret_file"])
-        return getattr(secret, kind) if secret else {}
-    return login_for(connections.get(service, ""), kind)
+        return getattr(secret, server) if secret else {}
+    return login_for(connections.get(service, ""), server)
 
 
 def _need(connections: dict[str, str], service: str, recipe: str) -> str:
@@ -250,13 +250,13 @@ def _etcd3_reference(connections, name, identifier, on_event, session_timeout, t
     return handle
 
 
-def _redis(kind: type = RedisLock, recipe: str = "redis") -> Callable[..., RecipeHandle]:
-    """A factory for a single-primary Redis lock of ``kind``: labkit's, or a library's
+def _redis(lock_class: type = RedisLock, recipe: str = "redis") -> Callable[..., RecipeHandle]:
+    """A factory for a single-primary Redis lock of ``lock_class``: labkit's, or a library's
     (redis_peers.py), all built the same way on one client of their own."""
     def factory(connections, name, identifier, on_event, session_timeout, ttl) -> RecipeHandle:
         host, port = _need(connections, "redis", recipe).rsplit(":", 1)
         client = redis.Redis(host=host, port=int(port), **login(connections, "redis"))
-        lock = kind(client, name, ttl_ms=int(ttl * 1000), identifier=identifier, on_event=on_event)
+        lock = lock_class(client, name, ttl_ms=int(ttl * 1000), identifier=identifier, on_event=on_event)
         return RecipeHandle(lock, client.close, extra={"redis": client})
     return factory
 
@@ -286,10 +286,25 @@ class Recipe:
     title: str
     factory: Callable[..., RecipeHandle]
     ttl_only: bool = False  # no session and no fencing token: the lock ends when its TTL runs out
-    # "mutex" (one holder), "semaphore" (up to ``holders``), "election" (one holder, and one
-    # leader per epoch): what a torture's verdict checks. A new kind adds its judgment in
-    # labkit/torture/verdict.py under this name.
-    kind: str = "mutex"
+    # the coordination primitive it builds: "mutex" (one holder), "semaphore" (up to
+    # ``holders``), "election" (one holder, and one leader per epoch): what a torture's
+    # verdict checks. A new primitive adds its judgment in labkit/torture/verdict.py under this name.
+    primitive: str = "mutex"
+
+    def __repr__(self) -> str:
+        return f"<Recipe {self.name}: {self.primitive} on {self.service}>"
+
+    @property
+    def gives_tokens(self) -> bool:
+        """A fencing token with every grant (a store can then fence its writes)."""
+        return not self.ttl_only
+
+    @property
+    def lease(self) -> str:
+        """"ttl" when the lock ends as a TTL runs out (Redis, Redlock, and python-etcd3's
+        Lock, whose lease nothing refreshes), else "session" (a session or a lease its
+        client keeps alive)."""
+        return "ttl" if self.ttl_only or self.name == "etcd3-lock" else "session"
 
 
 RECIPES: dict[str, Recipe] = {recipe.name: recipe for recipe in (
@@ -298,15 +313,15 @@ RECIPES: dict[str, Recipe] = {recipe.name: recipe for recipe in (
     Recipe("kazoo", "zookeeper", "kazoo's Lock (reference)", _zookeeper(None, reference=True)),
     Recipe("etcd", "etcd", "etcd Mutex on a session lease (Go's concurrency)", _etcd_mutex),
     Recipe("zookeeper-semaphore", "zookeeper", "ZooKeeper counting semaphore (Curator's InterProcessSemaphoreV2 layout)",
-           _zookeeper(None, semaphore=True), kind="semaphore"),
+           _zookeeper(None, semaphore=True), primitive="semaphore"),
     Recipe("etcd-semaphore", "etcd", "etcd counting semaphore: the first N create revisions hold",
-           functools.partial(_etcd_mutex, semaphore=True), kind="semaphore"),
+           functools.partial(_etcd_mutex, semaphore=True), primitive="semaphore"),
     Recipe("etcd-election", "etcd", "etcd election (Go's concurrency.Election, etcdctl elect)", _etcd_election,
-           kind="election"),
+           primitive="election"),
     Recipe("zookeeper-election", "zookeeper", "ZooKeeper election in kazoo's Election queue",
-           _zookeeper("predecessor", election=True), kind="election"),
+           _zookeeper("predecessor", election=True), primitive="election"),
     Recipe("lease-election", "etcd", "Kubernetes-style lease election on an etcd key (clocks)", _lease_election,
-           kind="election"),
+           primitive="election"),
     Recipe("etcd3-lock", "etcd", "python-etcd3's Lock (reference, herd-prone)", _etcd3_reference),
     Recipe("redis", "redis", "Redis SET NX PX (a TTL, no fencing token)", _redis(), ttl_only=True),
     Recipe("redlock", "redlock", "Redlock: a majority of N independent Redis primaries", _redlock, ttl_only=True),
@@ -318,51 +333,57 @@ RECIPES: dict[str, Recipe] = {recipe.name: recipe for recipe in (
 )}
 
 
-def recipe_named(name: str, among: Iterable[str] | None = None) -> Recipe:
-    """The registered recipe called ``name``: the one check of a recipe's name in labkit
-    (clients, panels, torture runs and lessons all ask here). ``among``: the names an
-    experiment supports, when it does not support them all. Raises UnknownRecipe, in one
-    line that lists the names to choose from, for any other name."""
+def recipe_named(recipe: Recipe | str, among: Iterable[str] | None = None) -> Recipe:
+    """The Recipe for ``recipe``: a name of the registry (from a notebook, the command line
+    or a client process's spec), or a Recipe, which passes as it is. The one place in
+    labkit where a recipe's name becomes a recipe: everything past it carries the Recipe.
+    ``among``: the names an experiment supports, when it does not support them all. Raises
+    UnknownRecipe, in one line that lists the names to choose from, for any other name."""
+    name = recipe.name if isinstance(recipe, Recipe) else recipe
     allowed = list(RECIPES if among is None else among)
-    if name not in allowed or name not in RECIPES:
+    if name not in allowed or not (isinstance(recipe, Recipe) or name in RECIPES):
         raise UnknownRecipe(f"no recipe named {name!r}{'' if among is None else ' here'}; "
                             f"choose one of {', '.join(allowed)}")
-    return RECIPES[name]
+    return recipe if isinstance(recipe, Recipe) else RECIPES[name]
 
 
-def check_holders(recipe: str, holders: int) -> int:
+def check_holders(recipe: Recipe | str, holders: int) -> int:
     """``holders`` if ``recipe`` takes that many: any whole number >= 1 for a semaphore,
-    1 for every other kind. Raises UnknownRecipe, InvalidSemaphoreSize or NotASemaphore."""
-    if recipe_named(recipe).kind == "semaphore":
-        return check_semaphore_size(holders, recipe)
+    1 for every other primitive. Raises UnknownRecipe, InvalidSemaphoreSize or NotASemaphore."""
+    recipe = recipe_named(recipe)
+    if recipe.primitive == "semaphore":
+        return check_semaphore_size(holders, recipe.name)
     if holders != 1:
-        raise NotASemaphore(f"recipe {recipe!r} is a {RECIPES[recipe].kind}: it admits one holder, not {holders!r}",
+        raise NotASemaphore(f"recipe {recipe.name!r} is a {recipe.primitive}: it admits one holder, not {holders!r}",
                             hint="choose zookeeper-semaphore or etcd-semaphore for N holders")
     return holders
 
 
-def make_lock(recipe: str, connections: dict[str, str], name: str, identifier: str,
+def make_lock(recipe: Recipe | str, connections: dict[str, str], name: str, identifier: str,
               on_event: EventSink = ignore_events, session_timeout: float = 4.0, ttl: float = 5.0,
               holders: int = 1) -> RecipeHandle:
-    """A lock of ``recipe`` on new connections; ``handle.close()`` closes them. ``holders``:
-    how many may hold a semaphore recipe at once. Raises UnknownRecipe for a name that is
-    not registered, ServiceMissing when ``connections`` has no server for the recipe's
-    service, InvalidSemaphoreSize / NotASemaphore for ``holders`` the recipe cannot take."""
+    """A lock of ``recipe`` (a Recipe or its name) on new connections; ``handle.close()``
+    closes them. ``holders``: how many may hold a semaphore recipe at once. Raises
+    UnknownRecipe for a name that is not registered, ServiceMissing when ``connections``
+    has no server for the recipe's service, InvalidSemaphoreSize / NotASemaphore for
+    ``holders`` the recipe cannot take."""
+    recipe = recipe_named(recipe)
     check_holders(recipe, holders)
-    extra = {"holders": holders} if RECIPES[recipe].kind == "semaphore" else {}
-    return RECIPES[recipe].factory(connections, name, identifier, on_event, session_timeout, ttl, **extra)
+    extra = {"holders": holders} if recipe.primitive == "semaphore" else {}
+    return recipe.factory(connections, name, identifier, on_event, session_timeout, ttl, **extra)
 
 
 # lock_factory(...)(identifier, on_event) -> a RecipeHandle: one contender with its own connections
 LockFactory = Callable[[str, EventSink], RecipeHandle]
 
 
-def lock_factory(recipe: str, connections: dict[str, str], name: str, session_timeout: float = 4.0,
+def lock_factory(recipe: Recipe | str, connections: dict[str, str], name: str, session_timeout: float = 4.0,
                  ttl: float = 5.0, holders: int = 1) -> LockFactory:
     """Contenders for one lock: each call ``make(identifier, on_event)`` opens new
     connections (and, for etcd, a new session and lease) and returns its RecipeHandle.
     Raises UnknownRecipe at once for a name that is not registered (and what make_lock
     raises for ``holders``)."""
+    recipe = recipe_named(recipe)
     check_holders(recipe, holders)
 
     def make(identifier: str, on_event: EventSink) -> RecipeHandle:

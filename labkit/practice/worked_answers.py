@@ -54,11 +54,11 @@ class WorkedNumber:
     text: str
     value: float
     source: str          # a Python expression over labkit, or plain arithmetic
-    kind: str            # "from" (the course) or "arithmetic" (the prompt's numbers)
+    origin: str          # "from" (the course) or "arithmetic" (the prompt's numbers)
 
     def resolve(self) -> float:
         """The value the source gives now."""
-        if self.kind == "arithmetic":
+        if self.origin == "arithmetic":
             tree = ast.parse(self.source, mode="eval")
             if not all(isinstance(node, _ARITHMETIC) for node in ast.walk(tree)):
                 raise LabError(f"{self.source!r} is not plain arithmetic", hint="numbers and + - * / // only")

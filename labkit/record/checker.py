@@ -47,7 +47,7 @@ class Overlap:
     first_token: int | None
     second_client: str
     second_token: int | None
-    kind: str  # "interleaved" or "stale token"
+    pattern: str  # "interleaved" or "stale token": what the resource's record shows
     evidence: tuple[Write, ...]
 
     @property
@@ -56,7 +56,7 @@ class Overlap:
 
     def explain(self, origin: float) -> str:
         steps = ", then ".join(write.describe(origin) for write in self.evidence)
-        if self.kind == "interleaved":
+        if self.pattern == "interleaved":
             return f"{steps}: both holds were writing during the same period."
         return (f"{steps} with an older token: the resource accepted a write from a hold that "
                 "had already been superseded (fencing would have rejected it).")
@@ -185,8 +185,8 @@ def _stale_tokens(accepted: list[Write]) -> list[Overlap]:
     return overlaps
 
 
-def _overlap(first: Write, second: Write, kind: str, evidence: tuple[Write, ...]) -> Overlap:
-    return Overlap(first.client, first.token, second.client, second.token, kind, evidence)
+def _overlap(first: Write, second: Write, pattern: str, evidence: tuple[Write, ...]) -> Overlap:
+    return Overlap(first.client, first.token, second.client, second.token, pattern, evidence)
 
 
 def _unique_pairs(overlaps: list[Overlap]) -> list[Overlap]:

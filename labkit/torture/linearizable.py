@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 NOBODY = None
-OPERATION_KINDS = ("acquire", "release", "lapse")
+ACTIONS = ("acquire", "release", "lapse")
 DEFAULT_BUDGET = 500_000
 
 
@@ -42,22 +42,22 @@ class Operation:
     """One operation on the lock. ``complete`` None: it never completed (indeterminate)."""
 
     process: str
-    kind: str
+    action: str   # one of ACTIONS
     invoke: float
     complete: float | None
     why: str = ""  # where it came from, for explanations ("pause of client-2", ...)
     hold: int | None = 0  # which of the process's holds it acquires, releases or ends (lapse: None = any)
 
     def __post_init__(self) -> None:
-        if self.kind not in OPERATION_KINDS:
-            raise ValueError(f"unknown operation {self.kind!r}; one of {', '.join(OPERATION_KINDS)}")
+        if self.action not in ACTIONS:
+            raise ValueError(f"unknown operation {self.action!r}; one of {', '.join(ACTIONS)}")
         if self.complete is not None and self.complete < self.invoke:
-            raise ValueError(f"{self.kind} of {self.process} completes ({self.complete}) before it "
+            raise ValueError(f"{self.action} of {self.process} completes ({self.complete}) before it "
                              f"is invoked ({self.invoke})")
 
     def describe(self, origin: float = 0.0) -> str:
         end = "never completed" if self.complete is None else f"{self.complete - origin:.3f} s"
-        what = f"{self.kind} by {self.process}" if self.kind != "lapse" else f"lapse of {self.process}'s lease"
+        what = f"{self.action} by {self.process}" if self.action != "lapse" else f"lapse of {self.process}'s lease"
         return f"{what} [{self.invoke - origin:.3f} s → {end}]" + (f" ({self.why})" if self.why else "")
 
 
@@ -69,10 +69,10 @@ def step(state: State, op: Operation) -> list[State]:
     """The states ``op`` can lead to from ``state`` (empty: illegal there)."""
     holder, lapsed = state
     mine = (op.process, op.hold)
-    if op.kind == "acquire":
+    if op.action == "acquire":
         free = holder is NOBODY or holder[0] == op.process
         return [(mine, lapsed - {mine})] if free else []
-    if op.kind == "release":
+    if op.action == "release":
         if holder == mine:
             return [(NOBODY, lapsed)]
         return [(holder, lapsed - {mine})] if mine in lapsed else []
@@ -109,8 +109,8 @@ def check_mutex(operations: Iterable[Operation], budget: int = DEFAULT_BUDGET, o
     following[-1] = -1
     preceding = list(range(-1, size - 1))
     call_slot, return_slot = [0] * count, [0] * count
-    for slot, (_, kind, index) in enumerate(entries, start=1):
-        (call_slot if kind == 0 else return_slot)[index] = slot
+    for slot, (_, returns, index) in enumerate(entries, start=1):
+        (return_slot if returns else call_slot)[index] = slot
 
     def lift(index: int) -> None:
         for slot in (call_slot[index], return_slot[index]):
@@ -152,10 +152,10 @@ def check_mutex(operations: Iterable[Operation], budget: int = DEFAULT_BUDGET, o
         if explored > budget:
             return Linearizability(None, count, explored, f"undecided: the search explored {explored} states "
                                    "without an answer; check a shorter run")
-        time_of, kind, index = entries[slot - 1]
+        time_of, returns, index = entries[slot - 1]
         if time_of == math.inf:
             break  # only indeterminate operations are left: they may never have happened
-        if kind == 0:
+        if not returns:
             if not try_from(index, 0):
                 slot = following[slot]
             continue
@@ -178,14 +178,14 @@ def _violation(ops: list[Operation], count: int, explored: int, best, origin: fl
     _, stuck, state, prefix = best
     order = [ops[index] for index in prefix]
     holder = state[0][0] if state[0] is not None else None
-    blocking = next((op for op in reversed(order) if op.kind == "acquire" and op.process == holder), None)
+    blocking = next((op for op in reversed(order) if op.action == "acquire" and op.process == holder), None)
     if stuck is None:
         text = "not linearizable: no operation could be placed first."
-    elif stuck.kind == "acquire" and blocking is not None:
+    elif stuck.action == "acquire" and blocking is not None:
         text = (f"not linearizable: {stuck.describe(origin)} completed while {holder} held the lock "
                 f"(since its {blocking.describe(origin)}), and no release by {holder} and no lapse of its "
                 f"lease (no fault on it, no TTL run out) could have ended that hold before.")
-    elif stuck.kind == "release":
+    elif stuck.action == "release":
         text = (f"not linearizable: {stuck.describe(origin)}, but in every legal order {stuck.process} did not "
                 f"hold the lock then (holder: {holder or 'nobody'}).")
     else:

@@ -19,7 +19,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from labkit.plots import fault_bands, hold_timeline, latency_over_time
+from labkit.record.plots import fault_bands, hold_timeline, latency_over_time
 from labkit.record.history import History
 from labkit.torture.nemesis import Executed
 from labkit.torture.schedule import Step

@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from labkit.clients import spawn_clients
 from labkit.faults.relay import TcpLink
-from labkit.locks.registry import RECIPES, connections_of
+from labkit.locks.registry import Recipe, connections_of, recipe_named
 from labkit.progress import showing_progress, waiting_for
 from labkit.record.fencing import FencedStore
 from labkit.record.history import History
@@ -56,7 +56,7 @@ class Rig:
             self.relay.target = (node.host, node.port)
 
 
-def torture(recipe: str = "zookeeper", clients: int = 8, duration: float = 60.0,
+def torture(recipe: Recipe | str = "zookeeper", clients: int = 8, duration: float = 60.0,
             nemesis: str | list[str] = "pause,kill", seed: int = 42, fenced: bool | None = None, trials: int = 1,
             report: str | Path | None = None, timeout: float = 2.0, hold: float = 0.1,
             replay: str | Path | None = None, quiet: bool = False, holders: int = 1) -> TortureResult:
@@ -78,17 +78,18 @@ def torture(recipe: str = "zookeeper", clients: int = 8, duration: float = 60.0,
         nemesis, fenced, timeout, hold = parameters["nemeses"], parameters["fenced"], parameters["timeout"], parameters["hold"]
         trials, seed = len(schedules), schedules[0][0]
         holders = parameters.get("holders", 1)
+    recipe = recipe_named(recipe)   # a name from the command line, a notebook or a report
     nemeses, fenced = check_request(recipe, clients, duration, nemesis, fenced, trials, timeout, hold, holders)
     if schedules is None:
         schedules = [(seed + k, plan(seed + k, nemeses, clients, duration, timeout)) for k in range(trials)]
-    parameters = {"recipe": recipe, "clients": clients, "duration": duration, "nemeses": nemeses, "seed": seed,
+    parameters = {"recipe": recipe.name, "clients": clients, "duration": duration, "nemeses": nemeses, "seed": seed,
                   "fenced": fenced, "trials": trials, "timeout": timeout, "hold": hold, "holders": holders}
-    service = RECIPES[recipe].service
+    service = recipe.service
     result = TortureResult(parameters, [])
-    with showing_progress(f"torture of {recipe}", total=len(schedules)) as shown:   # until its servers are down
+    with showing_progress(f"torture of {recipe.name}", total=len(schedules)) as shown:   # until its servers are down
         lab = store_lab = relay = None
         try:
-            say(f"torture: {recipe}{f' ({holders} holders)' if holders != 1 else ''}, {clients} clients, {duration:g} s, nemesis {','.join(nemeses) or 'none'}, "
+            say(f"torture: {recipe.name}{f' ({holders} holders)' if holders != 1 else ''}, {clients} clients, {duration:g} s, nemesis {','.join(nemeses) or 'none'}, "
                 f"seed {seed}, {'fenced' if fenced else 'unfenced'} store")
             lab = _start_lab(service, nemeses)
             store_lab = up(zookeeper=0, etcd=0, redis=True, quiet=True, keep_previous=True)  # beside the lab under test
@@ -99,7 +100,7 @@ def torture(recipe: str = "zookeeper", clients: int = 8, duration: float = 60.0,
             for number, (trial_seed, steps) in enumerate(schedules, start=1):
                 say(f"trial {number}/{len(schedules)}: seed {trial_seed}, {len(steps)} faults planned")
                 shown.step(f"trial, seed {trial_seed}, {len(steps)} faults planned")
-                trial = _run_trial(lab, store_lab, relay, service, parameters, number, trial_seed, steps, say)
+                trial = _run_trial(lab, store_lab, relay, recipe, parameters, number, trial_seed, steps, say)
                 result.trials.append(trial)
                 for line in trial.judgement.lines():
                     say("  " + line)
@@ -148,8 +149,9 @@ def _pinned_connections(lab: Any, service: str, members: dict[str, Any]) -> Call
     return connections_for
 
 
-def _run_trial(lab: Any, store_lab: Any, relay: TcpLink | None, service: str, parameters: dict[str, Any],
+def _run_trial(lab: Any, store_lab: Any, relay: TcpLink | None, recipe: Recipe, parameters: dict[str, Any],
                number: int, seed: int, steps: list[Step], say: Callable[[str], None]) -> Trial:
+    service = recipe.service
     _heal(lab, relay)
     name = f"/torture/{uuid.uuid4().hex[:8]}"
     store = FencedStore(store_lab.redis.client(), f"torture-store:{name}", fenced=parameters["fenced"])
@@ -158,7 +160,7 @@ def _run_trial(lab: Any, store_lab: Any, relay: TcpLink | None, service: str, pa
     timeout, hold = parameters["timeout"], parameters["hold"]
     members = members_of(lab, service, parameters["clients"], parameters["nemeses"])
     pinned = _pinned_connections(lab, service, members) if members else None
-    with spawn_clients(lab, parameters["recipe"], n=parameters["clients"], name=name, history=history, store=store,
+    with spawn_clients(lab, recipe, n=parameters["clients"], name=name, history=history, store=store,
                        session_timeout=timeout, ttl=timeout, hold=hold, connections=_connections(lab, service, relay),
                        proxied=lab.network is not None, connections_for=pinned,
                        holders=parameters.get("holders", 1)) as clients:
@@ -187,11 +189,11 @@ def _run_trial(lab: Any, store_lab: Any, relay: TcpLink | None, service: str, pa
     writes = store.writes()
     store.reset()
     store.client.close()
-    judgement = judge(history, writes, nemesis.executed, parameters["recipe"], timeout, timeout, start, end,
+    judgement = judge(history, writes, nemesis.executed, recipe, timeout, timeout, start, end,
                       holders=parameters.get("holders", 1))
     return Trial(number, seed, steps, nemesis.executed, history, writes, judgement, start, end,
-                 {kind: {"count": count, "example": workload.examples.get(kind, "")}
-                  for kind, count in workload.problems.items()}, workload.rejoined)
+                 {error_name: {"count": count, "example": workload.examples.get(error_name, "")}
+                  for error_name, count in workload.problems.items()}, workload.rejoined)
 
 
 def _connections(lab: Any, service: str, relay: TcpLink | None) -> dict[str, str]:

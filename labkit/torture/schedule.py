@@ -67,30 +67,30 @@ def plan(seed: int, nemeses: list[str], clients: int, duration: float, timeout: 
     partitions (of a client or of a member) last 1.5-3 timeouts (past the session timeout, so
     they bite)."""
     rng = random.Random(seed)
-    kinds = [name for name in NEMESES if name in nemeses]
+    chosen = [name for name in NEMESES if name in nemeses]
     steps: list[Step] = []
     at = min(1.0, 0.1 * duration) + rng.uniform(0.0, timeout)
-    while kinds:
-        kind = rng.choice(kinds)
-        target, seconds, shift = _draw(rng, kind, clients, timeout)
+    while chosen:
+        nemesis = rng.choice(chosen)
+        target, seconds, shift = _draw(rng, nemesis, clients, timeout)
         if at + seconds > duration - timeout:
             break
-        steps.append(Step(round(at, 3), kind, target, round(seconds, 3), round(shift, 3)))
+        steps.append(Step(round(at, 3), nemesis, target, round(seconds, 3), round(shift, 3)))
         at += seconds + timeout * rng.uniform(1.0, 2.0)
     return steps
 
 
-def _draw(rng: random.Random, kind: str, clients: int, timeout: float) -> tuple[str, float, float]:
-    if kind in ("pause", "kill", "expire", "partition"):
+def _draw(rng: random.Random, nemesis: str, clients: int, timeout: float) -> tuple[str, float, float]:
+    if nemesis in ("pause", "kill", "expire", "partition"):
         # half the faults hit whoever holds the lock then: a waiter's pause rarely shows anything
         target = CURRENT_HOLDER if rng.random() < 0.5 else f"client-{rng.randint(1, clients)}"
-        seconds = timeout * rng.uniform(1.5, 3.0) if kind in ("pause", "partition") else 0.0
+        seconds = timeout * rng.uniform(1.5, 3.0) if nemesis in ("pause", "partition") else 0.0
         return target, seconds, 0.0
-    if kind in SERVER_NEMESES:
+    if nemesis in SERVER_NEMESES:
         # isolate-server: the member the holder is connected to, found when the step runs
-        target = {"partition-leader": COORDINATOR, "isolate-server": CURRENT_HOLDER}.get(kind) or f"{MEMBER}{rng.randint(1, 3)}"
+        target = {"partition-leader": COORDINATOR, "isolate-server": CURRENT_HOLDER}.get(nemesis) or f"{MEMBER}{rng.randint(1, 3)}"
         return target, timeout * rng.uniform(1.5, 3.0), 0.0
     # "coordinator": the leader of ZooKeeper or etcd, the primary of Redis, found when the step runs
-    if kind == "leader":
+    if nemesis == "leader":
         return COORDINATOR, timeout * rng.uniform(1.0, 2.0), 0.0
     return COORDINATOR, timeout * rng.uniform(1.0, 2.0), timeout * rng.uniform(2.0, 4.0)  # clock

@@ -11,10 +11,10 @@
   session that expired because the machine was overloaded) is legal only if the client
   said "lost"; otherwise it shows as a violation, which is then the server's or the
   machine's, and the explanation names the hold.
-* At most N holders (``check_at_most_holders``), for a semaphore recipe (``Recipe.kind``
+* At most N holders (``check_at_most_holders``), for a semaphore recipe (``Recipe.primitive``
   "semaphore"): the same record, judged for no more than N holds acting at once; the
   linearizability search, whose model is one mutex, is not run for it.
-* One leader per epoch, for an election (``Recipe.kind`` "election"): the same record, judged
+* One leader per epoch, for an election (``Recipe.primitive`` "election"): the same record, judged
   for mutual exclusion and for no epoch (the leader's token) under two clients, in the
   store's record or in the clients' "acquired" events (``labkit.record.epochs``). A leader
   is a mutex's holder, so the linearizability search runs as for a mutex.
@@ -40,7 +40,7 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Any
 
-from labkit.locks.registry import RECIPES
+from labkit.locks.registry import Recipe
 from labkit.servers.services.zookeeper import TICK_MS
 from labkit.record.checker import Verdict, check_at_most_holders, check_mutual_exclusion
 from labkit.record.epochs import check_one_leader_per_epoch
@@ -68,9 +68,9 @@ def _one_leader_per_epoch(writes: list[Any], history: History, holders: int) -> 
                    problems=epochs.problems + exclusion.problems, origin=exclusion.origin)
 
 
-# What the resource's record must show, by the recipe's kind (``Recipe.kind``): another
-# kind adds its own judgment here. ``MUTEX_MODELS``: the kinds whose answers the
-# linearizability search can judge, against one mutex with leases.
+# What the resource's record must show, by the recipe's primitive (``Recipe.primitive``):
+# another primitive adds its own judgment here. ``MUTEX_MODELS``: the primitives whose
+# answers the linearizability search can judge, against one mutex with leases.
 SAFETY = {"mutex": ("Mutual exclusion", _exclusion), "semaphore": ("At most N holders", _at_most_holders),
           "election": ("One leader per epoch", _one_leader_per_epoch)}
 MUTEX_MODELS = ("mutex", "election")
@@ -85,7 +85,7 @@ SILENCE = 1 / 3
 DELIVERY = 0.2
 
 
-def earliest_lapse(recipe: str, timeout: float) -> float:
+def earliest_lapse(recipe: Recipe, timeout: float) -> float:
     """Seconds after a fault cut a client off (froze it, killed it, cut its links or its
     server's) before which its session or kept-alive lease cannot have lapsed:
     timeout x (1 - DRIFT_MARGIN) - timeout x SILENCE - relay - DELIVERY, never below 0.
@@ -96,7 +96,7 @@ def earliest_lapse(recipe: str, timeout: float) -> float:
     timeout after the last it heard of it, on a clock up to 25 % fast (so after
     timeout x (1 - DRIFT_MARGIN)); and a new leader starts every session's clock afresh
     (later still)."""
-    relay = TICK_MS / 2000 if RECIPES[recipe].service == "zookeeper" else 0.0
+    relay = TICK_MS / 2000 if recipe.service == "zookeeper" else 0.0
     return max(0.0, timeout * (1 - DRIFT_MARGIN) - timeout * SILENCE - relay - DELIVERY)
 
 
@@ -105,12 +105,6 @@ def cut_off(done: Executed) -> tuple[str, ...]:
     if done.skipped:
         return ()
     return (done.target,) if done.step.nemesis in CLIENT_FAULTS else done.clients
-
-
-def lease_kind(recipe: str) -> str:
-    """"ttl" for the recipes whose lock ends when a TTL runs out (Redis, Redlock, and
-    python-etcd3's Lock, whose lease nothing refreshes), else "session"."""
-    return "ttl" if RECIPES[recipe].ttl_only or recipe == "etcd3-lock" else "session"
 
 
 @dataclass
@@ -267,7 +261,7 @@ class Judgement:
     writes_rejected: int
     latencies: list[tuple[float, float]]  # (seconds after start the acquire was invoked, seconds it took)
     start: float
-    safety: str = "Mutual exclusion"  # what ``mutual_exclusion`` judged (SAFETY's name for the recipe's kind)
+    safety: str = "Mutual exclusion"  # what ``mutual_exclusion`` judged (SAFETY's name for the recipe's primitive)
     linearizability_judged: bool = True  # False: the recipe is no mutex, the search does not apply
 
     @property
@@ -300,17 +294,16 @@ class Judgement:
                 "acquire_wait_median_ms": round(1000 * percentile(waits, 0.5), 2) if waits else None}
 
 
-def judge(history: History, writes: list[Any], executed: list[Executed], recipe: str, ttl: float,
+def judge(history: History, writes: list[Any], executed: list[Executed], recipe: Recipe, ttl: float,
           timeout: float, start: float, end: float, holders: int = 1) -> Judgement:
-    ops, holds = operations(history, executed, lease_kind(recipe), ttl, timeout, end,
+    ops, holds = operations(history, executed, recipe.lease, ttl, timeout, end,
                             lapse_after=earliest_lapse(recipe, timeout))
-    kind = RECIPES[recipe].kind
-    safety, check = SAFETY[kind]
+    safety, check = SAFETY[recipe.primitive]
     exclusion = check(writes, history, holders)
-    judged = kind in MUTEX_MODELS
+    judged = recipe.primitive in MUTEX_MODELS
     linearizability = (check_mutex(ops, origin=start) if judged
                        else Linearizability(None, len(ops), 0, "not judged: the recipe admits several holders"))
-    acquires = [op for op in ops if op.kind == "acquire" and op.complete is not None]
+    acquires = [op for op in ops if op.action == "acquire" and op.complete is not None]
     latencies = [(op.invoke - start, op.complete - op.invoke) for op in acquires]
     rejected = sum(1 for write in writes if not write.accepted)
     return Judgement(exclusion, linearizability, availability(holds, start, end), len(acquires),

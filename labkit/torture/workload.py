@@ -46,9 +46,9 @@ class TortureWorkload:
 
     def _note(self, error: BaseException) -> None:
         with self._problems_lock:
-            kind = type(error).__name__
-            self.problems[kind] = self.problems.get(kind, 0) + 1
-            self.examples.setdefault(kind, str(error).splitlines()[0] if str(error) else kind)
+            error_name = type(error).__name__
+            self.problems[error_name] = self.problems.get(error_name, 0) + 1
+            self.examples.setdefault(error_name, str(error).splitlines()[0] if str(error) else error_name)
 
     def _drive(self, name: str) -> None:
         while not self.stopping.is_set():

@@ -13,7 +13,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from labkit import plots
+from labkit.record import plots
 from labkit.record.history import History
 from labkit.vocabulary import GUIDE_COLOUR
 from labkit.widgets.narration import open_holds

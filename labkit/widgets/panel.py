@@ -38,7 +38,7 @@ import redis
 
 from labkit.clients import spawn_clients
 from labkit.faults import kill_leader
-from labkit.locks.registry import RECIPES, check_holders
+from labkit.locks.registry import Recipe, check_holders, recipe_named
 from labkit.progress import showing_progress
 from labkit.record.fencing import FencedStore
 from labkit.record.history import History
@@ -65,11 +65,12 @@ class LockPanel:
     semaphore recipe (its store then runs unfenced: N holders carry N tokens). A new panel
     closes the panels this kernel already has, unless ``close_others=False``."""
 
-    def __init__(self, lab: Lab, recipe: str = "zookeeper", clients: int = 3, name: str | None = None,
+    def __init__(self, lab: Lab, recipe: Recipe | str = "zookeeper", clients: int = 3, name: str | None = None,
                  hold: float = 8.0, pause_seconds: float | None = None, session_timeout: float = 4.0,
                  ttl: float = 5.0, refresh: float = 0.5, redraw_every: float = 2.0, window: float = 60.0,
                  close_others: bool = True, holders: int = 1):
-        check_holders(recipe, holders)   # the recipe's name too (UnknownRecipe)
+        recipe = recipe_named(recipe)   # UnknownRecipe for a name not registered
+        check_holders(recipe, holders)
         if close_others:
             # re-running the cell that made a panel must not leave the old one's processes running
             close_all_panels()
@@ -89,7 +90,7 @@ class LockPanel:
             # a Redis lock (or Redlock) gives no token, so a fenced store would refuse all its
             # writes: its store accepts everything, and the panel shows what that lets through
             self.store = FencedStore(lab.redis.client(socket_timeout=2.0), f"panel-store:{self.name}",
-                                     fenced=not RECIPES[recipe].ttl_only and RECIPES[recipe].kind == "mutex")
+                                     fenced=recipe.gives_tokens and recipe.primitive == "mutex")
             try:
                 self.store.reset()
             except redis.RedisError as error:  # the lock still works; only the store is missing
@@ -109,8 +110,8 @@ class LockPanel:
         self._threads: list[threading.Thread] = []
         try:
             self.nodes = [node for service in self._services() for node in service.nodes]
-            slots = f", {holders} slots" if RECIPES[recipe].kind == "semaphore" else ""
-            self.view = PanelView(self, title=RECIPES[recipe].title + slots, hold=hold,
+            slots = f", {holders} slots" if recipe.primitive == "semaphore" else ""
+            self.view = PanelView(self, title=recipe.title + slots, hold=hold,
                                   pause_seconds=pause_seconds or round(session_timeout + 2.0, 1))
             for message in self.errors:
                 self.view.show_error(message)
@@ -138,7 +139,7 @@ class LockPanel:
         return self.view.widget
 
     def _services(self) -> list:
-        wanted = [RECIPES[self.recipe].service, "redis"]
+        wanted = [self.recipe.service, "redis"]
         return [getattr(self.lab, name) for name in dict.fromkeys(wanted) if getattr(self.lab, name, None)]
 
     def client_note(self, client_name: str) -> str:
@@ -270,22 +271,22 @@ class LockPanel:
         return self._slow_fault is not None
 
     def _leader(self) -> Node:
-        service = getattr(self.lab, RECIPES[self.recipe].service)
-        return service.primary if RECIPES[self.recipe].service == "redis" else service.leader()
+        service = getattr(self.lab, self.recipe.service)
+        return service.primary if self.recipe.service == "redis" else service.leader()
 
     def partition_leader(self) -> Future:
         """Cut the current leader of the recipe's ensemble (a Redis lock: the primary) off
         from every other server and client; the majority elects a new leader."""
         def isolate() -> None:
             leader = self._leader()
-            role = "primary" if RECIPES[self.recipe].service == "redis" else "leader"
+            role = "primary" if self.recipe.service == "redis" else "leader"
             self.lab.isolate(leader.name, history=self.history, role=role)
         return self.act("partition the leader", isolate)
 
     def cut_holder(self) -> Future:
         """Cut the client that holds the lock off from every server: its process keeps
         running while its session, lease or key's TTL runs out on the servers."""
-        service = RECIPES[self.recipe].service
+        service = self.recipe.service
         session, expires_in = {"zookeeper": ("session", self.session_timeout),
                                "etcd": ("lease", self.ttl)}.get(service, ("lock key's TTL", self.ttl))
 
@@ -377,4 +378,4 @@ class LockPanel:
         return self.widget._repr_mimebundle_(**kwargs)
 
     def __repr__(self) -> str:
-        return f"<LockPanel {self.recipe} on {self.name!r}{' closed' if self.closed else ''}: {self.states()}>"
+        return f"<LockPanel {self.recipe.name} on {self.name!r}{' closed' if self.closed else ''}: {self.states()}>"

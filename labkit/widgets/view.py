@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Protocol
 
 import ipywidgets as widgets
 
-from labkit.locks.registry import RECIPES
 from labkit.vocabulary import ERROR_COLOUR, GUIDE_COLOUR, REJECTED_COLOUR, ROLE_COLOURS, STATE_COLOURS, TEXT_COLOUR
 from labkit.widgets import narration
 
 if TYPE_CHECKING:
+    from labkit.locks.registry import Recipe
     from concurrent.futures import Future
 
     from labkit.clients import LockClients
@@ -32,7 +32,7 @@ class PanelState(Protocol):
     (labkit.widgets.panel.LockPanel is the one panel; the view does not import it)."""
 
     lab: Lab
-    recipe: str
+    recipe: Recipe
     name: str
     clients: LockClients
     nodes: list[Node]
@@ -78,7 +78,7 @@ class PanelView:
         self._update_lock = threading.Lock()
         self._error_lines: list[str] = []
         self._drawn_length = -1
-        service = RECIPES[panel.recipe].service
+        service = panel.recipe.service
 
         self.holder_line = widgets.HTML().add_class("labkit-holder")
         self.why_line = widgets.HTML().add_class("labkit-why")
@@ -126,9 +126,9 @@ class PanelView:
         session_action = SESSION_ACTIONS.get(service, "expire session")
         session = _button(session_action, "the server ends this client's session / lease now")
         keepalive = _button("stop keep-alive", "stop refreshing the lease: it expires after its TTL")
-        if RECIPES[self.panel.recipe].ttl_only:
+        if self.panel.recipe.ttl_only:
             session.disabled, session.tooltip = True, "a Redis lock has no session: it ends when its TTL runs out"
-        if self.panel.recipe not in ("etcd", "etcd-semaphore"):
+        if self.panel.recipe.name not in ("etcd", "etcd-semaphore"):
             keepalive.disabled, keepalive.tooltip = True, "only an etcd Mutex or semaphore keeps a lease alive"
         for button, action in ((pause, "pause"), (kill, "kill"), (session, session_action),
                                (keepalive, "stop keep-alive")):
@@ -155,7 +155,7 @@ class PanelView:
             return widgets.HTML(f"<span style='color:{GUIDE_COLOUR}'><i>Network faults (partition the leader, "
                                 "cut the holder, slow link, heal) need a lab started with "
                                 "<code>labkit.up(..., network=True)</code> (CLI: <code>labkit up --network</code>).</i></span>")
-        leader = "primary" if RECIPES[self.panel.recipe].service == "redis" else "leader"
+        leader = "primary" if self.panel.recipe.service == "redis" else "leader"
         row = [widgets.HTML("<b>Network:</b>")]
         for action, style, tooltip, run in (
                 ("partition the leader", "danger", f"cut the current {leader} off from every other server and client",

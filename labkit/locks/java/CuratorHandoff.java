@@ -1,5 +1,5 @@
 // N contenders of one Curator InterProcessMutex inside this JVM, handed the lock one release at
-// a time, for the benchmark (labkit/bench_peers.py). CuratorPeer's commands drive it:
+// a time, for the benchmark (labkit/bench/peers.py). CuratorPeer's commands drive it:
 //   crowd <n> <own|shared> <seconds> -> "QUEUED <n>": contender-0 holds, the other n - 1 wait.
 //       own: a CuratorFramework (a session) per contender, as labkit's hand-off gives each
 //       contender its own; shared: one CuratorFramework for all, as Curator users usually do.

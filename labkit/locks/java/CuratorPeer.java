@@ -9,7 +9,7 @@
 //   acquire <seconds>   -> "ACQUIRED <node path> <its czxid> <nanoTime when acquire() returned>"
 //                          or "TIMEOUT"
 //   release             -> "RELEASED <nanoTime when release() began> <nanoTime when it returned>"
-//                          (the stamps time a hand-off between JVMs: labkit/bench_processes)
+//                          (the stamps time a hand-off between JVMs: labkit/bench/processes)
 //   cycle               -> "CYCLE <ns>": acquire and release once, timed inside the JVM with
 //                          System.nanoTime() (no czxid read), for the benchmark
 //   ping                -> "PONG": the cost of a line there and back, to subtract by eye

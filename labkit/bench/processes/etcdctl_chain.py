@@ -34,8 +34,8 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from labkit.bench_processes.targets import GO_MUTEX
-from labkit.bench_scale.crowd_handoff import BenchTimeout, server_counters
+from labkit.bench.processes.targets import GO_MUTEX
+from labkit.bench.scale.crowd_handoff import BenchTimeout, server_counters
 from labkit.servers.services.etcd import find_etcdctl
 from labkit.stats import summarize
 from labkit.timing import wait_until

@@ -17,8 +17,8 @@ import json
 import logging
 from pathlib import Path
 
-from labkit.bench_scale.crowd_handoff import BenchTimeout, measure_crowd
-from labkit.bench_scale.report import SCALE_SETTINGS, load_and_plot, plot, report, run
+from labkit.bench.scale.crowd_handoff import BenchTimeout, measure_crowd
+from labkit.bench.scale.report import SCALE_SETTINGS, load_and_plot, plot, report, run
 from labkit.servers.lab import Lab, attach, up
 
 __all__ = ["BenchTimeout", "SCALE_SETTINGS", "load_and_plot", "main", "measure_crowd", "plot", "report", "run"]

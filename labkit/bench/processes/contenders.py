@@ -4,7 +4,7 @@ and Curator's InterProcessMutex (one JVM per contender: ``labkit.locks.curator.C
 
 Each row hands one lock on ``releases`` times with ``labkit.harness.handoff.hand_off``: a
 holder is asked to let go only once every waiter still waiting watches again, and around
-each release the servers' own counters are read (``bench_scale.crowd_handoff.server_counters``):
+each release the servers' own counters are read (``scale.crowd_handoff.server_counters``):
 the wakeups of a release are the watches the ZooKeeper ensemble fired for it (``mntr``) or the
 watch events the etcd members sent (``/metrics``), summed over the members. A hand-off is
 timed inside the contenders' own processes, on the machine's one monotonic clock
@@ -22,9 +22,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Callable
 
-from labkit.bench_peers import watches_under
-from labkit.bench_processes.targets import CURATOR, ETCD_MUTEX, KAZOO, PYTHON_ETCD3, ZOOKEEPER_LOCK
-from labkit.bench_scale.crowd_handoff import BenchTimeout, WatchTally, patiently, server_counters, where_the_time_goes
+from labkit.bench.peers import watches_under
+from labkit.bench.processes.targets import CURATOR, ETCD_MUTEX, KAZOO, PYTHON_ETCD3, ZOOKEEPER_LOCK
+from labkit.bench.scale.crowd_handoff import BenchTimeout, WatchTally, patiently, server_counters, where_the_time_goes
 from labkit.clients.crowd import Crowd
 from labkit.harness.handoff import HandOffs, Settled, close_all, hand_off
 from labkit.locks.curator import CuratorPeer
@@ -107,7 +107,7 @@ def measure_python(lab: Lab, label: str, n: int, releases: int, name: str, say: 
     settled = zookeeper_settled(lab, f"{name}/") if service == "zookeeper" else tally.settled
     try:
         run, wakeups = run_hand_offs(lab, service, crowd.lock_factory(), n, releases, settled, crowd.history,
-                                     budget, one_by_one=recipe == "etcd3-lock")   # as bench_scale queues it
+                                     budget, one_by_one=recipe == "etcd3-lock")   # as the scale bench queues it
     finally:
         crowd.close()
     taken = [crowd.acquired_at[acquired] for _, _, acquired in run.releases]

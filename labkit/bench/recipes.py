@@ -1,6 +1,6 @@
-"""The benchmark: what each lock costs, and how many waiters one release wakes.
+"""The benchmark of the recipes: what each lock costs, and how many waiters one release wakes.
 
-``python -m labkit.bench [--quick] [--json PATH] [--attach]`` measures on one lab (its own
+``labkit bench [--quick] [--json PATH] [--attach]`` (labkit/bench/command.py) measures on one lab (its own
 ``labkit.up(zookeeper=1, etcd=1, redis=True)``, or with ``--attach`` the one ``labkit up``
 started), prints a table, and writes the same numbers as JSON for the notebooks:
 
@@ -22,13 +22,9 @@ scenario that does not settle before its deadline (``BenchTimeout``).
 """
 from __future__ import annotations
 
-import argparse
-import json
-import logging
 import os
 import re
 import statistics
-import sys
 import time
 import uuid
 from typing import TYPE_CHECKING, Any, Callable
@@ -36,11 +32,10 @@ from typing import TYPE_CHECKING, Any, Callable
 from etcd3 import Etcd3Client, etcdrpc
 from etcd3.utils import prefix_range_end
 
-from labkit import bench_network, bench_peers, bench_processes, bench_scale
-from labkit.bench_scale.crowd_handoff import HANDOFF_SCENARIOS, BenchTimeout
+from labkit.bench import peers as bench_peers
+from labkit.bench.scale.crowd_handoff import HANDOFF_SCENARIOS, BenchTimeout
 from labkit.harness.handoff import hand_off, server_watches, watching_again
 from labkit.locks.registry import RecipeHandle, connections_of, lock_factory, make_lock
-from labkit.servers.lab import attach, up
 from labkit.stats import summarize, take_turns
 
 if TYPE_CHECKING:
@@ -130,13 +125,13 @@ def measure_auth_cost(private_lab: Lab, open_lab: Lab, iterations: int, run_id: 
         for _, cleanup in operations.values():
             cleanup()
     results = {}
-    for kind, samples in (("lock op", lock_ops), ("connect", connect)):
+    for measured, samples in (("lock op", lock_ops), ("connect", connect)):
         rows = {name: summarize(seconds) for name, seconds in samples.items()}
-        results[kind] = {name: {"open_p50_ms": rows[f"{name} open"]["p50_ms"],
-                                "private_p50_ms": rows[f"{name} private"]["p50_ms"],
-                                "open_p99_ms": rows[f"{name} open"]["p99_ms"],
-                                "private_p99_ms": rows[f"{name} private"]["p99_ms"]}
-                         for name in AUTH_COST_RECIPES}
+        results[measured] = {name: {"open_p50_ms": rows[f"{name} open"]["p50_ms"],
+                                    "private_p50_ms": rows[f"{name} private"]["p50_ms"],
+                                    "open_p99_ms": rows[f"{name} open"]["p99_ms"],
+                                    "private_p99_ms": rows[f"{name} private"]["p99_ms"]}
+                             for name in AUTH_COST_RECIPES}
     return results
 
 
@@ -329,62 +324,11 @@ def report(results: dict[str, Any]) -> str:
     if "auth_cost" in results:
         lines += ["", "the price of a private lab (same run, taking turns; p50 / p99 ms)",
                   f"  {'':<22}{'open':>16}{'private':>16}{'p50 +':>9}"]
-        for kind, rows in results["auth_cost"].items():
+        for measured, rows in results["auth_cost"].items():
             for name, row in rows.items():
-                lines.append(f"  {name + ' ' + kind:<22}{row['open_p50_ms']:>8.3f}/{row['open_p99_ms']:<7.3f}"
+                lines.append(f"  {name + ' ' + measured:<22}{row['open_p50_ms']:>8.3f}/{row['open_p99_ms']:<7.3f}"
                              f"{row['private_p50_ms']:>8.3f}/{row['private_p99_ms']:<7.3f}"
                              f"{row['private_p50_ms'] - row['open_p50_ms']:>+9.3f}")
     lines += ["", "targets"] + [f"  {VERDICTS[t['met']]}  {t['target']}  (measured {t['measured']})"
                                 for t in results["targets"]]
     return "\n".join(lines)
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m labkit.bench", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="fewer iterations, N = 1, 10, 50")
-    parser.add_argument("--tiny", action="store_true", help="a smoke run for tests: N <= 5, a few iterations")
-    parser.add_argument("--attach", action="store_true", help="use the lab `labkit up` started")
-    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")
-    parser.add_argument("--network", action="store_true",
-                        help="only what the network fault proxy costs (labkit/bench_network.py)")
-    parser.add_argument("--scale", action="store_true",
-                        help="only the large-N part: 1000 contenders over worker processes (labkit/bench_scale/)")
-    parser.add_argument("--processes", nargs="?", const=50, type=int, metavar="N",
-                        help="only the hand-off among N contender processes, 50 if N is not given (labkit/bench_processes/)")
-    parser.add_argument("--rounds", type=int, default=1, help="with --processes: how many times each row runs")
-    options = parser.parse_args(argv)
-    if options.processes is not None:
-        return bench_processes.main(options.processes, options.rounds, options.json, options.attach)
-    if options.scale:
-        return bench_scale.main("tiny" if options.tiny else "quick" if options.quick else "full",
-                                options.json, options.attach)
-    if options.network:
-        return bench_network.main(iterations=20 if options.tiny else 50 if options.quick else 200)
-    # kazoo warns about every connection the teardown closes on purpose
-    logging.getLogger("kazoo.client").setLevel(logging.ERROR)
-    if options.tiny:
-        settings = {"iterations": 10, "waiter_counts": (1, 3, 5), "releases": 4, "etcdctl_iterations": 2}
-    elif options.quick:
-        settings = {"iterations": 200, "waiter_counts": (1, 10, 50), "releases": 5, "etcdctl_iterations": 10}
-    else:
-        settings = {}
-    # redlock=5: labkit's Redlock and pottery's on the same five primaries (an attached lab may have none)
-    lab = attach() if options.attach else up(zookeeper=1, etcd=1, redis=True, redlock=5, quiet=True)
-    try:
-        results = run(lab, **settings)
-        if lab.private:  # what the login costs: against an open lab of the same size, started here
-            with up(zookeeper=1, etcd=1, redis=True, quiet=True, private=False, keep_previous=True) as open_lab:
-                results["auth_cost"] = measure_auth_cost(lab, open_lab, results["iterations"], uuid.uuid4().hex[:8])
-    finally:
-        if not options.attach:
-            lab.down()
-    print(report(results))
-    if options.json:
-        with open(options.json, "w") as output:
-            json.dump(results, output, indent=2)
-        print(f"\nwrote {options.json}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

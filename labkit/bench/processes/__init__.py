@@ -27,9 +27,9 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any, Callable
 
-from labkit.bench_processes.contenders import PYTHON_ROWS, measure_curator, measure_python
-from labkit.bench_processes.etcdctl_chain import measure_etcdctl_chain
-from labkit.bench_processes.targets import CURATOR, GO_MUTEX, HANDOFF_ROWS, process_targets, report
+from labkit.bench.processes.contenders import PYTHON_ROWS, measure_curator, measure_python
+from labkit.bench.processes.etcdctl_chain import measure_etcdctl_chain
+from labkit.bench.processes.targets import CURATOR, GO_MUTEX, HANDOFF_ROWS, process_targets, report
 from labkit.locks.curator import require_curator
 from labkit.servers.lab import attach, up
 

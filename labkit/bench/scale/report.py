@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import matplotlib.pyplot as plt
 
-from labkit.bench_scale.crowd_handoff import HANDOFF_SCENARIOS, HERDS, measure_crowd, uncontended
-from labkit.bench_scale.limits import ensemble_latency, throughput_against_limits
+from labkit.bench.scale.crowd_handoff import HANDOFF_SCENARIOS, HERDS, measure_crowd, uncontended
+from labkit.bench.scale.limits import ensemble_latency, throughput_against_limits
 from labkit.errors import LabError
 from labkit.progress import shows_progress
 from labkit.vocabulary import GUIDE_COLOUR

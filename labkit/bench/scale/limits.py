@@ -24,7 +24,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from labkit.bench_scale.crowd_handoff import uncontended
+from labkit.bench.scale.crowd_handoff import uncontended
 from labkit.clients.crowd import Crowd, running
 from labkit.locks.registry import connections_of
 from labkit.servers.lab import up

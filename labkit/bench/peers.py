@@ -17,7 +17,7 @@ import importlib.metadata
 import re
 from typing import TYPE_CHECKING, Any, Callable
 
-from labkit.bench_scale.crowd_handoff import MNTR_TIMEOUT, BenchTimeout, server_counters
+from labkit.bench.scale.crowd_handoff import MNTR_TIMEOUT, BenchTimeout, server_counters
 from labkit.harness.handoff import HandOffs
 from labkit.locks.curator import CuratorHandOff, CuratorPeer, CuratorUnavailable, curator_version
 from labkit.locks.registry import connections_of, make_lock
