@@ -66,7 +66,7 @@ def test_the_lessons_are_all_here():
 def test_every_lesson_draws_a_figure(notebook):
     experiments = labkit.lesson(notebook.name[:2]).experiments
     assert drawing_cells(cells_of(notebook), experiments), (
-        f"{notebook.name} draws no figure: add a cell that calls a plot of the run (labkit/plots.py, or a "
+        f"{notebook.name} draws no figure: add a cell that calls a plot of the run (labkit/record/plots.py, or a "
         "lesson module's *_plot) through the lesson handle, or plt.show()")
 
 

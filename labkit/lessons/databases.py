@@ -39,7 +39,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from psycopg import sql
 
-from labkit.plots import HOLDING_COLOUR, PAUSE_COLOUR, WAITING_COLOUR
+from labkit.record.plots import HOLDING_COLOUR, PAUSE_COLOUR, WAITING_COLOUR
 from labkit.progress import shows_progress
 from labkit.record.fenced_table import FencedTable, NoPostgres
 from labkit.stats import summarize, take_turns
