@@ -208,16 +208,16 @@ def wait_for_exit(pid: int, seconds: float = 10.0) -> bool:
     return became_true(lambda: not hog_alive(pid), timeout=seconds)
 
 
-@pytest.mark.slow   # two pytest collections of the quick leg: ~20 s
+@pytest.mark.slow   # two pytest collections of the quick leg: ~20 s idle, over 240 s at a load of 23
 def test_lab_test_quick_stress_runs_the_legs_beside_hogs_and_stops_them(tmp_path):
     done = subprocess.run(["scripts/ci/test.sh", "--quick", "--stress", "--collect-only", "-q"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=240,
+                          capture_output=True, text=True, timeout=900,
                           env=dict(os.environ, LABKIT_STRESS="1", LABKIT_HOME=str(tmp_path)))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "load mode: 1 CPU hogs beside the tests" in done.stdout
     assert re.search(r"quick +passed .* [0-9.?]+ -> [0-9.?]+", done.stdout), done.stdout[-2000:]
     pids = re.search(r"CPU hogs beside the tests \(pids ([0-9 ]+)\)", done.stdout).group(1).split()
-    assert all(wait_for_exit(int(pid), 1.0) for pid in pids)
+    assert all(wait_for_exit(int(pid)) for pid in pids)   # stopped: the claim, not how fast
 
 
 def test_the_parts_split_the_test_files_in_two():

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from labkit.servers.services.zookeeper import ZooKeeperService
 
 
-CLOSES = 3   # closeSession requests before expire_session gives up on a session its client keeps taking back
+CLOSES = 10  # closeSession requests before expire_session gives up on a session its client keeps taking back
 # the impostor's own kazoo warnings ("Session has expired" once the close took) are expected
 _IMPOSTOR_LOG = logging.getLogger(f"{__name__}.impostor")
 _IMPOSTOR_LOG.setLevel(logging.ERROR)
