@@ -13,6 +13,16 @@ DEADLINE = 20.0  # generous: two cores shared with other test runs
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
+# a test file that records (file, xdist worker, LABKIT_HOME) to $RECORD: where a scheduled file ran
+RECORDING_TEST = '''
+import json, os, pytest
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_where(n):
+    with open(os.environ["RECORD"], "a") as record:
+        record.write(json.dumps([os.path.basename(__file__), os.environ["PYTEST_XDIST_WORKER"],
+                                 os.environ["LABKIT_HOME"]]) + "\\n")
+'''
 
 
 class Recorder:

@@ -12,6 +12,7 @@ Playwright, as tests/test_browser.py does.
 
 Screenshots go to artifacts/. Skips like tests/test_browser.py without Chromium or Playwright.
 """
+import contextlib
 import json
 import re
 
@@ -49,6 +50,30 @@ def open_notebook(playwright, url):
     page = browser.new_page(viewport={"width": 1400, "height": 1800})
     open_lab(page, url)
     return browser, page
+
+
+@contextlib.contextmanager
+def widget_of_one_cell(tmp_path, notebook, name: str):
+    """Save ``notebook`` as ``<name>.ipynb``, open it in JupyterLab and run its one cell; yield
+    (page, the cell's output area, its button) once the button shows. A screenshot goes to
+    ARTIFACTS: ``<name>.png`` after the block, ``<name>_failure.png`` when it raised."""
+    path = tmp_path / f"{name}.ipynb"
+    nbformat.write(notebook, path)
+    ARTIFACTS.mkdir(exist_ok=True)
+    with serve_jupyter(tmp_path, [path]) as [url], sync_api.sync_playwright() as playwright:
+        browser, page = open_notebook(playwright, url)
+        try:
+            run_cell(page, 0, 1)
+            output = page.locator(".jp-Notebook .jp-Cell").nth(0).locator(".jp-OutputArea")
+            button = output.locator("button")
+            button.wait_for(timeout=30_000)
+            yield page, output, button
+            page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+        except Exception:
+            page.screenshot(path=str(ARTIFACTS / f"{name}_failure.png"), full_page=True)
+            raise
+        finally:
+            browser.close()
 
 
 def test_two_predictions_answered_in_a_lesson_show_in_its_summary(tmp_path):
@@ -98,32 +123,17 @@ def test_an_exercise_reveal_shows_two_hints_then_the_solution(tmp_path):
     # the lesson's handle first (labkit/course): the hints cell calls lesson.reveal_solution()
     notebook.cells = [nbformat.v4.new_code_cell('import labkit\nlesson = labkit.lesson("01")\n'
                                                 + "".join(hints_cell["source"]))]
-    path = tmp_path / "exercise_reveal.ipynb"
-    nbformat.write(notebook, path)
-    ARTIFACTS.mkdir(exist_ok=True)
     first, second = EXERCISES["01"].hints
-    with serve_jupyter(tmp_path, [path]) as [url], sync_api.sync_playwright() as playwright:
-        browser, page = open_notebook(playwright, url)
-        try:
-            run_cell(page, 0, 1)
-            output = page.locator(".jp-Notebook .jp-Cell").nth(0).locator(".jp-OutputArea")
-            button = output.locator("button")
-            button.wait_for(timeout=30_000)
-            assert "def unlock" not in output.inner_text()
-            shown = []
-            for label in ("Show hint 1 of 2", "Show hint 2 of 2", "Show the reference solution"):
-                page.wait_for_function("([el, label]) => el.innerText.includes(label)",
-                                       arg=[button.element_handle(), label], timeout=30_000)
-                button.click()
-                page.wait_for_function("([el, n]) => el.querySelectorAll('b').length >= n",
-                                       arg=[output.element_handle(), len(shown) + 1], timeout=30_000)
-                shown.append(output.inner_text())
-            page.screenshot(path=str(ARTIFACTS / "exercise_reveal.png"), full_page=True)
-        except Exception:
-            page.screenshot(path=str(ARTIFACTS / "exercise_reveal_failure.png"), full_page=True)
-            raise
-        finally:
-            browser.close()
+    with widget_of_one_cell(tmp_path, notebook, "exercise_reveal") as (page, output, button):
+        assert "def unlock" not in output.inner_text()
+        shown = []
+        for label in ("Show hint 1 of 2", "Show hint 2 of 2", "Show the reference solution"):
+            page.wait_for_function("([el, label]) => el.innerText.includes(label)",
+                                   arg=[button.element_handle(), label], timeout=30_000)
+            button.click()
+            page.wait_for_function("([el, n]) => el.querySelectorAll('b').length >= n",
+                                   arg=[output.element_handle(), len(shown) + 1], timeout=30_000)
+            shown.append(output.inner_text())
     assert first[:60] in shown[0] and second[:40] not in shown[0] and "def unlock" not in shown[0]
     assert second[:40] in shown[1] and "def unlock" not in shown[1]
     assert "def unlock(client, name, my_value):" in shown[2] and "COMPARE_AND_DELETE" in shown[2]
@@ -138,32 +148,17 @@ def test_worked_answers_stay_hidden_until_the_learner_wrote_then_show_in_order(t
                                                             .read_text(encoding="utf-8"))["metadata"])
     notebook.cells = [nbformat.v4.new_code_cell('from labkit.practice.worked_answers import reveal_answers\n'
                                                 'reveal_answers("daily-job-once")')]
-    path = tmp_path / "worked_answers.ipynb"
-    nbformat.write(notebook, path)
     answers = worked_answers("daily-job-once")
-    ARTIFACTS.mkdir(exist_ok=True)
-    with serve_jupyter(tmp_path, [path]) as [url], sync_api.sync_playwright() as playwright:
-        browser, page = open_notebook(playwright, url)
-        try:
-            run_cell(page, 0, 1)
-            output = page.locator(".jp-Notebook .jp-Cell").nth(0).locator(".jp-OutputArea")
-            button = output.locator("button")
-            button.wait_for(timeout=30_000)
-            before = output.inner_text()
-            disabled_before = button.is_disabled()
-            output.locator("textarea").fill(MINE)
-            page.wait_for_function("el => !el.disabled", arg=button.element_handle(), timeout=30_000)
-            for shown in range(1, 4):
-                button.click()
-                page.wait_for_function("([el, n]) => el.querySelectorAll('ol').length >= n",
-                                       arg=[output.element_handle(), shown], timeout=30_000)
-            after = output.inner_text()
-            page.screenshot(path=str(ARTIFACTS / "worked_answers.png"), full_page=True)
-        except Exception:
-            page.screenshot(path=str(ARTIFACTS / "worked_answers_failure.png"), full_page=True)
-            raise
-        finally:
-            browser.close()
+    with widget_of_one_cell(tmp_path, notebook, "worked_answers") as (page, output, button):
+        before = output.inner_text()
+        disabled_before = button.is_disabled()
+        output.locator("textarea").fill(MINE)
+        page.wait_for_function("el => !el.disabled", arg=button.element_handle(), timeout=30_000)
+        for shown in range(1, 4):
+            button.click()
+            page.wait_for_function("([el, n]) => el.querySelectorAll('ol').length >= n",
+                                   arg=[output.element_handle(), shown], timeout=30_000)
+        after = output.inner_text()
     assert disabled_before and f"Write {WORDS_FIRST} words first" in before
     assert not any(answer.says[0][:40] in before for answer in answers.values())
     at = [after.index(answers[level].says[0][:40]) for level in ("mid", "senior", "staff")]

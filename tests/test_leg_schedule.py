@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import RECORDING_TEST
 from legs import LOAD_SENSITIVE, RACE_GROUPS, RACES
 
 pytestmark = pytest.mark.no_servers  # the Python-versions leg runs these
@@ -24,17 +25,6 @@ def test_the_race_groups_hold_every_file_of_the_races_part_once():
     # one worker a group: the races part runs with as many workers as there are groups
     assert len(RACE_GROUPS) == 2
     assert "--part races -n 2 --dist loadfile" in (ROOT / "scripts" / "lib.sh").read_text()
-
-
-RECORDING_TEST = '''
-import json, os, pytest
-
-@pytest.mark.parametrize("n", [1, 2])
-def test_where(n):
-    with open(os.environ["RECORD"], "a") as record:
-        record.write(json.dumps([os.path.basename(__file__), os.environ["PYTEST_XDIST_WORKER"],
-                                 os.environ["LABKIT_HOME"]]) + "\\n")
-'''
 
 
 @pytest.mark.slow   # a pytest -n 2 session: ~5 s alone, 30 s on a loaded machine

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from pathlib import Path
 
 import pytest
 
+from labkit.harness.stress import stress
 from labkit.record.checker import check_mutual_exclusion
 from labkit.record.fencing import FencedStore
 from labkit.record.history import History
@@ -45,41 +45,18 @@ def test_acquire_release_events_and_no_token(redis_client, lock_name):
 
 
 def test_mutual_exclusion_with_twelve_threads(lab, lock_name):
-    history = History()
     store = FencedStore(lab.redis.client(), f"{lock_name}-store", fenced=False)
-    inside, most_inside, guard = [0], [0], threading.Lock()
-    errors: list[BaseException] = []
 
-    def contender(name: str) -> None:
-        client = lab.redis.client()
-        lock = RedisLock(client, lock_name, ttl_ms=10_000, identifier=name, on_event=history.sink(name))
-        try:
-            for round_number in range(3):
-                lock.acquire(timeout=30, retry_interval=0.002)
-                with guard:
-                    inside[0] += 1
-                    most_inside[0] = max(most_inside[0], inside[0])
-                store.write(name, None, f"{name} begin {round_number}")
-                store.write(name, None, f"{name} end {round_number}")
-                with guard:
-                    inside[0] -= 1
-                assert lock.release()
-        except BaseException as error:  # noqa: BLE001  (re-raised in the test thread)
-            errors.append(error)
-        finally:
-            client.close()
+    def make(name, sink):
+        return RedisLock(lab.redis.client(), lock_name, ttl_ms=10_000, identifier=name, on_event=sink)
 
-    threads = [threading.Thread(target=contender, args=(f"client-{n}",)) for n in range(12)]
     try:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(60)
-        assert not any(thread.is_alive() for thread in threads)
-        assert errors == []
-        assert most_inside[0] == 1
-        assert len(history.events(kind="acquired")) == 36
-        verdict = check_mutual_exclusion(store.writes(), history=history)
+        run = stress(make, [f"client-{n}" for n in range(12)], store, rounds=3,
+                     close=lambda lock: lock.client.close(), retry_interval=0.002)
+        assert run.most_inside == 1
+        assert run.releases == [True] * 36
+        assert len(run.history.events(kind="acquired")) == 36
+        verdict = check_mutual_exclusion(store.writes(), history=run.history)
         assert verdict.ok, verdict.explain()
         assert "72 accepted writes by 36 holds" in verdict.summary
     finally:

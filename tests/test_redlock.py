@@ -4,7 +4,6 @@ without fsync, a holder paused past its validity)."""
 from __future__ import annotations
 
 import statistics
-import threading
 import time
 import uuid
 
@@ -18,6 +17,7 @@ from labkit.locks import LockTimeout
 from labkit.locks.redis_lock import RedisLock
 from labkit.locks.redlock import Redlock, instance_clients
 from labkit.locks.registry import connections_of, make_lock
+from labkit.harness.stress import stress
 from labkit.record.checker import check_mutual_exclusion
 from labkit.record.fencing import FencedStore
 from labkit.record.history import History
@@ -100,42 +100,21 @@ def test_a_held_lock_is_refused_to_another_client(redlock, name):
 
 def test_survives_one_crashed_instance_with_mutual_exclusion(redlock, name):
     redlock.nodes[4].kill()  # r5: SIGKILL, it stays down for this test
-    history = History()
     store = FencedStore(redlock.nodes[0].client(), f"{name}-store", fenced=False)
-    inside, most_inside, guard = [0], [0], threading.Lock()
-    errors: list[BaseException] = []
+    votes = []
 
-    def contender(client_name: str) -> None:
-        lock = Redlock.connect(redlock.endpoints, name, ttl_ms=10_000, identifier=client_name,
-                               on_event=history.sink(client_name), retry_delay_ms=5)
-        try:
-            for round_number in range(3):
-                lock.acquire(timeout=30)
-                # r5 is down; a rival's interleaved round may take one more instance: 3 or 4 votes
-                assert redlock.endpoints[4] not in lock.acquired_on and len(lock.acquired_on) >= 3
-                with guard:
-                    inside[0] += 1
-                    most_inside[0] = max(most_inside[0], inside[0])
-                store.write(client_name, None, f"{client_name} begin {round_number}")
-                store.write(client_name, None, f"{client_name} end {round_number}")
-                with guard:
-                    inside[0] -= 1
-                assert lock.release()
-        except BaseException as error:  # noqa: BLE001  (re-raised in the test thread)
-            errors.append(error)
-        finally:
-            lock.close()
+    def make(client_name, sink):
+        return Redlock.connect(redlock.endpoints, name, ttl_ms=10_000, identifier=client_name, on_event=sink,
+                               retry_delay_ms=5)
 
-    threads = [threading.Thread(target=contender, args=(f"client-{n}",)) for n in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    assert not any(thread.is_alive() for thread in threads) and errors == []
-    assert most_inside[0] == 1
-    verdict = check_mutual_exclusion(store.writes(), history)
+    run = stress(make, [f"client-{n}" for n in range(4)], store, rounds=3,
+                 on_hold=lambda lock: votes.append(list(lock.acquired_on)))
+    # r5 is down; a rival's interleaved round may take one more instance: 3 or 4 votes
+    assert all(redlock.endpoints[4] not in vote and len(vote) >= 3 for vote in votes), votes
+    assert run.most_inside == 1 and run.releases == [True] * 12
+    verdict = check_mutual_exclusion(store.writes(), run.history)
     assert verdict.ok, verdict.explain()
-    assert len(history.events(kind="acquired")) == 12
+    assert len(run.history.events(kind="acquired")) == 12 == len(votes)
 
 
 def test_a_frozen_instance_costs_one_instance_timeout_not_the_ttl(redlock, name):

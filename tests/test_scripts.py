@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import RECORDING_TEST
 from legs import LEGS, LOAD_SENSITIVE, PARTS, RACES
 
 pytestmark = pytest.mark.no_servers  # the Python-versions leg runs these
@@ -239,17 +240,6 @@ def test_the_tests_and_a_notebook_collect_together():
 
 def test_the_races_name_test_files_that_exist():
     assert all((ROOT / "tests" / name).is_file() for name in RACES), RACES
-
-
-RECORDING_TEST = '''
-import json, os, pytest
-
-@pytest.mark.parametrize("n", [1, 2])
-def test_where(n):
-    with open(os.environ["RECORD"], "a") as record:
-        record.write(json.dumps([os.path.basename(__file__), os.environ["PYTEST_XDIST_WORKER"],
-                                 os.environ["LABKIT_HOME"]]) + "\\n")
-'''
 
 
 @pytest.mark.slow   # two pytest sessions, one with 2 workers: ~5 s alone, 30 s on a loaded machine

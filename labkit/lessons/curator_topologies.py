@@ -55,6 +55,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from labkit.harness.cut_off import ensemble_to_cut, seats
 from labkit.lessons.holder_safety import HOLDER, WAITER
 from labkit.lessons.holder_safety import TOPOLOGIES as ALL_TOPOLOGIES
 from labkit.locks.curator import CuratorPeer
@@ -128,13 +129,8 @@ def curator_race(lab, topology: str = "follower-cut", timeout: float = 2.0) -> C
     for, in seconds."""
     if topology not in CURATOR_TOPOLOGIES:
         raise ValueError(f"topology={topology!r} is not one of {tuple(CURATOR_TOPOLOGIES)}")
-    zookeeper = lab.zookeeper
-    if zookeeper is None or len(zookeeper.nodes) != 3 or lab.network is None:
-        raise ValueError("curator_race needs a lab with 3 ZooKeeper members and network=True, "
-                         "e.g. labkit.up(zookeeper=3, network=True)")
-    leader = zookeeper.wait_for_leader(timeout=30)
-    holder_node = next(node for node in zookeeper.nodes if node.name != leader.name)
-    others = [node for node in zookeeper.nodes if node.name != holder_node.name]
+    zookeeper = ensemble_to_cut(lab, "curator_race")
+    holder_node, others = seats(zookeeper)
     path = f"/curator-race-{uuid.uuid4().hex[:8]}"
     # The holder may reconnect only to its own server: in the partition it has no other.
     holder = CuratorPeer(zookeeper.hosts_for(HOLDER, [holder_node]), path, session_timeout=timeout,

@@ -48,6 +48,7 @@ from typing import Any
 import etcd3
 from kazoo.client import KazooState
 
+from labkit.harness.cut_off import seats
 from labkit.lessons.client_deadlines import DEADLINE_RECIPES
 from labkit.locks.etcd_mutex import EtcdMutex
 from labkit.locks.etcd_session import EtcdSession
@@ -160,11 +161,7 @@ class _Race:
         self.name = f"race-{uuid.uuid4().hex[:8]}"
 
     def run(self) -> RaceRun:
-        service = self.service()
-        leader = service.wait_for_leader(timeout=30)
-        followers = [node for node in service.nodes if node.name != leader.name]
-        holder_node = leader if self.topology == "old-leader" else followers[0]
-        others = [node for node in service.nodes if node.name != holder_node.name]
+        holder_node, others = seats(self.service(), self.topology)
         self.open(holder_node, others)
         acquired: list[float] = []
         failed: list[BaseException] = []

@@ -22,8 +22,8 @@ import redis
 
 from kazoo.client import KazooClient
 
-from labkit.clients import spawn_clients
 from labkit.faults.relay import TcpLink
+from labkit.harness.frozen_holder import frozen_holder
 from labkit.locks.redis_lock import RedisLock
 from labkit.locks.zookeeper import ZooKeeperLock
 from labkit.progress import shows_progress
@@ -78,26 +78,15 @@ def pause_past_timeout(lab: Lab, recipe: str = "zookeeper", fenced: bool = True,
     if pause <= timeout:
         raise ValueError(f"pause ({pause} s) must be longer than the timeout ({timeout} s), or nothing is lost")
     name = name or f"/locks/pause-{recipe}-{'fenced' if fenced else 'unfenced'}-{time.time_ns()}"
-    store = FencedStore(lab.redis.client(), f"store:{name}", fenced=fenced)
-    store.reset()
     history = History()
-    with spawn_clients(lab, recipe, n=2, name=name, history=history, store=store,
-                       session_timeout=timeout, ttl=timeout) as clients:
-        paused, other = clients
-        old_token = paused.acquire(timeout=10)
-        paused.write("written by the first holder")
-        paused.pause(pause)
-        new_token = other.acquire(timeout=pause + 10)
-        other.write("written by the new holder")
-        # sent while client-1 is frozen: it runs the moment the process resumes
-        late_write_accepted = paused.wait_reply(paused.send("write", value="late write by the old holder"),
-                                                timeout=pause + 10)
-        told = history.wait_for("lost", client=paused.name, timeout=timeout + 10)[0]
+    with frozen_holder(lab, recipe, name, pause, fenced=fenced, history=history,
+                       session_timeout=timeout, ttl=timeout) as run:
+        told = history.wait_for("lost", client=run.frozen.name, timeout=timeout + 10)[0]
+        other = run.new_holder
         other.release()  # so that its hold ends as a release, not with the closing session
     acquired = history.events(client=other.name, kind="acquired")[0]
-    writes = store.writes()
-    store.reset()
-    return PauseOutcome(recipe, fenced, history, writes, old_token, new_token, late_write_accepted,
+    writes = run.writes
+    return PauseOutcome(recipe, fenced, history, writes, run.old_token, run.new_token, run.late_write_accepted,
                         acquired.time, told.time)
 
 

@@ -21,7 +21,6 @@ client never gets the lock (the failure did not happen as scheduled).
 from __future__ import annotations
 
 import contextlib
-import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -31,8 +30,8 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from labkit.clients import spawn_clients
 from labkit.faults.redis import cut_replication, wait_for_replication
+from labkit.harness.frozen_holder import frozen_holder
 from labkit.lessons.redis_vs_consensus import grant_twice_on_failover
 from labkit.lessons.redlock_double_grants import (DoubleGrant, clock_step_double_grant, offer_to_a_fenced_store,
                                                   pause_double_grant, restart_double_grant)
@@ -40,7 +39,7 @@ from labkit.locks.redis_lock import RedisLock
 from labkit.locks.redis_peers import PotteryRedlock, PythonRedisLock, RedisPyLock
 from labkit.progress import shows_progress
 from labkit.record.checker import Verdict, check_mutual_exclusion
-from labkit.record.fencing import FencedStore, StoreWrite
+from labkit.record.fencing import StoreWrite
 from labkit.record.history import History
 from labkit.servers.lab import up
 
@@ -118,34 +117,20 @@ def pause_past_ttl(lab: Lab, library: str, ttl: float = 1.0, pause: float = 2.5)
         raise ValueError(f"pause ({pause} s) must be longer than the TTL ({ttl} s), or nobody else can acquire")
     recipe, lock_type = REDIS_LOCKS[library]
     name, history = f"lock:pause-{recipe}-{uuid.uuid4().hex[:8]}", History()
-    store = FencedStore(lab.redis.client(), f"store:{name}", fenced=False)
-    store.reset()
     bob_client = lab.redis.client()
     # a renewed lock keeps bob's hold alive; a python-redis-lock waiter retries once per its own TTL
     bob_ttl = ttl if lock_type is PythonRedisLock else 10 * pause
     bob = lock_type(bob_client, name, ttl_ms=int(bob_ttl * 1000), identifier="bob", on_event=history.sink("bob"))
     try:
-        with spawn_clients(lab, recipe, n=1, name=name, history=history, store=store, ttl=ttl) as clients:
-            frozen = clients[0]
-            frozen.acquire(timeout=10)
-            frozen.write("written by the first holder")
-            frozen.pause(pause)
-            frozen_at = time.monotonic()
-            bob.acquire(timeout=pause + 10)
-            bob_waited = time.monotonic() - frozen_at
-            store.write("bob", None, "written by the new holder")
-            # sent while client-1 is frozen: it runs the moment the process resumes
-            frozen.wait_reply(frozen.send("write", value="late write by the old holder"), timeout=pause + 10)
+        with frozen_holder(lab, recipe, name, pause, successor=bob, history=history, ttl=ttl) as run:
             with contextlib.suppress(Exception):   # its key is bob's now: the library says so
-                frozen.release()
+                run.frozen.release()
         bob.release()
     finally:
         bob_client.close()
-    writes = store.writes()
-    store.reset()
-    store.client.close()
+    writes = run.writes
     fenced = offer_to_a_fenced_store(lab, writes, history)
-    return PausedHolder(library, history, writes, fenced, bob_waited, pause,
+    return PausedHolder(library, history, writes, fenced, run.successor_waited, pause,
                         {who: [event.kind for event in history.events(client=who)] for who in ("client-1", "bob")})
 
 

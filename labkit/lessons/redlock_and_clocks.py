@@ -20,13 +20,13 @@ unfenced store's write log.
 """
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from labkit.errors import ClockUnavailable
+from labkit.harness.stress import stress
 from labkit.lessons.redlock_double_grants import (DoubleGrant, clock_step_double_grant, holders_on,
                                                   offer_to_a_fenced_store, pause_double_grant, plot_double_grant,
                                                   restart_double_grant)
@@ -34,6 +34,7 @@ from labkit.locks.redis_lock import RedisLock
 from labkit.locks.redlock import Redlock, instance_clients
 from labkit.progress import shows_progress
 from labkit.record.checker import Verdict, check_mutual_exclusion
+from labkit.record.events import EventSink
 from labkit.record.fencing import FencedStore
 from labkit.record.history import History
 from labkit.stats import percentile
@@ -132,47 +133,24 @@ def survive_one_crash(lab: Lab, crashed: str = "r5", contenders: int = 3, rounds
     node.kill()
     history.record_fault("kill", crashed)
     votes: list[list[str]] = []
-    inside, most_inside, guard = [0], [0], threading.Lock()
-    errors: list[BaseException] = []
 
-    def contender(identifier: str) -> None:
-        lock = Redlock.connect(lab.redlock.endpoints, name, ttl_ms=10_000, identifier=identifier,
-                               on_event=history.sink(identifier), retry_delay_ms=5)
-        try:
-            for round_number in range(rounds):
-                lock.acquire(timeout=30)
-                with guard:
-                    inside[0] += 1
-                    most_inside[0] = max(most_inside[0], inside[0])
-                    votes.append(list(lock.acquired_on))
-                store.write(identifier, None, f"{identifier} begin {round_number}")
-                store.write(identifier, None, f"{identifier} end {round_number}")
-                with guard:
-                    inside[0] -= 1
-                lock.release()
-        except BaseException as error:  # noqa: BLE001  (raised again in the caller's thread)
-            errors.append(error)
-        finally:
-            lock.close()
+    def connect(identifier: str, sink: EventSink) -> Redlock:
+        return Redlock.connect(lab.redlock.endpoints, name, ttl_ms=10_000, identifier=identifier, on_event=sink,
+                               retry_delay_ms=5)
 
-    threads = [threading.Thread(target=contender, args=(f"client-{n + 1}",)) for n in range(contenders)]
     try:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(60)
+        run = stress(connect, [f"client-{n + 1}" for n in range(contenders)], store, rounds, history,
+                     on_hold=lambda lock: votes.append(list(lock.acquired_on)))
     finally:
         node.start()
         node.wait_ready()
         history.record_fault("start", crashed)
-    if errors:
-        raise errors[0]
     endpoint = {n.name: n.endpoint for n in lab.redlock.nodes}
     named_votes = [[n for n, e in endpoint.items() if e in vote] for vote in votes]
     verdict = check_mutual_exclusion(store.writes(), history)
     store.reset()
     store.client.close()
-    return CrashRun(crashed, named_votes, verdict, most_inside[0])
+    return CrashRun(crashed, named_votes, verdict, run.most_inside)
 
 
 # ---- clocks on all three systems -----------------------------------------------------------------

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import redis
 from matplotlib.axes import Axes
 
-from labkit.clients import spawn_clients
+from labkit.harness.frozen_holder import frozen_holder
 from labkit.locks.redlock import OBSERVE_TIMEOUT_MS, Redlock, instance_clients
 from labkit.record.plots import hold_timeline
 from labkit.progress import shows_progress
@@ -224,24 +224,13 @@ def pause_double_grant(lab: Lab, ttl: float = 1.0, pause: float = 2.5, recipe: s
     process does not start or answer; ``LockTimeout`` if bob never gets the lock."""
     if pause <= ttl:
         raise ValueError(f"pause ({pause} s) must be longer than the TTL ({ttl} s), or nobody else can acquire")
-    name = f"lock:pause-{uuid.uuid4().hex[:8]}"
-    store = FencedStore(lab.redis.client(), f"store:{name}", fenced=False)
-    store.reset()
-    history = History()
+    name, history = f"lock:pause-{uuid.uuid4().hex[:8]}", History()
     bob = connect(lab.redlock.endpoints, name, ttl_ms=int(4 * pause * 1000), identifier="bob",
                   on_event=history.sink("bob"), **({"retry_delay_ms": 20} if connect == Redlock.connect else {}))
     try:
-        with spawn_clients(lab, recipe, n=1, name=name, history=history, store=store, ttl=ttl) as clients:
-            frozen = clients[0]
-            frozen.acquire(timeout=10)
-            frozen.write("written by the first holder")
-            frozen.pause(pause)
-            frozen_at = time.time()
-            bob.acquire(timeout=pause + 10)
-            store.write("bob", bob.token, "written by the new holder")
-            # sent while client-1 is frozen: it runs the moment the process resumes
-            frozen.wait_reply(frozen.send("write", value="late write by the old holder"), timeout=pause + 10)
-            periods = [(frozen_at, time.time(), f"{frozen.name} frozen")]
+        with frozen_holder(lab, recipe, name, pause, successor=bob, history=history, ttl=ttl) as run:
+            frozen = run.frozen
+            periods = [(run.frozen_at, run.late_answered_at, f"{frozen.name} frozen")]
             first_value = history.events(client=frozen.name, kind="acquired")[0].detail["value"]
             holders = holders_on(lab.redlock, key_of(bob), {first_value: frozen.name, bob.value: "bob"})
             frozen.release()  # its value is on no instance any more: "lost"
@@ -253,9 +242,7 @@ def pause_double_grant(lab: Lab, ttl: float = 1.0, pause: float = 2.5, recipe: s
     first, second = acquired["client-1"], acquired["bob"]
     validity_ends["client-1"] = first.time + first.detail["validity_ms"] / 1000
     validity_left = validity_ends["client-1"] - second.time
-    writes = store.writes()
-    store.reset()
-    store.client.close()
+    writes = run.writes
     return DoubleGrant("pause past validity", history, _names(lab, first.detail.get("instances", [])),
                        _names(lab, second.detail.get("instances", [])), validity_left, holders, writes, periods, validity_ends)
 

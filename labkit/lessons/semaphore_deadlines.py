@@ -39,6 +39,7 @@ import uuid
 from kazoo.exceptions import KazooException
 from kazoo.recipe.election import Election
 
+from labkit.harness.cut_off import ensemble_to_cut, seats
 from labkit.lessons.curator_topologies import WAITER_TIMEOUT   # the waiter's (and the second holder's) session
 from labkit.lessons.holder_safety import HOLDER, POLL, TOPOLOGIES, WAITER, RaceRun
 from labkit.locks.errors import LockError
@@ -67,14 +68,8 @@ def deadline_race(lab, primitive: str = "semaphore", topology: str = "client-lin
         raise ValueError(f"primitive={primitive!r} is not one of {tuple(RACED_RECIPE)}")
     if topology not in TOPOLOGIES:
         raise ValueError(f"topology={topology!r} is not one of {tuple(TOPOLOGIES)}")
-    zookeeper = lab.zookeeper
-    if zookeeper is None or len(zookeeper.nodes) != 3 or lab.network is None:
-        raise ValueError("deadline_race needs a lab with 3 ZooKeeper members and network=True, "
-                         "e.g. labkit.up(zookeeper=3, network=True)")
-    leader = zookeeper.wait_for_leader(timeout=30)
-    followers = [node for node in zookeeper.nodes if node.name != leader.name]
-    holder_node = leader if topology == "old-leader" else followers[0]
-    others = [node for node in zookeeper.nodes if node.name != holder_node.name]
+    zookeeper = ensemble_to_cut(lab, "deadline_race")
+    holder_node, others = seats(zookeeper, topology)
     contest = (_SemaphoreContest if primitive == "semaphore" else _ElectionContest)(zookeeper, timeout, deadline)
     acquired: list[float] = []
     failed: list[BaseException] = []
