@@ -6,16 +6,22 @@ leader for "old-leader"), the others on the rest, so that a partition can cut th
 member alone. ``ensemble_to_cut`` checks that a lab can run such a race: three ZooKeeper
 members and the network layer.
 
+``again_if_void`` runs a race again when the run proved nothing (a stalled machine: the holder
+gave up, or its session expired, before the fault), up to ``VOID_RETRIES`` more times.
+
 What can fail: ``TimeoutError`` when the service elects no leader within 30 s; ``ValueError``
-from ``ensemble_to_cut`` on a lab of another shape.
+from ``ensemble_to_cut`` on a lab of another shape; the void run's own error after the retries.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 if TYPE_CHECKING:
     from labkit.servers.lab import Lab
     from labkit.servers.services.zookeeper import ZooKeeperService
+
+VOID_RETRIES = 3            # a batch's run that proved nothing runs again, up to this many times
+Run = TypeVar("Run")
 
 
 def ensemble_to_cut(lab: Lab, caller: str) -> ZooKeeperService:
@@ -35,3 +41,15 @@ def seats(service: Any, topology: str = "follower-cut") -> tuple[Any, list[Any]]
     followers = [node for node in service.nodes if node.name != leader.name]
     holder_node = leader if topology == "old-leader" else followers[0]
     return holder_node, [node for node in service.nodes if node.name != holder_node.name]
+
+
+def again_if_void(race: Callable[[], Run], void: tuple[type[BaseException], ...]) -> Run:
+    """``race()``, run again while it raises one of ``void`` (up to VOID_RETRIES times more):
+    every run it returns is one that counts."""
+    for attempt in range(VOID_RETRIES + 1):
+        try:
+            return race()
+        except void:
+            if attempt == VOID_RETRIES:
+                raise
+    raise AssertionError("unreachable")

@@ -55,10 +55,10 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from labkit.harness.cut_off import ensemble_to_cut, seats
+from labkit.harness.cut_off import again_if_void, ensemble_to_cut, seats
 from labkit.lessons.holder_safety import HOLDER, WAITER
 from labkit.lessons.holder_safety import TOPOLOGIES as ALL_TOPOLOGIES
-from labkit.locks.curator import CuratorPeer
+from labkit.locks.curator import CuratorLockGone, CuratorPeer
 from labkit.locks.zookeeper import ZooKeeperLock
 from labkit.progress import repeat, shows_progress, waiting_for
 from labkit.timing import became_true, wait_until
@@ -206,8 +206,11 @@ def curator_race(lab, topology: str = "follower-cut", timeout: float = 2.0) -> C
 
 def curator_race_many(lab, topology: str, runs: int, timeout: float = 2.0, progress=None) -> list[CuratorRun]:
     """``runs`` races in a row, each shown as a step (labkit.progress); ``progress(i, run)``
-    after each (e.g. print)."""
-    return repeat("Curator race", runs, lambda: curator_race(lab, topology, timeout), topology, progress)
+    after each (e.g. print). A run whose holder's session expired right after its acquire (a
+    stalled machine: CuratorLockGone) raced nothing and runs again."""
+    return repeat("Curator race", runs,
+                  lambda: again_if_void(lambda: curator_race(lab, topology, timeout), (CuratorLockGone,)),
+                  topology, progress)
 
 
 def curator_summary(runs: list[CuratorRun]) -> dict[str, Any]:

@@ -39,7 +39,7 @@ import uuid
 from kazoo.exceptions import KazooException
 from kazoo.recipe.election import Election
 
-from labkit.harness.cut_off import ensemble_to_cut, seats
+from labkit.harness.cut_off import again_if_void, ensemble_to_cut, seats
 from labkit.lessons.curator_topologies import WAITER_TIMEOUT   # the waiter's (and the second holder's) session
 from labkit.lessons.holder_safety import HOLDER, POLL, TOPOLOGIES, WAITER, RaceRun
 from labkit.locks.errors import LockError
@@ -53,7 +53,6 @@ RULES = {("semaphore", True): "client-side deadline", ("semaphore", False): "cli
          ("election", True): "client-side deadline", ("election", False): "kazoo's Election, no deadline"}
 PEER = "holder-2"           # the semaphore's second holder, on the majority side
 LIMIT = 2                   # the semaphore's slots
-VOID_RETRIES = 3            # runs of a batch run again when the holder gave up before the fault
 
 
 class RunProvesNothing(RuntimeError):
@@ -130,14 +129,8 @@ def deadline_races(lab, primitive: str, topology: str, runs: int, timeout: float
     after each (e.g. print)."""
     def one_run() -> RaceRun:
         # a run whose holder gave up before the fault (a stalled machine: safe, but no race) is
-        # run again, up to VOID_RETRIES times; a run that counts is every one returned
-        for attempt in range(VOID_RETRIES + 1):
-            try:
-                return deadline_race(lab, primitive, topology, timeout, deadline)
-            except RunProvesNothing:
-                if attempt == VOID_RETRIES:
-                    raise
-        raise AssertionError("unreachable")
+        # run again; a run that counts is every one returned
+        return again_if_void(lambda: deadline_race(lab, primitive, topology, timeout, deadline), (RunProvesNothing,))
 
     return repeat(f"{primitive} race", runs, one_run,
                   topology + ("" if deadline else " · no client deadline"), progress)
