@@ -18,11 +18,10 @@ import re
 import nbformat
 import pytest
 
-from test_browser import (ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, REPO, open_lab, run_cell, serve_jupyter,
-                          sync_api)
-from test_browser import pytestmark  # noqa: F401  (browser, slow, skip without Chromium)
+from test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, REPO, open_lab, run_cell, serve_jupyter
+from test_browser import pytestmark  # noqa: F401  (browser, slow: tests/needs.py skips it without Chromium)
 
-from helpers import chromium_browser, open_watched
+from helpers import chromium_browser, open_watched, playwright_api
 from labkit.practice.exercises.ladder import EXERCISES
 from labkit.practice.worked_answers import WORDS_FIRST, answers_html, worked_answers
 
@@ -56,7 +55,7 @@ def test_two_predictions_answered_in_a_lesson_show_in_its_summary(tmp_path):
     assert set(ANSWERS) <= set(asked_in) and len(asked_in) == 4, asked_in
     count = len(json.loads(LESSON.read_text(encoding="utf-8"))["cells"])
     ARTIFACTS.mkdir(exist_ok=True)
-    with serve_jupyter(tmp_path, [LESSON]) as [url], sync_api.sync_playwright() as playwright:
+    with serve_jupyter(tmp_path, [LESSON]) as [url], playwright_api().sync_playwright() as playwright:
         browser, page = open_notebook(playwright, url)
         cells = page.locator(".jp-Notebook .jp-Cell")
         try:
@@ -102,7 +101,7 @@ def test_an_exercise_reveal_shows_two_hints_then_the_solution(tmp_path):
     nbformat.write(notebook, path)
     ARTIFACTS.mkdir(exist_ok=True)
     first, second = EXERCISES["01"].hints
-    with serve_jupyter(tmp_path, [path]) as [url], sync_api.sync_playwright() as playwright:
+    with serve_jupyter(tmp_path, [path]) as [url], playwright_api().sync_playwright() as playwright:
         browser, page = open_notebook(playwright, url)
         try:
             run_cell(page, 0, 1)
@@ -142,7 +141,7 @@ def test_worked_answers_stay_hidden_until_the_learner_wrote_then_show_in_order(t
     nbformat.write(notebook, path)
     answers = worked_answers("daily-job-once")
     ARTIFACTS.mkdir(exist_ok=True)
-    with serve_jupyter(tmp_path, [path]) as [url], sync_api.sync_playwright() as playwright:
+    with serve_jupyter(tmp_path, [path]) as [url], playwright_api().sync_playwright() as playwright:
         browser, page = open_notebook(playwright, url)
         try:
             run_cell(page, 0, 1)
