@@ -47,6 +47,7 @@ pytest_plugins = ("pytester", "needs")
 
 # which tests each leg and each part runs (tests/legs.py: plain data, also read by test_scripts)
 from legs import LEGS, PARTS, RACE_GROUPS, RACES  # noqa: E402
+from helpers import SHARED_SHAPE  # noqa: E402
 
 
 def pytest_addoption(parser):
@@ -137,9 +138,6 @@ if LoadScopeScheduling is not None:
         if config.getoption("dist") == "loadfile":
             return WorkUnitScheduling(config, log)
         return None
-
-
-SHARED_SHAPE = {"zookeeper": 1, "etcd": 1, "redis": True, "redlock": 3}
 
 
 @pytest.fixture(scope="session")
