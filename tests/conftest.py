@@ -26,6 +26,7 @@ as one unit, so that two of them never run at once.
 (RACE_GROUPS, ``-n 2``: each group one file at a time) and, beside them, the rest side by side
 on one worker fewer (scripts/lib.sh run_pytest_in_parts).
 """
+import contextlib
 import os
 from pathlib import Path
 
@@ -40,10 +41,13 @@ try:
 except ImportError:  # pytest-xdist is in the lock; without it tests run one at a time
     LoadScopeScheduling = None
 
-pytest_plugins = ("pytester",)   # tests/test_notebook_stderr.py runs a small nbval session
+# pytester: tests/test_notebook_stderr.py runs a small nbval session; needs: the curator and
+# browser markers skip a test where its tool is missing, or fail it where the run expects the tool
+pytest_plugins = ("pytester", "needs")
 
 # which tests each leg and each part runs (tests/legs.py: plain data, also read by test_scripts)
 from legs import LEGS, PARTS, RACE_GROUPS, RACES  # noqa: E402
+from helpers import SHARED_SHAPE  # noqa: E402
 
 
 def pytest_addoption(parser):
@@ -139,9 +143,28 @@ if LoadScopeScheduling is not None:
 @pytest.fixture(scope="session")
 def lab():
     """One ZooKeeper node, one etcd member, a Redis primary and 3 Redlock instances, shared
-    by the session. Do not kill or pause its nodes: start your own lab for that."""
-    with labkit.up(zookeeper=1, etcd=1, redis=True, redlock=3, quiet=True) as shared:
+    by the session. Do not kill or pause its nodes: start your own lab for that (lab_of)."""
+    with labkit.up(**SHARED_SHAPE, quiet=True) as shared:
         yield shared
+
+
+@pytest.fixture(scope="module")
+def lab_of(request):
+    """``lab_of(**shape)``: a lab of that shape (labkit.up's arguments), started on first use
+    and shared by the module's tests that ask for the same shape; every lab it started stops
+    when the module's tests end, so no module leaves servers behind and no two modules hold
+    their labs at once. The session's shape gives the session's ``lab``. A module names its
+    lab with a fixture of its own (``five_instances = lab_of(redlock=5, ...)``), never ``lab``."""
+    started: dict[tuple, labkit.Lab] = {}
+    with contextlib.ExitStack() as stack:
+        def lab_of(**shape) -> labkit.Lab:
+            if shape == SHARED_SHAPE:
+                return request.getfixturevalue("lab")
+            key = tuple(sorted(shape.items()))
+            if key not in started:
+                started[key] = stack.enter_context(labkit.up(**shape, quiet=True))
+            return started[key]
+        yield lab_of
 
 
 @pytest.fixture

@@ -4,13 +4,15 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import threading
 
 from labkit import timing
 
 DEADLINE = 20.0  # generous: two cores shared with other test runs
-# Debian's Chromium, driven by Playwright (its own browser download cannot work here)
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+# the session's lab (tests/conftest.py, fixture lab): what lab_of(**SHARED_SHAPE) gives too
+SHARED_SHAPE = {"zookeeper": 1, "etcd": 1, "redis": True, "redlock": 3}
+# Debian's Chromium, driven by Playwright (its own browser download cannot work here);
+# LABKIT_CHROMIUM names another (tests/test_curator_required.py: one that is not there)
+CHROMIUM = os.environ.get("LABKIT_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 # a test file that records (file, xdist worker, LABKIT_HOME) to $RECORD: where a scheduled file ran
@@ -23,24 +25,6 @@ def test_where(n):
         record.write(json.dumps([os.path.basename(__file__), os.environ["PYTEST_XDIST_WORKER"],
                                  os.environ["LABKIT_HOME"]]) + "\\n")
 '''
-
-
-class Recorder:
-    """Events of several clients, in the order they happened."""
-
-    def __init__(self):
-        self.events: list[tuple[str, str, dict]] = []
-        self._lock = threading.Lock()
-
-    def sink(self, client: str):
-        def on_event(kind, **detail):
-            with self._lock:
-                self.events.append((client, kind, detail))
-        return on_event
-
-    def of(self, kind: str, client: str | None = None, since: int = 0) -> list[tuple[str, dict]]:
-        with self._lock:
-            return [(c, d) for c, k, d in self.events[since:] if k == kind and client in (None, c)]
 
 
 def wait_until(condition, what: str, timeout: float = DEADLINE) -> float:
@@ -67,17 +51,11 @@ def bytes_of(size: str) -> int:
     return int(float(size[:-1]) * units[size[-1]]) if size[-1] in units else int(size)
 
 
-def skip_unless_curator(what: str = "this test") -> None:
-    """Skip the calling test when Curator's Java peer cannot run here; fail it (CuratorUnavailable,
-    saying what to install) where the run expects Curator: LABKIT_EXPECT_CURATOR=1, as
-    scripts/ci/test.sh sets, or CI=true (labkit.locks.curator.require_curator)."""
-    import pytest
-
-    from labkit.locks.curator import require_curator
-
-    skipped = require_curator(what)
-    if skipped:
-        pytest.skip(skipped)
+def playwright_api():
+    """Playwright's sync API, imported when a browser test runs (tests/needs.py has checked it is
+    installed), so that a module of browser tests stays importable without it."""
+    from playwright import sync_api
+    return sync_api
 
 
 def run_in_kernel(kernel, code: str, timeout: float = 120) -> str:

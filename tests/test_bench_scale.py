@@ -4,6 +4,7 @@ the plots, and nothing left behind. Timing is the machine's business: no assert 
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 
@@ -16,6 +17,7 @@ from labkit.locks.errors import LockTimeout
 from labkit.locks.registry import connections_of, etcd_client_for, etcd_mutex_on
 
 N = 20
+NUMBER = r"(\d+(?:\.\d+)?)"
 HERDS = ("zookeeper parent", "etcd python-etcd3 Lock")
 
 
@@ -98,7 +100,19 @@ def test_throughput_sits_next_to_the_measured_limits(tiny_run):
 def test_report_json_and_plots(tiny_run, tmp_path):
     printed = bench_scale.report(tiny_run)
     verdicts = [line for line in printed.splitlines() if line.strip().startswith(("PASS", "MISS"))]
-    assert len(verdicts) == len(tiny_run["targets"])
+    assert [line.split()[0] for line in verdicts] == ["PASS" if t["met"] else "MISS" for t in tiny_run["targets"]]
+    ratios = 0
+    for line in verdicts:   # a ratio target's verdict is its printed ratio against its limit
+        found = re.search(rf"hand-off p50 <= {NUMBER}x .*\({NUMBER} ms\)\s+\(measured {NUMBER} ms = {NUMBER}x\)", line)
+        if found:
+            ratios += 1
+            limit, alone, p50, ratio = (float(value) for value in found.groups())
+            assert 0 < alone < math.inf and 0 < p50 < math.inf, line
+            # the ratio is of the unrounded p50s; the printed ones are rounded to 0.005 ms
+            low, high = (p50 - 0.005) / (alone + 0.005), (p50 + 0.005) / max(alone - 0.005, 1e-9)
+            assert low - 0.005 <= ratio <= high + 0.005, line
+            assert line.split()[0] == ("PASS" if ratio <= limit else "MISS"), line
+    assert ratios >= 2, verdicts   # at least the two predecessor recipes' hand-off targets
     wakeup_targets = [t for t in tiny_run["targets"] if "wakeup" in t["target"] or "wakes" in t["target"]]
     assert len(wakeup_targets) == 4 and all(t["met"] for t in wakeup_targets)
     # the second yardstick (each op after a quiet spell) is printed next to the targets, not as one

@@ -10,7 +10,6 @@ missing, where they are not there. Screenshots: scripts/maint/book_screenshots.p
 from __future__ import annotations
 
 import json
-import os
 import platform
 import re
 
@@ -24,7 +23,7 @@ from labkit.book.run import execute, map_order
 from labkit.book.theme import RENDER, node_types
 from labkit.errors import LabError
 
-from helpers import CHROMIUM, chromium_browser, open_watched
+from helpers import chromium_browser, open_watched
 
 
 def needs_the_tools():
@@ -134,9 +133,7 @@ def test_every_node_type_of_the_book_has_html(book):
 
 @pytest.fixture(scope="module")
 def chromium():
-    if not os.path.exists(CHROMIUM):
-        pytest.skip("Debian's chromium is not installed: apt-get install -y chromium")
-    pytest.importorskip("playwright.sync_api", reason="pip install playwright (the test extra)")
+    """The browser of the browser-marked tests (tests/needs.py: skipped or failed without it)."""
     with chromium_browser() as browser:
         yield browser
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import CHROMIUM, CHROMIUM_ARGS
+from helpers import CHROMIUM, CHROMIUM_ARGS, playwright_api
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOK = REPO / "notebooks" / "lab_panel.ipynb"
@@ -30,11 +30,7 @@ CELLS_UP_TO_THE_PANEL = 5  # title, read aloud (the lesson handle), %matplotlib,
 
 # timeout(600): Jupyter's start, the extension listing beside it and Chromium are CPU-bound
 # starts; the suite's 300 s per test (pyproject.toml) did not leave room at load average 27
-pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(600),
-              pytest.mark.skipif(not os.path.exists(CHROMIUM),
-                                 reason="Debian's chromium is not installed: apt-get install -y chromium "
-                                        "(Playwright's own browser download cannot work here)")]
-sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the test extra)")
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(600)]   # browser: skipped without Chromium, failed where expected (tests/needs.py)
 
 
 def free_port() -> int:
@@ -185,7 +181,7 @@ def run_cell(page, index: int, count: int | None = None) -> None:
             page.wait_for_function(f"cell => /\\[(\\*|\\d+)\\]/.test(({PROMPT_OF})(cell))",
                                    arg=cell.element_handle(), timeout=10_000)
             break
-        except sync_api.TimeoutError:
+        except playwright_api().TimeoutError:
             if attempt == 5:
                 prompts = [cells.nth(number).locator(".jp-InputPrompt").inner_text()
                            for number in range(count if count is not None else index + 1)]
@@ -199,7 +195,7 @@ def run_cell(page, index: int, count: int | None = None) -> None:
 
 def test_expire_session_in_the_browser_hands_the_lock_on(jupyter_lab):
     ARTIFACTS.mkdir(exist_ok=True)
-    with sync_api.sync_playwright() as playwright:
+    with playwright_api().sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1800})
         try:

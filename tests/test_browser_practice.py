@@ -19,11 +19,10 @@ import re
 import nbformat
 import pytest
 
-from test_browser import (ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, REPO, open_lab, run_cell, serve_jupyter,
-                          sync_api)
-from test_browser import pytestmark  # noqa: F401  (browser, slow, skip without Chromium)
+from test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, REPO, open_lab, run_cell, serve_jupyter
+from test_browser import pytestmark  # noqa: F401  (browser, slow: tests/needs.py skips it without Chromium)
 
-from helpers import chromium_browser, open_watched
+from helpers import chromium_browser, open_watched, playwright_api
 from labkit.practice.exercises.ladder import EXERCISES
 from labkit.practice.worked_answers import WORDS_FIRST, answers_html, worked_answers
 
@@ -60,7 +59,7 @@ def widget_of_one_cell(tmp_path, notebook, name: str):
     path = tmp_path / f"{name}.ipynb"
     nbformat.write(notebook, path)
     ARTIFACTS.mkdir(exist_ok=True)
-    with serve_jupyter(tmp_path, [path]) as [url], sync_api.sync_playwright() as playwright:
+    with serve_jupyter(tmp_path, [path]) as [url], playwright_api().sync_playwright() as playwright:
         browser, page = open_notebook(playwright, url)
         try:
             run_cell(page, 0, 1)
@@ -81,7 +80,7 @@ def test_two_predictions_answered_in_a_lesson_show_in_its_summary(tmp_path):
     assert set(ANSWERS) <= set(asked_in) and len(asked_in) == 4, asked_in
     count = len(json.loads(LESSON.read_text(encoding="utf-8"))["cells"])
     ARTIFACTS.mkdir(exist_ok=True)
-    with serve_jupyter(tmp_path, [LESSON]) as [url], sync_api.sync_playwright() as playwright:
+    with serve_jupyter(tmp_path, [LESSON]) as [url], playwright_api().sync_playwright() as playwright:
         browser, page = open_notebook(playwright, url)
         cells = page.locator(".jp-Notebook .jp-Cell")
         try:

@@ -9,14 +9,13 @@ Screenshots are kept in artifacts/sandbox_widget.png and artifacts/sandbox_widge
 Needs Debian's Chromium (``apt-get install -y chromium``), as tests/test_browser.py does.
 """
 import json
-import os
 from pathlib import Path
 
 import pytest
 
 from labkit.practice.sandbox_widget import bundle
 
-from helpers import CHROMIUM, CHROMIUM_ARGS
+from helpers import CHROMIUM, CHROMIUM_ARGS, playwright_api
 
 LESSON = Path(__file__).resolve().parent.parent / "notebooks" / "sandbox.ipynb"
 WIDGET_CELL = "ts-sandbox-widget"   # the lesson's cell that shows the widget, by id
@@ -24,13 +23,9 @@ WIDGET_CELL = "ts-sandbox-widget"   # the lesson's cell that shows the widget, b
 REPO = Path(__file__).resolve().parent.parent
 ARTIFACTS = REPO / "artifacts"
 
-pytestmark = [pytest.mark.browser,
-              pytest.mark.skipif(not os.path.exists(CHROMIUM),
-                                 reason="Debian's chromium is not installed: apt-get install -y chromium "
-                                        "(Playwright's own browser download cannot work here)")]
-sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the test extra)")
+pytestmark = [pytest.mark.browser]   # browser: skipped without Chromium, failed where expected (tests/needs.py)
 
-from test_browser import open_lab, run_cell, serve_jupyter  # noqa: E402  (after the skip)
+from test_browser import open_lab, run_cell, serve_jupyter
 
 # anywidget's model, as much of it as the widget uses: get, set, save_changes
 PAGE = """<!doctype html>
@@ -56,7 +51,7 @@ def sandbox_page(folder: Path, strategy: str, clients: int) -> str:
 
 @pytest.fixture
 def page():
-    with sync_api.sync_playwright() as playwright:
+    with playwright_api().sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             tab = browser.new_page(viewport={"width": 1000, "height": 900})
@@ -130,7 +125,7 @@ def test_the_lessons_widget_answers_in_jupyterlab_while_the_kernel_is_busy(tmp_p
     busy = {"cell_type": "code", "execution_count": None, "id": "busy", "metadata": {}, "outputs": [],
             "source": ["import time\n", "time.sleep(300)   # the kernel is busy: no click may wait for it"]}
     notebook.write_text(json.dumps(dict(lesson, cells=[widget_cell, busy])), encoding="utf-8")
-    with serve_jupyter(tmp_path, [notebook]) as [url], sync_api.sync_playwright() as playwright:
+    with serve_jupyter(tmp_path, [notebook]) as [url], playwright_api().sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             tab = browser.new_page(viewport={"width": 1200, "height": 1000})

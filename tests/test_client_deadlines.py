@@ -9,8 +9,9 @@ from kazoo.client import KazooClient
 from labkit.faults.relay import TcpLink
 from labkit.lessons.client_deadlines import cut_off_holder
 from labkit.locks.zookeeper import ZooKeeperLock
+from labkit.record.history import History
 
-from helpers import DEADLINE, Recorder, wait_until
+from helpers import DEADLINE, wait_until
 
 # python3-etcd3 0.13's watch thread ends with NameError when a client that watched is closed.
 pytestmark = pytest.mark.filterwarnings(
@@ -34,25 +35,25 @@ def test_a_cut_off_holder_gives_up_before_the_server_frees_the_lock(lab, recipe,
 def test_a_holder_that_gave_up_lets_the_next_waiter_in_when_its_session_survived(lab, unique_name):
     # Gave up early (half the timeout), then the link came back before the server expired the
     # session: the node would keep the lock held for nobody, so the holder deletes it.
-    recorder = Recorder()
+    history = History()
     with TcpLink(lab.zookeeper.nodes[0].endpoint) as link:
         holder_client = KazooClient(hosts=link.address, timeout=6.0, **lab.zookeeper.auth)
         waiter_client = lab.zookeeper.client()
         holder_client.start(timeout=15)
         try:
-            holder = ZooKeeperLock(holder_client, unique_name, "holder", on_event=recorder.sink("holder"),
+            holder = ZooKeeperLock(holder_client, unique_name, "holder", on_event=history.sink("holder"),
                                    deadline_margin=0.5)
-            waiter = ZooKeeperLock(waiter_client, unique_name, "waiter", on_event=recorder.sink("waiter"))
+            waiter = ZooKeeperLock(waiter_client, unique_name, "waiter", on_event=history.sink("waiter"))
             holder.acquire(timeout=DEADLINE)
             session_id = holder_client.client_id[0]
             link.cut()
-            wait_until(lambda: recorder.of("lost", "holder"), "the holder gives up", timeout=10)
-            assert "client-side deadline" in recorder.of("lost", "holder")[0][1]["reason"]
+            wait_until(lambda: history.events("holder", "lost"), "the holder gives up", timeout=10)
+            assert "client-side deadline" in history.events("holder", "lost")[0].detail["reason"]
             link.restore()
-            wait_until(lambda: recorder.of("reconnected", "holder"), "the holder reconnects, session intact")
+            wait_until(lambda: history.events("holder", "reconnected"), "the holder reconnects, session intact")
             assert holder_client.client_id[0] == session_id and not holder.is_held
             assert waiter.acquire(timeout=DEADLINE) == waiter.czxid
-            assert recorder.of("lost", "holder")[0][1]["token"] < waiter.token
+            assert history.events("holder", "lost")[0].detail["token"] < waiter.token
             waiter.release()
             holder.release()                      # its node is gone already: a no-op
         finally:

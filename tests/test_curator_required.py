@@ -2,7 +2,8 @@
 interop cells of notebooks 02 and 09 and the Curator tests skip, saying why, on a machine
 without Java or Curator's jars; where the run says Curator must be here (CI=true, or
 LABKIT_EXPECT_CURATOR=1 as scripts/ci/test.sh and the lab image set it) they fail, naming what
-is missing and what to install. Each case runs in a subprocess with no java on its PATH."""
+is missing and what to install. Each case runs in a subprocess with no java on its PATH. The
+same for the browser tests and Chromium (LABKIT_EXPECT_CHROMIUM), by the markers of tests/needs.py."""
 from __future__ import annotations
 
 import os
@@ -43,19 +44,37 @@ def test_a_missing_curator_skips_unless_the_run_expects_it(tmp_path, env, expect
 
 
 def test_a_curator_test_fails_rather_than_skips_where_curator_is_expected(tmp_path):
-    """tests/helpers.skip_unless_curator, in a pytest run of its own without java on PATH."""
+    """The curator marker (tests/needs.py), in a pytest run of its own without java on PATH."""
     test_file = tmp_path / "test_needs_curator.py"
-    test_file.write_text("from helpers import skip_unless_curator\n\n"
-                         "def test_it():\n    skip_unless_curator('a Curator test')\n")
-    command = [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", str(test_file)]
-    # helpers.py from this folder; no plugins (nbval, playwright...): only the import of labkit costs
+    test_file.write_text("import pytest\n\n"
+                         "@pytest.mark.curator('a Curator test')\ndef test_it():\n    pass\n")
+    command = [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "-p", "needs", str(test_file)]
+    # needs.py and helpers.py from this folder; no plugins (nbval, playwright...): only the import of labkit costs
     here = {"PYTHONPATH": str(Path(__file__).parent), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
     skipped = subprocess.run(command, env=without_java(tmp_path, **here), capture_output=True, text=True,
                              timeout=120, cwd=tmp_path)
     assert skipped.returncode == 0 and "1 skipped" in skipped.stdout, skipped.stdout + skipped.stderr
-    assert "java is not on PATH" in skipped.stdout, skipped.stdout
+    assert "a Curator test is skipped: java is not on PATH" in skipped.stdout, skipped.stdout
     failed = subprocess.run(command, env=without_java(tmp_path, LABKIT_EXPECT_CURATOR="1", **here),
                             capture_output=True, text=True, timeout=120, cwd=tmp_path)
-    assert failed.returncode == 1 and "1 failed" in failed.stdout, failed.stdout + failed.stderr
+    assert failed.returncode == 1 and "1 error" in failed.stdout, failed.stdout + failed.stderr   # at its setup
     assert "Curator is expected in this run" in failed.stdout, failed.stdout
     assert "libcurator-recipes-java" in failed.stdout, failed.stdout
+
+
+def test_a_browser_test_fails_rather_than_skips_where_chromium_is_expected(tmp_path):
+    """The browser marker (tests/needs.py) where no chromium can be found: LABKIT_CHROMIUM names
+    a path that does not exist (helpers.CHROMIUM reads it first)."""
+    test_file = tmp_path / "test_needs_chromium.py"
+    test_file.write_text("import pytest\n\n@pytest.mark.browser\ndef test_it():\n    pass\n")
+    command = [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "-p", "needs", str(test_file)]
+    here = {"PYTHONPATH": str(Path(__file__).parent), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+            "LABKIT_CHROMIUM": str(tmp_path / "no-chromium")}
+    skipped = subprocess.run(command, env=without_java(tmp_path, **here), capture_output=True, text=True,
+                             timeout=120, cwd=tmp_path)
+    assert skipped.returncode == 0 and "1 skipped" in skipped.stdout, skipped.stdout + skipped.stderr
+    assert "apt-get install -y chromium" in skipped.stdout, skipped.stdout
+    failed = subprocess.run(command, env=without_java(tmp_path, CI="true", **here),
+                            capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert failed.returncode == 1 and "1 error" in failed.stdout, failed.stdout + failed.stderr
+    assert "Chromium is expected in this run" in failed.stdout, failed.stdout

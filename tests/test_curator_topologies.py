@@ -22,20 +22,14 @@ import labkit
 from labkit.lessons.curator_topologies import curator_race_many, curator_summary
 from labkit.servers.services.zookeeper import SYNC_LIMIT, TICK_MS
 
-from helpers import skip_unless_curator
 
 RUNS = 3
 SLACK = 0.5    # s: a loaded machine's delay from the JVM's event to its listener, at most
 FOLLOWER_DROP = (SYNC_LIMIT * TICK_MS - TICK_MS / 2) / 1000   # the leader pings every half tick
 
 
-pytestmark = pytest.mark.slow   # 9 races on a 3-node ensemble: ~42 s
-
-
-@pytest.fixture(scope="module", autouse=True)
-def curator_here():
-    """Before the module's lab starts: skip where Curator cannot run, fail where it is expected."""
-    skip_unless_curator("Curator's races against the quorum")
+# slow: 9 races on a 3-node ensemble, ~42 s; curator: checked before the module's lab starts
+pytestmark = [pytest.mark.slow, pytest.mark.curator("Curator's races against the quorum")]
 
 
 @pytest.fixture(scope="module")

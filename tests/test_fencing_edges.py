@@ -6,12 +6,10 @@ import pytest
 
 from labkit.lessons.fencing_edges import sequence_restart
 
-from helpers import skip_unless_curator
-
 
 @pytest.mark.slow
+@pytest.mark.curator("the re-created container parent (Curator makes it)")
 def test_the_sequence_restarts_with_a_re_created_container_parent_and_czxid_keeps_growing(lab):
-    skip_unless_curator("the re-created container parent (Curator makes it)")
     facts = sequence_restart(lab)
     print(facts)
     assert facts.parent_deleted_after_s < 10              # the server deleted the empty container

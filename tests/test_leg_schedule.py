@@ -30,7 +30,8 @@ def test_the_race_groups_hold_every_file_of_the_races_part_once():
 @pytest.mark.slow   # a pytest -n 2 session: ~5 s alone, 30 s on a loaded machine
 def test_in_the_races_part_each_group_runs_whole_on_a_worker_of_its_own(pytester, monkeypatch):
     pytester.makeconftest((Path(__file__).parent / "conftest.py").read_text())
-    pytester.makepyfile(legs=(Path(__file__).parent / "legs.py").read_text())
+    pytester.makepyfile(**{module: (Path(__file__).parent / f"{module}.py").read_text()
+                           for module in ("legs", "helpers", "needs")})   # what conftest.py imports
     first, second = (sorted(group)[:2] for group in RACE_GROUPS)
     pytester.makepyfile(**{name.removesuffix(".py"): RECORDING_TEST for name in first + second})
     pytester.makepyfile(test_plain=RECORDING_TEST)   # not a race: not in the races part

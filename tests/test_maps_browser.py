@@ -15,7 +15,6 @@ cannot fetch the package. Screenshots go to artifacts/map_*.png.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -27,18 +26,14 @@ from labkit.book.mermaid import mermaid_script as book_mermaid_script
 from labkit.widgets import maps
 from labkit.widgets.map_widget import static_map_html
 
-from helpers import CHROMIUM, CHROMIUM_ARGS, chromium_browser, open_watched
+from helpers import CHROMIUM, CHROMIUM_ARGS, chromium_browser, open_watched, playwright_api
 from test_maps import etcd_run, middle_waiter_run, zookeeper_run
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
 
-pytestmark = [pytest.mark.browser,
-              pytest.mark.skipif(not os.path.exists(CHROMIUM),
-                                 reason="Debian's chromium is not installed: apt-get install -y chromium "
-                                        "(Playwright's own browser download cannot work here)")]
-sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the test extra)")
+pytestmark = [pytest.mark.browser]   # browser: skipped without Chromium, failed where expected (tests/needs.py)
 
-from test_browser import open_lab, run_cell, serve_jupyter  # noqa: E402  (after the skip)
+from test_browser import open_lab, run_cell, serve_jupyter
 
 
 @pytest.fixture(scope="module")
@@ -164,7 +159,7 @@ def test_select_and_replay_in_jupyterlab(runs, tmp_path):
     sequence, flow = maps.zookeeper_sequence(runs["zookeeper"]), maps.etcd_lease_flow(runs["etcd"])
     (tmp_path / "source").mkdir()
     notebook = notebook_of(runs, tmp_path / "source")
-    with serve_jupyter(tmp_path, [notebook]) as [url], sync_api.sync_playwright() as playwright:
+    with serve_jupyter(tmp_path, [notebook]) as [url], playwright_api().sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             tab = chromium.new_page(viewport={"width": 1400, "height": 1100})

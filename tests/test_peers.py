@@ -17,16 +17,16 @@ from labkit.locks.redis_peers import PotteryRedlock, PythonRedisLock, RedisPyLoc
 
 
 @pytest.fixture(scope="module")
-def lab():
-    with labkit.up(zookeeper=0, etcd=0, redis=True, redlock=5, clocks=True, quiet=True) as started:
-        yield started
+def clocked_lab(lab_of):
+    """Redis and 5 Redlock instances, each on a clock of its own."""
+    return lab_of(zookeeper=0, etcd=0, redis=True, redlock=5, clocks=True)
 
 
 @pytest.fixture
-def lab_as_found(lab):
+def lab_as_found(clocked_lab):
     """After the test: every instance running, every clock on the machine's time."""
-    yield lab
-    for node in lab.redlock.nodes:
+    yield clocked_lab
+    for node in clocked_lab.redlock.nodes:
         assert node.state == "running", f"{node.name} was left {node.state}"
         assert abs(node.clock.offset) < 0.01, f"{node.name}'s clock was left {node.clock.offset:+.3f} s off"
 
@@ -40,8 +40,8 @@ def test_the_peers_refuse_what_their_library_cannot_take():
 
 
 @pytest.mark.backend   # servers in containers on the Docker leg
-def test_a_paused_holder_loses_the_lock_with_every_library_and_no_token_fences_it(lab):
-    runs = peers.pause_each(lab, ttl=1.0, pause=3.0)
+def test_a_paused_holder_loses_the_lock_with_every_library_and_no_token_fences_it(clocked_lab):
+    runs = peers.pause_each(clocked_lab, ttl=1.0, pause=3.0)
     assert set(runs) == set(peers.REDIS_LOCKS)
     for library, run in runs.items():
         assert run.outcome.two_holders, (library, run.writes, run.verdict.explain())
@@ -63,8 +63,7 @@ def test_a_failover_grants_the_lock_twice_with_every_library():
 
 
 def test_pottery_grants_twice_after_a_clock_step_on_a_majority(lab_as_found):
-    lab = lab_as_found
-    run = double_grants.clock_step_double_grant(lab, ttl_ms=10_000, work=0.05, connect=PotteryRedlock.connect)
+    run = double_grants.clock_step_double_grant(lab_as_found, ttl_ms=10_000, work=0.05, connect=PotteryRedlock.connect)
     assert run.holders == ["bob", "bob", "bob", "alice", "alice"]
     assert run.second_instances == ["r1", "r2", "r3"]
     assert run.first_validity_left > 0 and not run.verdict.ok
@@ -72,20 +71,18 @@ def test_pottery_grants_twice_after_a_clock_step_on_a_majority(lab_as_found):
 
 
 def test_pottery_grants_twice_after_a_restart_without_fsync(lab_as_found):
-    lab = lab_as_found
-    run = double_grants.restart_double_grant(lab, ttl_ms=10_000, work=0.05, connect=PotteryRedlock.connect)
+    run = double_grants.restart_double_grant(lab_as_found, ttl_ms=10_000, work=0.05, connect=PotteryRedlock.connect)
     assert run.holders == ["alice", "alice", "bob", "bob", "bob"], "r3 should have forgotten alice's vote"
     assert run.second_instances == ["r3", "r4", "r5"]
     assert run.first_validity_left > 0 and not run.verdict.ok
 
 
 def test_pottery_lets_a_paused_holder_write_late_and_gives_no_token(lab_as_found):
-    lab = lab_as_found
-    run = double_grants.pause_double_grant(lab, ttl=1.0, pause=2.0, recipe="pottery", connect=PotteryRedlock.connect)
+    run = double_grants.pause_double_grant(lab_as_found, ttl=1.0, pause=2.0, recipe="pottery", connect=PotteryRedlock.connect)
     assert run.first_validity_left < 0, "bob should acquire only after client-1's validity ran out"
     assert [write.client for write in run.writes] == ["client-1", "bob", "client-1"] and not run.verdict.ok
     assert all(write.token is None for write in run.writes)
-    fenced = double_grants.offer_to_a_fenced_store(lab, run.writes, run.history)
+    fenced = double_grants.offer_to_a_fenced_store(lab_as_found, run.writes, run.history)
     assert not any(write.accepted for write in fenced)
     # bob holds a majority and client-1 no instance (its keys expired during its pause); that
     # every instance answered bob's SET in time is not the claim: at load 24-40 one had not (#34)

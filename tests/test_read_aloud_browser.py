@@ -6,7 +6,6 @@ reaches the utterances, a finished section hands on to the next; without speech 
 the control says so. A picture of the control playing is kept in artifacts/read_aloud.png."""
 import html
 import json
-import os
 
 import pytest
 
@@ -14,13 +13,9 @@ from labkit.book import NOTEBOOKS, ROOT
 from labkit.widgets.read_aloud import as_state, static_html
 from labkit.widgets.speech import lesson_sections
 
-from helpers import CHROMIUM, CHROMIUM_ARGS
+from helpers import CHROMIUM, CHROMIUM_ARGS, playwright_api
 
-pytestmark = [pytest.mark.browser, pytest.mark.no_servers,
-              pytest.mark.skipif(not os.path.exists(CHROMIUM),
-                                 reason="Debian's chromium is not installed: apt-get install -y chromium "
-                                        "(Playwright's own browser download cannot work here)")]
-sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the test extra)")
+pytestmark = [pytest.mark.browser, pytest.mark.no_servers]   # browser: skipped without Chromium, failed where expected (tests/needs.py)
 LESSON = NOTEBOOKS / "00_start_here.ipynb"
 
 RECORDER = """
@@ -56,7 +51,7 @@ def page_file(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser():
-    with sync_api.sync_playwright() as playwright:
+    with playwright_api().sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield chromium
         chromium.close()

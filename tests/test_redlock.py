@@ -24,16 +24,16 @@ from labkit.record.history import History
 
 
 @pytest.fixture(scope="module")
-def lab():
-    with labkit.up(zookeeper=0, etcd=0, redis=False, redlock=5, quiet=True) as started:
-        yield started
+def five_instances(lab_of):
+    """Five Redlock instances and nothing else."""
+    return lab_of(zookeeper=0, etcd=0, redis=False, redlock=5)
 
 
 @pytest.fixture
-def redlock(lab):
+def redlock(five_instances):
     """The 5 instances, all running again after each test (some tests crash one)."""
-    yield lab.redlock
-    for node in lab.redlock.nodes:
+    yield five_instances.redlock
+    for node in five_instances.redlock.nodes:
         if node.state != "running":
             node.start()
             node.wait_ready()
@@ -239,14 +239,14 @@ def test_latency_redlock_on_five_against_one_set_nx(redlock, name):
     assert len(timings["redlock"]) == len(timings["set_nx"]) == rounds
 
 
-def test_the_registry_runs_redlock_in_client_processes(lab, redlock, name):
-    handle = make_lock("redlock", connections_of(lab), name, "probe", lambda kind, **detail: None, ttl=2.0)
+def test_the_registry_runs_redlock_in_client_processes(five_instances, redlock, name):
+    handle = make_lock("redlock", connections_of(five_instances), name, "probe", lambda kind, **detail: None, ttl=2.0)
     try:
         assert isinstance(handle.lock, Redlock) and handle.lock.endpoints == redlock.endpoints
     finally:
         handle.close()
     store = FencedStore(redlock.nodes[0].client(), f"{name}-store", fenced=False)
-    with spawn_clients(lab, "redlock", n=2, name=name, store=store, ttl=5.0) as clients:
+    with spawn_clients(five_instances, "redlock", n=2, name=name, store=store, ttl=5.0) as clients:
         clients.run(loops=2, hold=0.01)
         verdict = check_mutual_exclusion(store.writes(), clients.history)
     assert verdict.ok, verdict.explain()

@@ -247,7 +247,8 @@ def test_workers_run_whole_files_with_a_labkit_home_each_and_the_races_together(
     # a real pytest -n 2 run with this folder's conftest, on four small files: two named like
     # RACES, one with a slow test
     pytester.makeconftest((Path(__file__).parent / "conftest.py").read_text())
-    pytester.makepyfile(legs=(Path(__file__).parent / "legs.py").read_text())
+    pytester.makepyfile(**{module: (Path(__file__).parent / f"{module}.py").read_text()
+                           for module in ("legs", "helpers", "needs")})   # what conftest.py imports
     races = sorted(RACES)[:2]
     files = {name.removesuffix(".py"): RECORDING_TEST for name in races}
     files["test_plain"] = RECORDING_TEST

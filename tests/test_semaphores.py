@@ -28,7 +28,6 @@ from labkit.record.checker import check_at_most_holders
 from labkit.torture import torture
 from labkit.torture.request import TortureError, check_request
 
-from helpers import skip_unless_curator
 
 TIMEOUT = 2.0   # s: the holders' ZooKeeper session timeout / etcd lease TTL
 
@@ -162,8 +161,8 @@ def test_a_freed_slot_wakes_one_waiter(lab, service):
 
 
 @pytest.mark.slow   # a JVM starts: 4-8 s
+@pytest.mark.curator("labkit and Curator in one semaphore")
 def test_labkit_and_curator_hold_leases_of_one_semaphore(lab):
-    skip_unless_curator("labkit and Curator in one semaphore")
     # holds of 0.5 s among 4 contenders for 2 slots: a freed slot is taken again long before
     # the other hold ends, so the loop is full at times and Curator (FIFO behind the
     # labkit threads) gets turns, on a loaded machine too (with 0.02 s holds it may not)

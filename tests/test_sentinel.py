@@ -12,7 +12,6 @@ import time
 
 import pytest
 
-import labkit
 from labkit.servers import run_folder, state as lab_state
 from labkit.servers.lab import attach
 from labkit.servers.runners.process import process_state
@@ -24,9 +23,9 @@ LOCAL = os.environ.get("LABKIT_BACKEND", "local") == "local"
 
 
 @pytest.fixture(scope="module")
-def lab():
-    with labkit.up(zookeeper=0, etcd=0, redis=True, replica=True, sentinels=3, quiet=True) as started:
-        yield started
+def sentinel_lab(lab_of):
+    """A Redis primary, its replica and three sentinels watching them."""
+    return lab_of(zookeeper=0, etcd=0, redis=True, replica=True, sentinels=3)
 
 
 def listening_addresses(port: int) -> set[str]:
@@ -45,50 +44,50 @@ def listening_addresses(port: int) -> set[str]:
     return found
 
 
-def test_three_sentinels_agree_on_the_primary_on_loopback_only(lab):
-    primary = lab.redis.primary
-    assert lab.sentinel.primary_endpoint() == primary.endpoint
-    assert set(lab.sentinel.named_primaries().values()) == {primary.endpoint}
-    for sentinel in lab.sentinel.nodes:
+def test_three_sentinels_agree_on_the_primary_on_loopback_only(sentinel_lab):
+    primary = sentinel_lab.redis.primary
+    assert sentinel_lab.sentinel.primary_endpoint() == primary.endpoint
+    assert set(sentinel_lab.sentinel.named_primaries().values()) == {primary.endpoint}
+    for sentinel in sentinel_lab.sentinel.nodes:
         assert sentinel.role == "sentinel" and sentinel.quorum_reachable() and sentinel.knows_replica()
         others = sentinel.command("SENTINEL", "SENTINELS", PRIMARY_NAME)
         assert len(others) == 2 and {other["ip"] for other in others} == {"127.0.0.1"}
         assert sentinel.command("SENTINEL", "CONFIG", "GET", "announce-ip") == {"announce-ip": "127.0.0.1"}
         if LOCAL:
             assert listening_addresses(sentinel.port) == {"0100007F"}  # 127.0.0.1, nothing else
-    recorded = json.loads((lab.run_dir / "lab.json").read_text())["nodes"]
+    recorded = json.loads((sentinel_lab.run_dir / "lab.json").read_text())["nodes"]
     assert [n["name"] for n in recorded if n["kind"] == "sentinel"] == ["sentinel1", "sentinel2", "sentinel3"]
     assert all(n["runner"].get("pid") or n["runner"].get("container_id") for n in recorded)
-    attached = attach(lab.id)
-    assert attached.plan == lab.plan   # read back from lab.json: the same nodes, runners, aliases
-    assert [n.name for n in attached.sentinel.nodes] == [n.name for n in lab.sentinel.nodes]
+    attached = attach(sentinel_lab.id)
+    assert attached.plan == sentinel_lab.plan   # read back from lab.json: the same nodes, runners, aliases
+    assert [n.name for n in attached.sentinel.nodes] == [n.name for n in sentinel_lab.sentinel.nodes]
     assert attached.sentinel.primary_endpoint() == primary.endpoint
 
 
-def test_waiting_for_a_failover_that_does_not_come_says_what_the_sentinels_saw(lab):
+def test_waiting_for_a_failover_that_does_not_come_says_what_the_sentinels_saw(sentinel_lab):
     with pytest.raises(FailoverTimeout) as raised:
-        lab.sentinel.wait_for_failover(lab.redis, timeout=0.5)
+        sentinel_lab.sentinel.wait_for_failover(sentinel_lab.redis, timeout=0.5)
     message = str(raised.value)
-    assert "did not promote a replica within" in message and lab.redis.primary.endpoint in message
+    assert "did not promote a replica within" in message and sentinel_lab.redis.primary.endpoint in message
     assert set(raised.value.logs) == {"sentinel1", "sentinel2", "sentinel3"}
     assert "last log lines of sentinel1" in message and "+monitor master" in message
 
 
 @pytest.mark.slow
-def test_killing_the_primary_makes_the_sentinels_promote_the_replica(lab):
-    old, replica = lab.redis.primary, lab.redis.replica
-    client = lab.redis.client()
+def test_killing_the_primary_makes_the_sentinels_promote_the_replica(sentinel_lab):
+    old, replica = sentinel_lab.redis.primary, sentinel_lab.redis.replica
+    client = sentinel_lab.redis.client()
     client.set("before-the-crash", "1")
     assert client.execute_command("WAIT", 1, 2000) == 1  # on the replica too
     client.close()
 
     old.kill()
     began = time.monotonic()
-    new = lab.sentinel.wait_for_failover(lab.redis, timeout=30)
+    new = sentinel_lab.sentinel.wait_for_failover(sentinel_lab.redis, timeout=30)
     failover_seconds = time.monotonic() - began
     print(f"\nsentinel failover: {failover_seconds:.2f} s after SIGKILL of {old.name}")
-    assert new is replica and lab.redis.primary is replica and new.role == "primary"
-    assert lab.sentinel.primary_endpoint() == replica.endpoint != old.endpoint
+    assert new is replica and sentinel_lab.redis.primary is replica and new.role == "primary"
+    assert sentinel_lab.sentinel.primary_endpoint() == replica.endpoint != old.endpoint
     promoted = new.client()
     assert promoted.get("before-the-crash") == b"1" and promoted.set("after", "1")
     promoted.close()

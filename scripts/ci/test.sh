@@ -44,6 +44,7 @@ trap 'exit 143' TERM
 
 install_test_extras
 command -v apt-get >/dev/null && export LABKIT_EXPECT_CURATOR="${LABKIT_EXPECT_CURATOR:-1}"  # installed: Curator's tests and cells fail without it
+command -v apt-get >/dev/null && export LABKIT_EXPECT_CHROMIUM="${LABKIT_EXPECT_CHROMIUM:-1}"  # installed: the browser tests fail without it (tests/needs.py)
 # tests keep their labs apart from a learner's running lab
 export LABKIT_HOME="${LABKIT_HOME:-$HOME/.local/state/labkit-tests}"
 start_stress_hogs "$hogs"
