@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from labkit.servers.services.zookeeper import ZooKeeperService
 
 VOID_RETRIES = 3            # a batch's run that proved nothing runs again, up to this many times
-Run = TypeVar("Run")
+RaceResult = TypeVar("RaceResult")
 
 
 def ensemble_to_cut(lab: Lab, caller: str) -> ZooKeeperService:
@@ -39,11 +39,14 @@ def seats(service: Any, topology: str = "follower-cut") -> tuple[Any, list[Any]]
     leader for ``topology`` "old-leader", else the first follower."""
     leader = service.wait_for_leader(timeout=30)
     followers = [node for node in service.nodes if node.name != leader.name]
+    if not followers and topology != "old-leader":
+        raise ValueError(f"{topology}: the holder sits on a follower, and this service has only its leader "
+                         f"{leader.name}: start it with 3 members")
     holder_node = leader if topology == "old-leader" else followers[0]
     return holder_node, [node for node in service.nodes if node.name != holder_node.name]
 
 
-def again_if_void(race: Callable[[], Run], void: tuple[type[BaseException], ...]) -> Run:
+def again_if_void(race: Callable[[], RaceResult], void: tuple[type[BaseException], ...]) -> RaceResult:
     """``race()``, run again while it raises one of ``void`` (up to VOID_RETRIES times more):
     every run it returns is one that counts."""
     for attempt in range(VOID_RETRIES + 1):
