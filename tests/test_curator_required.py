@@ -20,9 +20,10 @@ REQUIRE = ("from labkit.locks.curator import require_curator\n"
 
 
 def without_java(folder: Path, **env: str) -> dict:
-    """This environment with no java or javac on PATH (an empty folder) and no CI variables,
-    plus ``env``."""
-    base = {key: value for key, value in os.environ.items() if key not in ("CI", "LABKIT_EXPECT_CURATOR")}
+    """This environment with no java or javac on PATH (an empty folder) and none of the variables
+    that say what a run expects (scripts/ci/test.sh sets them), plus ``env``."""
+    said = ("CI", "LABKIT_EXPECT_CURATOR", "LABKIT_EXPECT_CHROMIUM")
+    base = {key: value for key, value in os.environ.items() if key not in said}
     return {**base, "PATH": str(folder), **env}
 
 
@@ -43,20 +44,24 @@ def test_a_missing_curator_skips_unless_the_run_expects_it(tmp_path, env, expect
         assert said in done.stdout and "default-jdk-headless libcurator-recipes-java" in done.stdout, done.stdout
 
 
-def test_a_curator_test_fails_rather_than_skips_where_curator_is_expected(tmp_path):
-    """The curator marker (tests/needs.py), in a pytest run of its own without java on PATH."""
-    test_file = tmp_path / "test_needs_curator.py"
-    test_file.write_text("import pytest\n\n"
-                         "@pytest.mark.curator('a Curator test')\ndef test_it():\n    pass\n")
+def run_marked_test(tmp_path, marker: str, **env: str) -> tuple[subprocess.CompletedProcess, subprocess.CompletedProcess]:
+    """A one-test file marked ``marker`` run in a pytest of its own, without java on PATH, with
+    only tests/needs.py as plugin (from this folder, with helpers.py: only labkit's import
+    costs): as the run finds the machine, then with ``env`` (which says the tool is expected)."""
+    test_file = tmp_path / "test_needs_it.py"
+    test_file.write_text(f"import pytest\n\n@pytest.mark.{marker}\ndef test_it():\n    pass\n")
     command = [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "-p", "needs", str(test_file)]
-    # needs.py and helpers.py from this folder; no plugins (nbval, playwright...): only the import of labkit costs
-    here = {"PYTHONPATH": str(Path(__file__).parent), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
-    skipped = subprocess.run(command, env=without_java(tmp_path, **here), capture_output=True, text=True,
-                             timeout=120, cwd=tmp_path)
+    here = {"PYTHONPATH": str(Path(__file__).parent), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+            "LABKIT_CHROMIUM": str(tmp_path / "no-chromium")}   # helpers.CHROMIUM reads it first
+    return tuple(subprocess.run(command, env=without_java(tmp_path, **here, **extra), capture_output=True,
+                                text=True, timeout=120, cwd=tmp_path) for extra in ({}, env))
+
+
+def test_a_curator_test_fails_rather_than_skips_where_curator_is_expected(tmp_path):
+    """The curator marker (tests/needs.py), where java cannot be found."""
+    skipped, failed = run_marked_test(tmp_path, "curator('a Curator test')", LABKIT_EXPECT_CURATOR="1")
     assert skipped.returncode == 0 and "1 skipped" in skipped.stdout, skipped.stdout + skipped.stderr
     assert "a Curator test is skipped: java is not on PATH" in skipped.stdout, skipped.stdout
-    failed = subprocess.run(command, env=without_java(tmp_path, LABKIT_EXPECT_CURATOR="1", **here),
-                            capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert failed.returncode == 1 and "1 error" in failed.stdout, failed.stdout + failed.stderr   # at its setup
     assert "Curator is expected in this run" in failed.stdout, failed.stdout
     assert "libcurator-recipes-java" in failed.stdout, failed.stdout
@@ -64,17 +69,9 @@ def test_a_curator_test_fails_rather_than_skips_where_curator_is_expected(tmp_pa
 
 def test_a_browser_test_fails_rather_than_skips_where_chromium_is_expected(tmp_path):
     """The browser marker (tests/needs.py) where no chromium can be found: LABKIT_CHROMIUM names
-    a path that does not exist (helpers.CHROMIUM reads it first)."""
-    test_file = tmp_path / "test_needs_chromium.py"
-    test_file.write_text("import pytest\n\n@pytest.mark.browser\ndef test_it():\n    pass\n")
-    command = [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "-p", "needs", str(test_file)]
-    here = {"PYTHONPATH": str(Path(__file__).parent), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
-            "LABKIT_CHROMIUM": str(tmp_path / "no-chromium")}
-    skipped = subprocess.run(command, env=without_java(tmp_path, **here), capture_output=True, text=True,
-                             timeout=120, cwd=tmp_path)
+    a path that does not exist."""
+    skipped, failed = run_marked_test(tmp_path, "browser", CI="true")
     assert skipped.returncode == 0 and "1 skipped" in skipped.stdout, skipped.stdout + skipped.stderr
     assert "apt-get install -y chromium" in skipped.stdout, skipped.stdout
-    failed = subprocess.run(command, env=without_java(tmp_path, CI="true", **here),
-                            capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert failed.returncode == 1 and "1 error" in failed.stdout, failed.stdout + failed.stderr
     assert "Chromium is expected in this run" in failed.stdout, failed.stdout
