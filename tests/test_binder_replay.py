@@ -109,6 +109,9 @@ def replay_image(tmp_path):
 
 @pytest.mark.docker
 @pytest.mark.slow
+# the build and the run have deadlines of their own, with their output on failure; pytest's
+# 300 s cut a cold build at load 20 with nothing to say
+@pytest.mark.timeout(BUILD_DEADLINE + RUN_DEADLINE + 120)
 def test_notebooks_00_and_02_pass_as_binder_runs_them(replay_image):
     name = f"labkit-binder-replay-{os.getpid()}"
     command = " ; ".join([

@@ -24,11 +24,12 @@ from labkit.servers.services.zookeeper import SYNC_LIMIT, TICK_MS
 
 
 RUNS = 3
-SLACK = 0.5    # s: a loaded machine's delay from the JVM's event to its listener, at most
+SLACK = 0.75   # s: a loaded machine's delay from the JVM's read timeout to its listener, at most
+#                (0.5 was 15 ms short at load 20: SUSPENDED at 1848 ms for a bound of 1833)
 FOLLOWER_DROP = (SYNC_LIMIT * TICK_MS - TICK_MS / 2) / 1000   # the leader pings every half tick
 
 
-# slow: 9 races on a 3-node ensemble, ~42 s; curator: checked before the module's lab starts
+# slow: 9 races on a 3-node ensemble, ~45 s; curator: checked before the module's lab starts
 pytestmark = [pytest.mark.slow, pytest.mark.curator("Curator's races against the quorum")]
 
 
@@ -57,7 +58,8 @@ def _races(lab, topology: str, timeout: float):
 
 
 def test_client_link_cut_suspended_comes_within_two_thirds_of_the_timeout_before_the_grant(zookeeper_lab):
-    timeout = 2.0
+    timeout = 3.0   # 2/3 of it plus the slack stays under the timeout: the bound tells the read timeout apart
+    assert 2 * timeout / 3 + SLACK < timeout
     runs, rows = _races(zookeeper_lab, "client-link", timeout)
     for run in runs:
         assert 1000 * (timeout / 3 - 0.05) <= run.suspended_ms <= 1000 * (2 * timeout / 3 + SLACK), rows

@@ -210,9 +210,12 @@ def _times_ms(operation, count: int = 7) -> list[float]:
 
 
 def test_a_delay_per_link_adds_a_round_trip_per_request(healed):
-    """20 ms each way on the client's own links: one request and its reply pay 40 ms.
-    The bound below is exact (no request can beat the delay); the one above is generous,
-    since a loaded machine adds its own noise."""
+    """20 ms each way on the client's own links: one request and its reply pay 40 ms, once.
+    The bound below is exact (no request can beat the delay). The one above tells one round
+    trip of delay from two (a delay applied per chunk, or on both proxies of a path): the
+    fastest delayed request is under 80 ms over the fastest usual one. It is on the fastest of
+    seven, not the median: a loaded machine stalls some requests (a median of 146 ms against
+    a bound of 123 at load 20), seldom all seven."""
     lab = healed
     redis_client = lab.redis.client(via="client-d")
     zookeeper = lab.zookeeper.client(via="client-d", nodes=[lab.zookeeper.nodes[0]])
@@ -232,7 +235,7 @@ def test_a_delay_per_link_adds_a_round_trip_per_request(healed):
     for name in operations:
         usual, delayed = statistics.median(before[name]), statistics.median(after[name])
         assert min(after[name]) >= 40, f"{name}: {after[name]}"
-        assert delayed <= usual + 40 + 80, f"{name}: p50 {usual:.1f} -> {delayed:.1f} ms"
+        assert min(after[name]) < min(before[name]) + 80, f"{name}: p50 {usual:.1f} -> {delayed:.1f} ms, {after[name]}"
 
 
 def test_loss_shows_up_as_retransmission_stalls(healed):

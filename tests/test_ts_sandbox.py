@@ -23,6 +23,8 @@ pytestmark = pytest.mark.no_servers
 REPO = Path(__file__).resolve().parent.parent
 SOURCE = REPO / "web" / "sandbox"
 NODE, NPM = shutil.which("node"), shutil.which("npm")
+NPM_DEADLINE = 300.0   # npm ci, once per checkout
+TSC_DEADLINE = 420.0   # tsc -p web/sandbox
 needs_node = pytest.mark.skipif(NODE is None, reason="node is not installed: the cross-check runs the "
                                 "compiled JavaScript in Node (apt-get install -y nodejs)")
 
@@ -158,16 +160,21 @@ def test_evaluate_gives_the_same_verdicts(node_answers):
 
 @pytest.mark.skipif(NODE is None or NPM is None, reason="node and npm are not installed: the committed "
                     "JavaScript cannot be compiled afresh here (apt-get install -y nodejs npm)")
+@pytest.mark.timeout(NPM_DEADLINE + TSC_DEADLINE + 60)   # the steps' own deadlines say what was slow
 def test_committed_javascript_is_the_typescript_compiled(tmp_path):
     """npm ci installs the locked typescript (once, into web/sandbox/node_modules), tsc
     compiles into a scratch folder, and every file must equal the one committed."""
     tsc = SOURCE / "node_modules" / ".bin" / "tsc"
     if not tsc.exists():
         installed = subprocess.run([NPM, "ci", "--no-audit", "--no-fund"], cwd=SOURCE, capture_output=True,
-                                   text=True, timeout=300)
+                                   text=True, timeout=NPM_DEADLINE)
         assert installed.returncode == 0, f"npm ci failed in {SOURCE}:\n{installed.stderr[-2000:]}"
-    built = subprocess.run([str(tsc), "-p", str(SOURCE), "--outDir", str(tmp_path)], capture_output=True,
-                           text=True, timeout=120)
+    try:
+        built = subprocess.run([str(tsc), "-p", str(SOURCE), "--outDir", str(tmp_path)], capture_output=True,
+                               text=True, timeout=TSC_DEADLINE)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"tsc did not finish in {TSC_DEADLINE:.0f} s (about 15 s on an idle 2-core machine; "
+                    f"2 minutes were not enough at load 20): is the machine swapping?")
     assert built.returncode == 0, f"tsc failed:\n{built.stdout}{built.stderr}"
     fresh = {path.name: path.read_text() for path in tmp_path.glob("*.mjs")}
     committed = {path.name: path.read_text() for path in WEB.glob("*.mjs")}
