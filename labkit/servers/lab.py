@@ -11,13 +11,13 @@ import weakref
 from pathlib import Path
 from typing import Callable
 
-from labkit.errors import NoLabRunning, UnknownNode
+from labkit.errors import NodeStartError, NoLabRunning, PortBusy, UnknownNode
 from labkit.servers import state as lab_state
 from labkit.servers.client_logs import route_client_logs
 from labkit.servers.live_labs import forget, stop_previous_labs, track
 from labkit.servers.network.links import Network, not_enabled
 from labkit.servers.plan import LabPlan, NodePlan, Sizes, find_binaries, make_plan, services_of
-from labkit.servers.ports import PortPool, check_port_free
+from labkit.servers.ports import PortPool, check_port_free, taken_meanwhile
 from labkit.servers.runners.clock import build_shim
 from labkit.servers.runners.docker_engine import choose_backend
 from labkit.servers.runners.process import process_start_time
@@ -28,6 +28,10 @@ from labkit.servers.services.redis import RedisService, RedlockService
 from labkit.servers.services.sentinel import SentinelService
 from labkit.servers.services.zookeeper import ZooKeeperService
 from labkit.servers.start import start_nodes
+
+# how many times up() lays a lab out, when another program takes a port it chose free before
+# its server binds it (labs starting side by side: a classroom, the suite's legs)
+LAYOUTS = 3
 
 
 class Lab:
@@ -299,6 +303,26 @@ def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = Fa
         stop_previous_labs()
     lab_state.reap_orphans(log=say)
 
+    for layout in range(1, LAYOUTS + 1):
+        try:
+            lab = _lay_out_and_start(sizes, backend, binaries, base_port, clocks, detached, private, network,
+                                     etcd_pre_vote, zookeeper_settings, timeout, quiet, say)
+        except (PortBusy, NodeStartError) as error:
+            if base_port is not None or layout == LAYOUTS or not taken_meanwhile(error):
+                raise
+            say(f"  another program took a port labkit had chosen before its server bound it ({error.message.splitlines()[0]}): "
+                f"laying the lab out again on other ports (retry {layout} of {LAYOUTS - 1})")
+            continue
+        lab.started_at = time.time()
+        return lab
+    raise AssertionError("unreachable: the last layout returns or raises")
+
+
+def _lay_out_and_start(sizes: Sizes, backend: str, binaries: dict, base_port: int | None, clocks: bool,
+                       detached: bool, private: bool, network: bool, etcd_pre_vote: bool,
+                       zookeeper_settings: dict | None, timeout: float | None, quiet: bool, say) -> Lab:
+    """One try of ``up``: a new folder and plan, its ports checked, its servers started; on any
+    error everything of it is stopped and its folder removed."""
     lab_id = time.strftime("%H%M%S-") + uuid.uuid4().hex[:6]
     plan = LabPlan(lab_id, lab_state.labs_dir() / lab_id, backend, clocks=clocks, detached=detached)
     plan.run_dir.mkdir(parents=True, mode=0o700)
@@ -328,7 +352,6 @@ def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = Fa
                 links.stop()
             lab_state.remove_lab(plan.run_dir)
         raise
-    lab.started_at = time.time()
     return lab
 
 

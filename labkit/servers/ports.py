@@ -2,6 +2,10 @@
 the kernel's ephemeral range (or in ``LABKIT_PORTS``), and the check that one is still free
 just before a server binds it.
 
+A port chosen free can still be taken by another program before the server binds it (labs
+starting side by side, each choosing at random): ``taken_meanwhile`` tells such a failure, and
+``labkit.up`` then lays the lab out again on other ports.
+
 What can fail: ``PortBusy`` when something else listens on a port a node needs;
 ``ValueError`` for a malformed ``LABKIT_PORTS``.
 """
@@ -12,7 +16,7 @@ import random
 import socket
 from pathlib import Path
 
-from labkit.errors import PortBusy
+from labkit.errors import NodeStartError, PortBusy
 
 # The one address of a lab: every server, proxy link and relay binds it, every client dials it.
 # (network/proxy.py, a script of the standard library alone, keeps a copy of its own.)
@@ -95,6 +99,16 @@ def check_port_free(port: int, what: str) -> None:
                        "or choose another base port, or leave the ports to labkit (the default)") from None
     finally:
         sock.close()
+
+
+def taken_meanwhile(error: BaseException) -> bool:
+    """True for a start that failed because a port was taken: the check before the start found
+    it bound (PortBusy), or a server said so as it tried to bind it (its last log lines:
+    ZooKeeper's BindException, etcd's and Redis's "bind: address already in use",
+    PostgreSQL's "could not bind ... Address already in use")."""
+    if isinstance(error, PortBusy):
+        return True
+    return isinstance(error, NodeStartError) and "address already in use" in error.log_tail.lower()
 
 
 class PortPool:
