@@ -307,7 +307,8 @@ def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = Fa
     election (labkit/lessons/pre_vote.py measures it). postgres: a PostgreSQL server pg1 as
     ``lab.postgres`` (labkit/servers/services/postgres.py). zookeeper_settings: zoo.cfg keys
     every ZooKeeper member gets instead of the lab's, e.g. ``{"tickTime": 2000, "syncLimit": 5}``
-    (ZooKeeper's sample config) or ``{"4lw.commands.whitelist": "srvr,mntr,ruok"}``.
+    (ZooKeeper's sample config) or ``{"4lw.commands.whitelist": "srvr,mntr,ruok"}``. extra: the node
+    count of each service registered beside labkit's own (servers/services/kinds.py), by name.
 
     keep_previous: keep running the labs this process started before outside a ``with``
     block. Without it they are stopped first, with the client groups and panels bound to
