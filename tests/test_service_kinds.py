@@ -142,6 +142,8 @@ def test_labkit_down_stops_a_detached_toy_lab(toy):
 def test_a_service_is_sized_checked_and_looked_up_through_the_table(toy):
     with pytest.raises(InvalidClusterSize, match="toy: 3 at most"):
         labkit.up(zookeeper=0, etcd=0, redis=False, extra={"toy": 4}, quiet=True)
+    with pytest.raises(InvalidClusterSize, match="a node count is a whole number"):
+        Sizes(extra={"toy": -1}).check()
     assert TOY.wanted(Sizes(extra={"toy": 2})) == 2 and TOY.wanted(Sizes()) == 0
     with pytest.raises(ValueError, match="in the table already"):
         kinds.register(TOY)
@@ -155,8 +157,8 @@ def test_an_unregistered_service_is_refused_by_name():
     assert kinds.kind_named("toy") is None
     with pytest.raises(InvalidClusterSize, match="no service is named 'toy'"):
         Sizes(extra={"toy": 1}).check()
-    with pytest.raises(InvalidClusterSize, match="a node count is a whole number"):
-        Sizes(extra={"redis": -1}).check()
+    with pytest.raises(InvalidClusterSize, match="redis is sized by an argument of its own"):
+        Sizes(extra={"redis": 1}).check()
 
 
 def test_a_lab_says_which_services_it_runs(lab):

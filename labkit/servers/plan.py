@@ -54,11 +54,14 @@ class Sizes:
 
     def check(self) -> None:
         """Raise InvalidClusterSize for a size labkit refuses, before anything starts."""
-        known = [kind.name for kind in kinds()]
+        known = {kind.name: kind for kind in kinds()}
         for name, count in self.extra.items():
             if name not in known:
                 raise InvalidClusterSize(f"extra={{{name!r}: {count}}}: no service is named {name!r}",
                                          f"the services: {', '.join(known)}")
+            if known[name].count is not None:
+                raise InvalidClusterSize(f"extra={{{name!r}: {count}}}: {name} is sized by an argument of its own",
+                                         "see labkit.up's arguments")
             if not isinstance(count, int) or count < 0:
                 raise InvalidClusterSize(f"extra={{{name!r}: {count!r}}}: a node count is a whole number",
                                          f"use extra={{{name!r}: 1}}")
