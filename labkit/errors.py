@@ -57,6 +57,10 @@ class UnknownNode(LabError):
     """A node name that is not part of this lab."""
 
 
+class UnknownService(LabError):
+    """A service this lab does not run (``lab.service(name)``)."""
+
+
 class NoLeader(LabError):
     """An ensemble has no leader (yet, or any more: it may have lost its quorum)."""
 

@@ -25,6 +25,7 @@ from labkit.locks.errors import LockError
 from labkit.locks.etcd_session import EtcdSession
 from labkit.locks.zookeeper import ZooKeeperLock
 from labkit.servers import state as lab_state
+from labkit.servers.network.faults import NetworkFaults
 from labkit.servers.network.links import NetworkFaultError, NetworkNotEnabled
 from labkit.servers.runners.process import process_state
 
@@ -200,6 +201,12 @@ def test_a_cut_replication_link_keeps_writes_on_the_primary(healed):
         replica.close()
 
 
+NETWORK_FAULTS = [lambda lab: lab.partition(["zk1"], ["etcd1"]), lambda lab: lab.isolate("zk1"),
+                  lambda lab: lab.cut("zk1", "etcd1"), lambda lab: lab.delay(5), lambda lab: lab.loss(0.1),
+                  lambda lab: lab.heal(), lambda lab: lab.network_status()]
+assert len(NETWORK_FAULTS) == len([name for name in vars(NetworkFaults) if not name.startswith("_")])
+
+
 def _times_ms(operation, count: int = 7) -> list[float]:
     times = []
     for _ in range(count):
@@ -266,8 +273,9 @@ def test_bad_network_requests_each_say_what_is_wrong(healed, lab):
         healed.delay(-5)
     with pytest.raises(NetworkFaultError, match="between 0 and 1"):
         healed.loss(1.5)
-    with pytest.raises(NetworkNotEnabled, match="network=True"):
-        lab.partition(["zk1"], ["etcd1"])
+    for fault in NETWORK_FAULTS:   # every fault of labkit.servers.network.faults, the same refusal
+        with pytest.raises(NetworkNotEnabled, match="network=True"):
+            fault(lab)
     with pytest.raises(NetworkNotEnabled, match="network=True"):
         lab.zookeeper.client(via="client-1")
     assert healed.network_status()["rules"] == {}   # nothing was half applied

@@ -53,12 +53,16 @@ def test_the_plan_holds_the_sizes_it_was_made_for_and_no_more(lab):
 
 
 def test_the_services_built_from_the_plan_name_the_running_servers(lab):
-    """The same nodes as the lab's own services, each listening where the plan says. (Logging
-    in is the Lab's part: it gives its services the lab's secret after building them.)"""
-    services = services_of(lab.plan)
-    assert set(services) == {"zookeeper", "etcd", "redis", "redlock"}
+    """The same nodes as the lab's own services, in the table's order, each listening where
+    the plan says and, built with the lab's secret, answering its probe (which logs in: a
+    Redis server of a private lab refuses a PING without it)."""
+    services = services_of(lab.plan, secret=lab.secret)
+    assert list(services) == ["zookeeper", "etcd", "redis", "redlock"] == [s.name for s in lab.services]
     for kind, service in services.items():
         running = getattr(lab, kind).nodes
         assert [(node.name, node.port) for node in service.nodes] == [(node.name, node.port) for node in running]
+        assert service.secret is lab.secret is not None
         for node in service.nodes:
             socket.create_connection(("127.0.0.1", node.port), timeout=5).close()   # refused if nothing listens
+            assert node.is_ready(), node
+    assert not services_of(lab.plan)["redis"].nodes[0].is_ready()   # no secret, no login

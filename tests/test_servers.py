@@ -1,7 +1,6 @@
 """The foundation: real clusters start, answer, fail on purpose and stop without a trace."""
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -90,16 +89,6 @@ def test_attach_builds_the_lab_from_the_plan_up_recorded(lab):
     assert attached.sizes() == lab.sizes() == "zookeeper=1, etcd=1, redis=1, redlock=3"
     assert attached.secret == lab.secret is not None and attached.network is lab.network is None
     assert attached.etcd.etcdctl_path == lab.etcd.etcdctl_path
-
-
-@pytest.mark.no_servers
-def test_the_cluster_handles_are_built_in_one_place():
-    """Lab is built in one step from a plan: only plan.services_of makes the cluster handles,
-    so up() and attach() cannot map nodes to services two ways (they did until #24)."""
-    labkit_dir = Path(labkit.__file__).parent
-    makers = sorted(str(path.relative_to(labkit_dir)) for path in labkit_dir.rglob("*.py")
-                    if re.search(r"(?<!class )\b(ZooKeeper|Etcd|Redis|Redlock|Sentinel|Postgres)Service\(", path.read_text()))
-    assert makers == ["servers/plan.py"]
 
 
 @pytest.mark.no_servers

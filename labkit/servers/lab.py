@@ -9,32 +9,32 @@ import time
 import uuid
 import weakref
 from pathlib import Path
-from typing import Callable
+from typing import Callable, TypeVar
 
-from labkit.errors import NodeStartError, NoLabRunning, PortBusy, UnknownNode
+from labkit.errors import NoLabRunning, UnknownNode, UnknownService
 from labkit.servers import state as lab_state
 from labkit.servers.client_logs import route_client_logs
 from labkit.servers.live_labs import forget, stop_previous_labs, track
-from labkit.servers.network.links import Network, not_enabled
+from labkit.servers.network.faults import NetworkFaults
+from labkit.servers.network.links import Network
 from labkit.servers.plan import LabPlan, NodePlan, Sizes, find_binaries, make_plan, services_of
-from labkit.servers.ports import PortPool, check_port_free, taken_meanwhile
+from labkit.servers.ports import PortPool, check_port_free, on_other_ports_if_taken
 from labkit.servers.runners.clock import build_shim
 from labkit.servers.runners.docker_engine import choose_backend
 from labkit.servers.runners.process import process_start_time
 from labkit.servers.secret import LabSecret, create_secret, read_secret
 from labkit.servers.services.etcd import EtcdService
+from labkit.servers.services.node import Node, Service
 from labkit.servers.services.postgres import PostgresService
 from labkit.servers.services.redis import RedisService, RedlockService
 from labkit.servers.services.sentinel import SentinelService
 from labkit.servers.services.zookeeper import ZooKeeperService
 from labkit.servers.start import start_nodes
 
-# how many times up() lays a lab out, when another program takes a port it chose free before
-# its server binds it (labs starting side by side: a classroom, the suite's legs)
-LAYOUTS = 3
+S = TypeVar("S", bound=Service)
 
 
-class Lab:
+class Lab(NetworkFaults):
     """Handle on a running lab. A context manager: leaving the block stops what it started.
 
     ``lab.zookeeper``, ``lab.etcd``, ``lab.redis`` are None when that service was not asked for.
@@ -48,40 +48,27 @@ class Lab:
 
     def __init__(self, plan: LabPlan, owned: bool, network: Network | None = None):
         """The lab a plan describes (``up`` lays one out, ``attach`` reads one back), built
-        in one step: its services, its network (``network``: the proxy ``up`` launched; else
-        the one the plan records) and its secret (a private lab's, read from its folder)."""
+        in one step: its network (``network``: the proxy ``up`` launched; else the one the
+        plan records), its secret (a private lab's, read from its folder), then its services
+        (plan.services_of), given both, their runners recording every start in lab.json."""
         self._plan = plan
         self.owned = owned          # this process started it and will stop it
-        services = services_of(plan)
-        self.zookeeper: ZooKeeperService | None = services.get("zookeeper")
-        self.etcd: EtcdService | None = services.get("etcd")
-        self.redis: RedisService | None = services.get("redis")
-        self.redlock: RedlockService | None = services.get("redlock")    # independent primaries r1..rN
-        self.sentinel: SentinelService | None = services.get("sentinel")  # watches lab.redis
-        self.postgres: PostgresService | None = services.get("postgres")  # labkit.up(postgres=True): pg1
-        if network is None and plan.network:
-            network = Network.from_state(plan.run_dir, plan.network)
-        self.network: Network | None = network  # labkit.up(network=True): every link through a proxy
-        for service in self.services:  # so that client(via=...) can reach it
-            service.network = network
-        if network is not None:
-            network.nodes = [node.name for node in self.nodes]
-        self.secret: LabSecret | None = read_secret(plan.run_dir)  # a private lab's login (servers/secret.py)
-        for holder in [*self.services, *self.nodes]:  # their clients and probes log in with it
-            holder.secret = self.secret
-        # a fault makes kazoo log every dropped connection as a WARNING, which a notebook shows in
-        # red on stderr: send that chatter to a file (real errors still show)
-        self.client_log: Path = route_client_logs()  # servers/client_logs.py
-        self.started_in: float | None = None
         self.owner_pid = os.getpid()  # a forked child must never stop its parent's lab at exit
         self._created = time.time()
         self._saving = threading.Lock()  # nodes start in parallel threads, and each start saves the state
-        for runner in [node.runner for node in self.nodes] + ([network.runner] if network and network.runner else []):
-            runner.on_start = self._record_start  # a restart's new pid reaches lab.json, whoever restarts it
-        self.started_at: float | None = None  # wall clock, set once up() hands the lab out
         self._down = False
+        self.started_in: float | None = None
+        self.started_at: float | None = None  # wall clock, set once up() hands the lab out
         self._in_with_block = False
         self._on_replace: list[weakref.WeakMethod] = []
+        if network is None and plan.network:  # a restart's new pid reaches lab.json, whoever restarts it
+            network = Network.from_state(plan.run_dir, plan.network, on_start=self._record_start)
+        self.network: Network | None = network  # labkit.up(network=True): every link through a proxy
+        self.secret: LabSecret | None = read_secret(plan.run_dir)  # a private lab's login (servers/secret.py)
+        self._services: dict[str, Service] = services_of(plan, network, self.secret, on_start=self._record_start)
+        # a fault makes kazoo log every dropped connection as a WARNING, which a notebook shows in
+        # red on stderr: send that chatter to a file (real errors still show)
+        self.client_log: Path = route_client_logs()  # servers/client_logs.py
 
     @property
     def plan(self) -> LabPlan:
@@ -96,14 +83,52 @@ class Lab:
     clocks = property(lambda self: self._plan.clocks, doc="Its ZooKeeper and Redis nodes run with the clock shim.")
     detached = property(lambda self: self._plan.detached, doc="Started by `labkit up`: outlives its command.")
 
-    # -- nodes ------------------------------------------------------------------
+    # -- services and nodes -------------------------------------------------------
     @property
-    def services(self) -> list:
-        every = (self.zookeeper, self.etcd, self.redis, self.redlock, self.sentinel, self.postgres)
-        return [service for service in every if service is not None]
+    def services(self) -> list[Service]:
+        """Its services, in the table's order (labkit/servers/services/kinds.py)."""
+        return list(self._services.values())
+
+    def service(self, name: str) -> Service:
+        """The service named ``name`` (one registered in the table too: ``lab.service("toy")``).
+        Raises UnknownService when this lab does not run it."""
+        if name not in self._services:
+            raise UnknownService(f"this lab runs no {name!r} (its services: {', '.join(self._services) or 'none'})",
+                                 "start a lab that runs it (a registered service: labkit.up(extra={name: 1}))")
+        return self._services[name]
+
+    def _of(self, name: str, service_class: type[S]) -> S | None:
+        """The service ``name`` of the table if this lab runs it (a ``service_class``), else None."""
+        service = self._services.get(name)
+        assert service is None or isinstance(service, service_class), service
+        return service
 
     @property
-    def nodes(self) -> list:
+    def zookeeper(self) -> ZooKeeperService | None:
+        return self._of("zookeeper", ZooKeeperService)
+
+    @property
+    def etcd(self) -> EtcdService | None:
+        return self._of("etcd", EtcdService)
+
+    @property
+    def redis(self) -> RedisService | None:
+        return self._of("redis", RedisService)
+
+    @property
+    def redlock(self) -> RedlockService | None:  # independent primaries r1..rN
+        return self._of("redlock", RedlockService)
+
+    @property
+    def sentinel(self) -> SentinelService | None:  # watches lab.redis
+        return self._of("sentinel", SentinelService)
+
+    @property
+    def postgres(self) -> PostgresService | None:  # labkit.up(postgres=True): pg1
+        return self._of("postgres", PostgresService)
+
+    @property
+    def nodes(self) -> list[Node]:
         return [node for service in self.services for node in service.nodes]
 
     def node(self, name: str):
@@ -228,39 +253,13 @@ class Lab:
         except FileNotFoundError:  # the folder went between the check and the write: the lab is gone
             pass
 
-    # -- network faults (labkit.up(network=True); see labkit.servers.network.links) -------
-    def _links(self) -> Network:
-        if self.network is None:
-            raise not_enabled()
-        return self.network
-
-    def partition(self, *sides, history=None) -> dict:
-        return self._links().partition(*sides, history=history)
-
-    def isolate(self, name: str, history=None, **detail) -> dict:
-        return self._links().isolate(name, history=history, **detail)
-
-    def cut(self, a: str, b: str, both_ways: bool = True, history=None) -> dict:
-        return self._links().cut(a, b, both_ways=both_ways, history=history)
-
-    def delay(self, ms: float, jitter: float = 0, links=None, history=None) -> dict:
-        return self._links().delay(ms, jitter=jitter, links=links, history=history)
-
-    def loss(self, fraction: float, links=None, history=None) -> dict:
-        return self._links().loss(fraction, links=links, history=history)
-
-    def heal(self, history=None) -> dict:
-        return self._links().heal(history=history)
-
-    def network_status(self) -> dict:
-        return self._links().status()
-
 
 def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = False,
        backend: str | None = None, base_port: int | None = None, quiet: bool = False,
        detached: bool = False, timeout: float | None = None, clocks: bool = False, redlock: int = 0,
        sentinels: int = 0, network: bool = False, private: bool = True, keep_previous: bool = False,
-       etcd_pre_vote: bool = False, postgres: bool = False, zookeeper_settings: dict | None = None) -> Lab:
+       etcd_pre_vote: bool = False, postgres: bool = False, zookeeper_settings: dict | None = None,
+       extra: dict[str, int] | None = None) -> Lab:
     """Start a lab of real servers and wait until every node answers.
 
     zookeeper / etcd: ensemble sizes (0, 1, 3 or 5). redis: a primary; replica: plus an
@@ -282,7 +281,8 @@ def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = Fa
     election (labkit/lessons/pre_vote.py measures it). postgres: a PostgreSQL server pg1 as
     ``lab.postgres`` (labkit/servers/services/postgres.py). zookeeper_settings: zoo.cfg keys
     every ZooKeeper member gets instead of the lab's, e.g. ``{"tickTime": 2000, "syncLimit": 5}``
-    (ZooKeeper's sample config) or ``{"4lw.commands.whitelist": "srvr,mntr,ruok"}``.
+    (ZooKeeper's sample config) or ``{"4lw.commands.whitelist": "srvr,mntr,ruok"}``. extra: the node
+    count of each service registered beside labkit's own (servers/services/kinds.py), by name.
 
     keep_previous: keep running the labs this process started before outside a ``with``
     block. Without it they are stopped first, with the client groups and panels bound to
@@ -293,7 +293,7 @@ def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = Fa
     PortBusy, NodeStartError (with the node's last log lines; everything already started is stopped).
     """
     say = (lambda *a, **k: None) if quiet else (lambda *a, **k: print(*a, **k, flush=True))
-    sizes = Sizes(zookeeper, etcd, redis, replica, redlock, sentinels, postgres)
+    sizes = Sizes(zookeeper, etcd, redis, replica, redlock, sentinels, postgres, dict(extra or {}))
     sizes.check()
     backend = choose_backend(backend, say)
     binaries = find_binaries(sizes, backend)
@@ -303,19 +303,11 @@ def up(zookeeper: int = 1, etcd: int = 1, redis: bool = True, replica: bool = Fa
         stop_previous_labs()
     lab_state.reap_orphans(log=say)
 
-    for layout in range(1, LAYOUTS + 1):
-        try:
-            lab = _lay_out_and_start(sizes, backend, binaries, base_port, clocks, detached, private, network,
-                                     etcd_pre_vote, zookeeper_settings, timeout, quiet, say)
-        except (PortBusy, NodeStartError) as error:
-            if base_port is not None or layout == LAYOUTS or not taken_meanwhile(error):
-                raise
-            say(f"  another program took a port labkit had chosen before its server bound it ({error.message.splitlines()[0]}): "
-                f"laying the lab out again on other ports (retry {layout} of {LAYOUTS - 1})")
-            continue
-        lab.started_at = time.time()
-        return lab
-    raise AssertionError("unreachable: the last layout returns or raises")
+    lab = on_other_ports_if_taken(lambda: _lay_out_and_start(
+        sizes, backend, binaries, base_port, clocks, detached, private, network, etcd_pre_vote, zookeeper_settings,
+        timeout, quiet, say), fixed=base_port is not None, say=say)
+    lab.started_at = time.time()
+    return lab
 
 
 def _lay_out_and_start(sizes: Sizes, backend: str, binaries: dict, base_port: int | None, clocks: bool,
@@ -332,7 +324,8 @@ def _lay_out_and_start(sizes: Sizes, backend: str, binaries: dict, base_port: in
         secret = create_secret(plan.run_dir) if private else None
         if network:  # its Python starts while the nodes are laid out and started
             links = Network.launch(plan.run_dir, ports)
-        lab = Lab(make_plan(plan, sizes, binaries, ports, secret, links, etcd_pre_vote, zookeeper_settings), owned=True, network=links)
+        options = {"etcd_pre_vote": etcd_pre_vote, "zookeeper_settings": zookeeper_settings}
+        lab = Lab(make_plan(plan, sizes, binaries, ports, secret, links, options), owned=True, network=links)
         for node in lab.nodes:
             for use, port in node.ports.items():
                 check_port_free(port, f"{node.name} ({use})")

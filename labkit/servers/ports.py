@@ -15,12 +15,17 @@ import os
 import random
 import socket
 from pathlib import Path
+from typing import Callable, TypeVar
 
 from labkit.errors import NodeStartError, PortBusy
 
 # The one address of a lab: every server, proxy link and relay binds it, every client dials it.
 # (network/proxy.py, a script of the standard library alone, keeps a copy of its own.)
 HOST = "127.0.0.1"
+# how many times labkit.up lays a lab out when another program takes a port it chose free before
+# its server binds it (labs starting side by side: a classroom, the suite's legs)
+LAYOUTS = 3
+T = TypeVar("T")
 
 
 def free_ports(count: int) -> list[int]:
@@ -109,6 +114,22 @@ def taken_meanwhile(error: BaseException) -> bool:
     if isinstance(error, PortBusy):
         return True
     return isinstance(error, NodeStartError) and "address already in use" in error.log_tail.lower()
+
+
+def on_other_ports_if_taken(start: Callable[[], T], fixed: bool, say: Callable[[str], None]) -> T:
+    """``start()`` (lay a lab out on ports chosen free, and start it), again on new ports when
+    it failed because one was taken meanwhile, at most ``LAYOUTS`` times in all; ``fixed``
+    (a base port given): never again, the error stands. ``start`` cleans up what it began."""
+    for layout in range(1, LAYOUTS + 1):
+        try:
+            return start()
+        except (PortBusy, NodeStartError) as error:
+            if fixed or layout == LAYOUTS or not taken_meanwhile(error):
+                raise
+            say(f"  another program took a port labkit had chosen before its server bound it "
+                f"({error.message.splitlines()[0]}): laying the lab out again on other ports "
+                f"(retry {layout} of {LAYOUTS - 1})")
+    raise AssertionError("unreachable: the last try returns or raises")
 
 
 class PortPool:

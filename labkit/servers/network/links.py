@@ -20,6 +20,7 @@ import socket
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 from labkit.errors import LabError, UnknownNode
 from labkit.servers.runners.process import LocalProcess
@@ -55,17 +56,19 @@ class Network:
         self.run_dir = Path(run_dir)
         self.control_port = control_port
         self.runner = runner
-        self.nodes = list(nodes)      # node names, in lab order
+        self.nodes = list(nodes)      # node names, in lab order (the layout adds each as it lays it out)
         self._open: list[dict] = []   # faults started from this process, closed by heal()
         self._ids = itertools.count(1)
         self._planned: dict[tuple, dict] | None = None   # routes chosen before connect() (see launch)
         self._ports = PortPool()   # where planned routes take their ports (see launch)
 
     @classmethod
-    def from_state(cls, run_dir: Path, state: dict) -> "Network":
-        """The network a lab's state file records (``to_state``), its proxy already running."""
+    def from_state(cls, run_dir: Path, state: dict, on_start: Callable[[], None] | None = None) -> "Network":
+        """The network a lab's state file records (``to_state``), its proxy already running;
+        ``on_start``: what its runner calls if it starts the proxy again."""
         runner = state.get("runner")
-        return cls(run_dir, state["control"], runner and LocalProcess.from_state(runner))
+        return cls(run_dir, state["control"], runner and LocalProcess.from_state(runner, on_start),
+                   state.get("nodes", ()))
 
     @classmethod
     def start(cls, run_dir: Path, timeout: float = 10.0) -> "Network":
@@ -121,7 +124,8 @@ class Network:
             self.runner.kill()
 
     def to_state(self) -> dict:
-        return {"control": self.control_port, "runner": self.runner.to_state() if self.runner else None}
+        return {"control": self.control_port, "runner": self.runner.to_state() if self.runner else None,
+                "nodes": self.nodes}
 
     # -- the control channel ------------------------------------------------------
     def request(self, **request) -> dict:

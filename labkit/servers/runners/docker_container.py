@@ -73,7 +73,7 @@ class DockerContainer:
 
     def __init__(self, argv: list[str], log_path: str, cwd: str, lab_id: str, name: str,
                  container_id: str | None = None, image: str | None = None, env: dict | None = None,
-                 mounts: dict | None = None):
+                 mounts: dict | None = None, on_start: Callable[[], None] | None = None):
         self.argv = argv
         self.log_path = log_path
         self.cwd = cwd
@@ -83,7 +83,7 @@ class DockerContainer:
         self.mounts = mounts or {}   # more host paths than the run folder: {host path: path inside}
         self.container_id = container_id
         self.image = image
-        self.on_start: Callable[[], None] | None = None   # called after every start: the lab records the container
+        self.on_start = on_start   # called after every start: the lab records the container
 
     @property
     def container_name(self) -> str:
@@ -205,10 +205,10 @@ class DockerContainer:
                 "env": self.env, "mounts": self.mounts}
 
     @classmethod
-    def from_state(cls, data: dict) -> "DockerContainer":
+    def from_state(cls, data: dict, on_start: Callable[[], None] | None = None) -> "DockerContainer":
         return cls(data["argv"], data["log_path"], data["cwd"], lab_id=data["lab_id"], name=data["name"],
                    container_id=data.get("container_id"), image=data.get("image"), env=data.get("env"),
-                   mounts=data.get("mounts"))
+                   mounts=data.get("mounts"), on_start=on_start)
 
 
 def volumes(mounts: dict) -> dict:

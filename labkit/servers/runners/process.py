@@ -127,7 +127,8 @@ class LocalProcess:
     backend = "local"
 
     def __init__(self, argv: list[str], log_path: str, cwd: str, env: dict | None = None,
-                 pid: int | None = None, start_time: str | None = None):
+                 pid: int | None = None, start_time: str | None = None,
+                 on_start: Callable[[], None] | None = None):
         self.argv = argv
         self.log_path = log_path
         self.cwd = cwd
@@ -135,7 +136,7 @@ class LocalProcess:
         self.pid = pid
         self.start_time = start_time
         self._popen: subprocess.Popen | None = None
-        self.on_start: Callable[[], None] | None = None   # called after every start: the lab records the pid
+        self.on_start = on_start   # called after every start: the lab records the pid
 
     @property
     def executable(self) -> str:
@@ -224,6 +225,6 @@ class LocalProcess:
                 "env": self.env, "pid": self.pid, "start_time": self.start_time}
 
     @classmethod
-    def from_state(cls, data: dict) -> "LocalProcess":
+    def from_state(cls, data: dict, on_start: Callable[[], None] | None = None) -> "LocalProcess":
         return cls(data["argv"], data["log_path"], data["cwd"], data.get("env"),
-                   data.get("pid"), data.get("start_time"))
+                   data.get("pid"), data.get("start_time"), on_start)

@@ -17,10 +17,13 @@ import etcd3.watch
 
 from labkit.errors import NoLeader, ServerNotFound
 from labkit.progress import showing_progress
-from labkit.servers.runners.discovery import find_etcdctl
+from labkit.servers.network.links import Network, etcd_member_id
+from labkit.servers.runners.discovery import find_etcd, find_etcdctl
 from labkit.servers.ports import HOST
+from labkit.servers.services.kind import ServiceKind, check_ensemble_size
+from labkit.servers.services.layout import Layout
 from labkit.servers.services.node import Node, Service
-from labkit.servers.secret import LabSecret
+from labkit.servers.secret import LabSecret, etcd_token_flag
 from labkit.timing import wait_for_value
 
 
@@ -163,8 +166,9 @@ class EtcdService(Service):
     name = "etcd"
     nodes: list[EtcdNode]
 
-    def __init__(self, nodes: list[EtcdNode], etcdctl: str | None = None):
-        super().__init__(nodes)
+    def __init__(self, nodes: list[EtcdNode], network: Network | None = None, secret: LabSecret | None = None,
+                 etcdctl: str | None = None):
+        super().__init__(nodes, network, secret)
         self.etcdctl_path = etcdctl
 
     @property
@@ -249,3 +253,39 @@ class EtcdService(Service):
     def is_ready(self) -> bool:
         roles = [n.role for n in self.nodes]
         return roles.count("leader") == 1 and all(n.is_ready() for n in self.nodes)
+
+
+def lay_out_etcd(layout: Layout, count: int) -> None:
+    """etcd1..etcdN, one cluster; ``layout.options["etcd_pre_vote"]``: every member with --pre-vote."""
+    pairs = [(f"etcd{i + 1}", layout.ports.take(), layout.ports.take()) for i in range(count)]
+    advertised = etcd_peer_proxies(layout, pairs)
+    initial_cluster = ",".join(f"{name}=http://127.0.0.1:{advertised[name]}" for name, _, _ in pairs)
+    auth_token = etcd_token_flag(layout.run_dir) if layout.secret else None
+    for name, client_port, peer_port in pairs:
+        data_dir = layout.run_dir / name
+        argv = etcd_argv(layout.binaries["etcd"], name, str(data_dir), client_port, peer_port, initial_cluster,
+                         f"labkit-{layout.lab_id}", advertised[name], auth_token,
+                         layout.options.get("etcd_pre_vote", False))
+        layout.add(EtcdNode, name, {"client": client_port, "peer": peer_port}, data_dir, argv, cwd=layout.run_dir)
+    layout.settings_of("etcd")["etcdctl"] = layout.binaries.get("etcdctl")
+
+
+def etcd_peer_proxies(layout: Layout, pairs: list[tuple[str, int, int]]) -> dict[str, int]:
+    """Peer URLs are cluster-wide, so each member gets one proxy in front of its peer port
+    and the proxy learns the sender of each connection from rafthttp's X-Server-From
+    header, whose ids it can compute: they hash the advertised URLs and the token."""
+    network = layout.network
+    if network is None:
+        return {name: peer for name, _, peer in pairs}
+    names = [name for name, _, _ in pairs]
+    ports = {name: network.route("*", name, peer, "etcd-peer", peers=names) for name, _, peer in pairs}
+    members = {etcd_member_id([f"http://127.0.0.1:{ports[name]}"], f"labkit-{layout.lab_id}"): name
+               for name in names}
+    for name, _, peer in pairs:
+        network.route("*", name, peer, "etcd-peer", peers=names, members=members)
+    return ports
+
+
+ETCD = ServiceKind("etcd", EtcdNode, EtcdService, lay_out_etcd, count=lambda sizes: sizes.etcd,
+                   check=lambda sizes: check_ensemble_size("etcd", sizes.etcd),
+                   finders={"etcd": find_etcd, "etcdctl": find_etcdctl}, in_image=("etcd", "etcdctl"))

@@ -21,10 +21,9 @@ class Node:
     start_timeout = 30.0
     start_hint = "look at the log lines above; `labkit doctor` checks the installation"
     clock_problem: str | None = None  # why this kind of server's wall clock cannot be stepped
-    secret: LabSecret | None = None  # the lab's secret when it is private (servers/secret.py): probes log in
 
     def __init__(self, name: str, port: int, runner, data_dir: str, ports: dict | None = None,
-                 settings: dict | None = None):
+                 settings: dict | None = None, secret: LabSecret | None = None):
         self.name = name
         self.host = HOST
         self.port = port
@@ -32,6 +31,7 @@ class Node:
         self.runner = runner
         self.data_dir = data_dir
         self.settings = dict(settings or {})  # what its kind needs beyond ports, folder and runner
+        self.secret = secret  # the lab's secret when it is private (servers/secret.py): probes log in
 
     # -- identity -------------------------------------------------------------
     @property
@@ -153,11 +153,11 @@ class Service:
     """The nodes of one kind in a lab (``lab.zookeeper``, ``lab.etcd``, ``lab.redis``)."""
 
     name = "service"
-    network: Network | None = None   # the lab's Network when it was started with network=True
-    secret: LabSecret | None = None  # the lab's secret when it is private: its clients log in
 
-    def __init__(self, nodes: list[Node]):
+    def __init__(self, nodes: list[Node], network: Network | None = None, secret: LabSecret | None = None):
         self.nodes = nodes
+        self.network = network  # the lab's Network when it was started with network=True
+        self.secret = secret    # the lab's secret when it is private: its clients log in
 
     def endpoint_for(self, node: Node, via: str | None = None) -> str:
         """"host:port" to reach ``node``: directly, or for the client named ``via`` (a lab
@@ -168,6 +168,13 @@ class Service:
         if self.network is None:
             raise not_enabled()
         return self.network.endpoint(via, node)
+
+    def describe(self) -> dict:
+        """What `labkit status` shows of it."""
+        return {"nodes": [n.describe() for n in self.nodes]}
+
+    def is_ready(self) -> bool:
+        return all(n.is_ready() for n in self.nodes)
 
     def running(self) -> list[Node]:
         """The nodes whose process runs now (not killed, stopped or paused)."""

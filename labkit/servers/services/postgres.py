@@ -13,9 +13,8 @@ every connection to 127.0.0.1 instead.
 Which user runs initdb and the server (root cannot), and how initdb runs on the Docker
 backend: labkit/servers/services/postgres_template.py.
 
-``labkit.servers.plan`` lays pg1 out (``Layout.postgres``): its port, its data folder
-(``data_folder``), its command line (``postgres_argv``) and its template
-(``postgres_template.template``).
+``lay_out_postgres`` lays pg1 out: its port, its data folder (``data_folder``), its command
+line (``postgres_argv``) and its template (``postgres_template.template``).
 
 What can fail: ServerNotFound (no initdb or postgres, with the install command),
 NodeStartError with the server's last log lines (a busy port, a broken template: remove
@@ -35,10 +34,13 @@ from psycopg import sql
 
 from labkit.timing import became_true
 from labkit.servers.ports import HOST
+from labkit.servers.runners.discovery import find_postgres
+from labkit.servers.services.kind import ServiceKind
+from labkit.servers.services.layout import Layout
 from labkit.servers.services.node import Node, Service
 from labkit.servers.runners.process import process_state
 from labkit.servers.services.postgres_leftovers import OUTSIDE_MARK, release_shared_memory
-from labkit.servers.services.postgres_template import as_server_user, give_to_server_user
+from labkit.servers.services.postgres_template import as_server_user, give_to_server_user, template
 from labkit.servers.secret import USER
 
 DATABASE = "postgres"
@@ -267,3 +269,18 @@ class PostgresService(Service):
 
     def is_ready(self) -> bool:
         return self.node.is_ready()
+
+
+def lay_out_postgres(layout: Layout, count: int) -> None:
+    """pg1, its data copied from the template at its first start (initdb runs here, once)."""
+    bin_dir, backend = layout.binaries.get("postgres", ""), layout.backend
+    made_from = template(bin_dir, backend)
+    port, data = layout.ports.take(), data_folder(layout.run_dir, "pg1", backend)
+    layout.add(PostgresNode, "pg1", {"client": port}, data, postgres_argv(bin_dir, str(data), port, backend),
+               cwd=data.parent, settings={"template_dir": str(made_from), "trusts_everyone": layout.secret is None},
+               mounts=container_mounts(data, backend))
+
+
+POSTGRES = ServiceKind("postgres", PostgresNode, PostgresService, lay_out_postgres,
+                       count=lambda sizes: int(sizes.postgres), finders={"postgres": find_postgres},
+                       in_image=("postgres",))

@@ -9,16 +9,19 @@ replica by itself.
 """
 from __future__ import annotations
 
+import hashlib
 import socket
-
 from pathlib import Path
 
 import redis
 
-from labkit.errors import NodeStartError, UnknownNode
+from labkit.errors import InvalidClusterSize, NodeStartError, UnknownNode
 from labkit.servers.ports import HOST
+from labkit.servers.runners.discovery import find_redis
+from labkit.servers.services.kind import ServiceKind
+from labkit.servers.services.layout import Layout
 from labkit.servers.services.node import Node, Service
-from labkit.servers.secret import LabSecret
+from labkit.servers.secret import LabSecret, redis_acl, write_private
 from labkit.timing import wait_until
 
 
@@ -186,12 +189,6 @@ class RedisService(Service):
         raise UnknownNode(f"the sentinels name {endpoint} as primary, which is not a node of this lab",
                           "look at `SENTINEL masters` on a sentinel: was it reconfigured by hand?")
 
-    def describe(self) -> dict:
-        return {"nodes": [n.describe() for n in self.nodes]}
-
-    def is_ready(self) -> bool:
-        return all(n.is_ready() for n in self.nodes)
-
 
 class RedlockNode(RedisNode):
     """One of Redlock's independent primaries (r1..rN): no replica, no persistence."""
@@ -243,5 +240,76 @@ class RedlockService(Service):
     def describe(self) -> dict:
         return {"endpoints": self.endpoints, "nodes": [n.describe() for n in self.nodes]}
 
-    def is_ready(self) -> bool:
-        return all(n.is_ready() for n in self.nodes)
+
+def lay_out_redis(layout: Layout, count: int) -> None:
+    """redis1 is the primary; the others replicate it."""
+    sentinels = layout.sizes.sentinels
+    ports_of = [(f"redis{i + 1}", layout.ports.take()) for i in range(count)]
+    primary_port = ports_of[0][1]
+    for name, port in ports_of:
+        replica_of = announce = None
+        if sentinels and layout.network is not None:
+            announce = redis_link(layout, name, port, sentinels)
+        if name != "redis1":
+            replica_of = (redis_link(layout, "redis1", primary_port, sentinels) if sentinels
+                          else layout.via(name, "redis1", primary_port))
+        folder = layout.folder(name)
+        argv = redis_argv(layout.binaries["redis"], port, str(folder), replica_of=replica_of,
+                          announce_port=announce, config_file=redis_acl_file(layout))
+        layout.add(RedisNode, name, {"client": port}, folder, argv)
+
+
+def lay_out_redlock(layout: Layout, count: int) -> None:
+    for i in range(count):
+        name, port = f"r{i + 1}", layout.ports.take()
+        folder = layout.folder(name)
+        argv = redis_argv(layout.binaries["redis"], port, str(folder), config_file=redis_acl_file(layout))
+        layout.add(RedlockNode, name, {"client": port}, folder, argv)
+
+
+def redis_acl_file(layout: Layout) -> str | None:
+    """The ACL every Redis server of a private lab reads first (one file for all of them)."""
+    if layout.secret is None:
+        return None
+    return str(write_private(layout.run_dir / "redis-acl.conf", redis_acl(layout.secret)))
+
+
+def sentinel_myid(layout: Layout, name: str) -> str:
+    """A sentinel's run id, fixed by labkit so that the network can tell its connections apart."""
+    return hashlib.sha1(f"{layout.lab_id}/{name}".encode()).hexdigest()
+
+
+def redis_link(layout: Layout, name: str, port: int, sentinels: int) -> int:
+    """With Sentinel, the port the sentinels and the other Redis server dial to reach
+    ``name``. With a network, one proxy shared by all of them (Sentinel rewrites a replica
+    whose primary address differs from its own, so they must all dial the same address; the
+    server announces it as its own with replica-announce-port); the proxy tells a sentinel's
+    connection by its client name, anything else on it is the other Redis server."""
+    if layout.network is None:
+        return port
+    names = [f"sentinel{i + 1}" for i in range(sentinels)]
+    other = "redis2" if name == "redis1" else "redis1"
+    members = {sentinel_myid(layout, sentinel)[:8]: sentinel for sentinel in names}
+    members[""] = other
+    return layout.network.route("*", name, port, "redis-shared", peers=names + [other], members=members)
+
+
+def check_replica(sizes) -> None:
+    if sizes.replica and not sizes.redis:
+        raise InvalidClusterSize("replica=True needs redis=True", "a replica replicates a primary")
+
+
+def check_redlock(sizes) -> None:
+    """Redlock needs several independent primaries."""
+    if sizes.redlock and not 3 <= sizes.redlock <= 9:
+        raise InvalidClusterSize(
+            f"redlock={sizes.redlock}: Redlock takes a majority of N independent Redis primaries, "
+            f"and with fewer than 3 one crash already blocks every lock",
+            "use redlock=5 (the algorithm's own example; an odd N wastes no instance), or 3 for a quick lab")
+
+
+REDIS = ServiceKind("redis", RedisNode, RedisService, lay_out_redis,
+                    count=lambda sizes: (1 + int(sizes.replica)) * int(bool(sizes.redis)), check=check_replica,
+                    finders={"redis": find_redis}, in_image=("redis",))
+REDLOCK = ServiceKind("redlock", RedlockNode, RedlockService, lay_out_redlock, count=lambda sizes: sizes.redlock,
+                      check=check_redlock, finders={"redis": find_redis}, in_image=("redis",))

@@ -23,11 +23,15 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from labkit.errors import LabError, NodeStartError
+from labkit.errors import InvalidClusterSize, LabError, NodeStartError
+from labkit.servers.network.links import Network
 from labkit.servers.ports import HOST
+from labkit.servers.runners.discovery import find_redis
+from labkit.servers.services.kind import ENSEMBLE_SIZES, ServiceKind
+from labkit.servers.services.layout import Layout
 from labkit.servers.services.node import Node, Service
-from labkit.servers.services.redis import RedisNode, RedisService
-from labkit.servers.secret import LabSecret
+from labkit.servers.services.redis import RedisNode, RedisService, redis_link, sentinel_myid
+from labkit.servers.secret import LabSecret, write_private
 from labkit.timing import wait_for_value, wait_until
 
 PRIMARY_NAME = "labkit"        # the name the sentinels monitor the primary under
@@ -151,8 +155,9 @@ class SentinelService(Service):
     name = "sentinel"
     nodes: list[SentinelNode]
 
-    def __init__(self, nodes: list[SentinelNode], aliases: dict[str, str] | None = None):
-        super().__init__(nodes)
+    def __init__(self, nodes: list[SentinelNode], network: Network | None = None, secret: LabSecret | None = None,
+                 aliases: dict[str, str] | None = None):
+        super().__init__(nodes, network, secret)
         # with a network the sentinels reach a Redis server through a proxy and name that
         # address; aliases maps it back to the server's own, which the rest of labkit uses
         self.aliases = aliases or {}
@@ -230,3 +235,36 @@ class SentinelService(Service):
 
     def is_ready(self) -> bool:
         return all(n.is_ready() for n in self.nodes)
+
+
+def lay_out_sentinels(layout: Layout, count: int) -> None:
+    """sentinel1..N watching redis1 (laid out before them: the table puts Redis first)."""
+    primary = layout.of_kind("redis")[0]
+    monitored = redis_link(layout, primary.name, primary.port, count)
+    for i in range(count):
+        name, port = f"sentinel{i + 1}", layout.ports.take()
+        folder = layout.folder(name)
+        config = folder / "sentinel.conf"
+        write_private(config, sentinel_config(port, str(folder), monitored, count // 2 + 1,
+                                              myid=sentinel_myid(layout, name), secret=layout.secret))
+        layout.add(SentinelNode, name, {"client": port}, folder, sentinel_argv(layout.binaries["redis"], str(config)))
+    aliases = layout.settings_of("sentinel").setdefault("aliases", {})
+    for node in layout.of_kind("redis"):
+        link = redis_link(layout, node.name, node.port, count)
+        if link != node.port:
+            aliases[f"127.0.0.1:{link}"] = f"127.0.0.1:{node.port}"
+
+
+def check_sentinels(sizes) -> None:
+    """Sentinel needs a replica to promote, and a majority of sentinels to elect its leader."""
+    if sizes.sentinels and not sizes.replica:
+        raise InvalidClusterSize(f"sentinels={sizes.sentinels} without a replica: Sentinel would have nothing "
+                                 "to promote", "start the lab with redis=True, replica=True, sentinels=3")
+    if sizes.sentinels not in ENSEMBLE_SIZES:
+        raise InvalidClusterSize(f"sentinels={sizes.sentinels}: the sentinels elect a leader by majority, "
+                                 "so labkit runs 1, 3 or 5 of them", "use sentinels=3")
+
+
+SENTINEL = ServiceKind("sentinel", SentinelNode, SentinelService, lay_out_sentinels,
+                       count=lambda sizes: sizes.sentinels, check=check_sentinels,
+                       finders={"redis": find_redis}, in_image=("redis",))

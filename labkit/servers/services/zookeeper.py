@@ -13,11 +13,13 @@ from kazoo.client import KazooClient
 
 from labkit.errors import NoLeader
 from labkit.progress import showing_progress
-from labkit.servers.runners.discovery import ZooKeeperInstall
+from labkit.servers.runners.discovery import ZooKeeperInstall, find_java, find_zookeeper
 from labkit.servers.network.links import not_enabled
 from labkit.servers.ports import HOST
+from labkit.servers.services.kind import ServiceKind, check_ensemble_size
+from labkit.servers.services.layout import Layout
 from labkit.servers.services.node import Node, Service
-from labkit.servers.secret import ZOOKEEPER_AUTH_CONFIG
+from labkit.servers.secret import ZOOKEEPER_AUTH_CONFIG, write_private, zookeeper_jaas
 from labkit.servers.services.zookeeper_conf import lag_of_servers
 from labkit.timing import wait_for_value
 
@@ -254,3 +256,33 @@ class ZooKeeperService(Service):
         roles = [n.role for n in self.nodes]
         return roles.count("leader") + roles.count("standalone") == 1 and all(
             r in ("leader", "follower", "standalone") for r in roles)
+
+
+def lay_out_zookeeper(layout: Layout, count: int) -> None:
+    """zk1..zkN, each dialing its peers through its own proxies (a lab with a network);
+    ``layout.options["zookeeper_settings"]``: zoo.cfg keys instead of the lab's."""
+    triples = [(i + 1, layout.ports.take(), layout.ports.take(), layout.ports.take()) for i in range(count)]
+    peers = [(myid, quorum, election) for myid, _, quorum, election in triples]
+    secret, run_dir = layout.secret, layout.run_dir
+    jaas = str(write_private(run_dir / "zookeeper.jaas", zookeeper_jaas(secret))) if secret else None
+    for myid, client_port, quorum, election in triples:
+        name = f"zk{myid}"
+        data_dir = run_dir / name
+        data_dir.mkdir()
+        (data_dir / "myid").write_text(f"{myid}\n")
+        config = data_dir / "zoo.cfg"
+        # each server dials peer j through its own proxy of the link to j
+        seen = [(j, q, e) if j == myid else
+                (j, layout.via(name, f"zk{j}", q), layout.via(name, f"zk{j}", e, "zk-election"))
+                for j, q, e in peers]
+        config.write_text(zookeeper_config(str(data_dir), client_port, seen, private=secret is not None,
+                                            settings=layout.options.get("zookeeper_settings")))
+        argv = zookeeper_argv(layout.binaries["java"], layout.binaries["zookeeper"], str(config), jaas)
+        layout.add(ZooKeeperNode, name, {"client": client_port, "quorum": quorum, "election": election},
+                   data_dir, argv)
+
+
+ZOOKEEPER = ServiceKind("zookeeper", ZooKeeperNode, ZooKeeperService, lay_out_zookeeper,
+                        count=lambda sizes: sizes.zookeeper,
+                        check=lambda sizes: check_ensemble_size("zookeeper", sizes.zookeeper),
+                        finders={"java": find_java, "zookeeper": find_zookeeper}, in_image=("java", "zookeeper"))
