@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import threading
 
 from labkit import timing
 
@@ -94,3 +95,22 @@ def open_watched(browser, page_file, width: int = 1400, height: int = 1000):
     page.on("pageerror", lambda error: errors.append(str(error)))
     page.goto(page_file.as_uri())
     return page, requests, errors
+
+
+class Inside:
+    """``with inside:`` around a critical section, in every thread: ``most`` is how many
+    threads were ever inside it at once (1 for a lock that excludes)."""
+
+    def __init__(self):
+        self._counting = threading.Lock()
+        self.now = self.most = 0
+
+    def __enter__(self) -> "Inside":
+        with self._counting:
+            self.now += 1
+            self.most = max(self.most, self.now)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        with self._counting:
+            self.now -= 1

@@ -17,7 +17,7 @@ from labkit.locks.etcd_mutex import EtcdMutex
 from labkit.locks.etcd_session import EtcdSession
 from labkit.record.history import History
 
-from helpers import DEADLINE, wait_until
+from helpers import DEADLINE, Inside, wait_until
 
 
 # python3-etcd3 0.13's watch thread ends with NameError (a missing `six` import) whenever a
@@ -52,29 +52,25 @@ def unique(name: str) -> str:
 # -- EtcdMutex ---------------------------------------------------------------------
 def test_ten_concurrent_clients_never_hold_at_once_and_tokens_rise(etcd, stack):
     prefix, clients, rounds = unique("exclusion"), 10, 2
-    inside, most_inside, tokens = [0], [0], []
-    counter = threading.Lock()
+    inside, tokens, appending = Inside(), [], threading.Lock()
     mutexes = [EtcdMutex(new_session(stack, etcd), prefix, identifier=f"c{i}") for i in range(clients)]
 
     def work(mutex: EtcdMutex) -> None:
         for _ in range(rounds):
             token = mutex.lock(timeout=DEADLINE)
-            with counter:
-                inside[0] += 1
-                most_inside[0] = max(most_inside[0], inside[0])
-                tokens.append(token)
-            # A real write, guarded by ownership, while others are queued behind us.
-            write = mutex.client.transactions.put(prefix + "-data", str(token))
-            accepted, _ = mutex.client.transaction(compare=[mutex.is_owner()], success=[write], failure=[])
-            assert accepted, f"{mutex} holds the lock but its guarded write was refused"
-            with counter:
-                inside[0] -= 1
+            with inside:
+                with appending:
+                    tokens.append(token)
+                # A real write, guarded by ownership, while others are queued behind us.
+                write = mutex.client.transactions.put(prefix + "-data", str(token))
+                accepted, _ = mutex.client.transaction(compare=[mutex.is_owner()], success=[write], failure=[])
+                assert accepted, f"{mutex} holds the lock but its guarded write was refused"
             mutex.unlock()
 
     with ThreadPoolExecutor(clients) as pool:
         for future in [pool.submit(work, mutex) for mutex in mutexes]:
             future.result(timeout=DEADLINE * 2)
-    assert most_inside[0] == 1
+    assert inside.most == 1
     assert len(tokens) == clients * rounds
     assert tokens == sorted(tokens) and len(set(tokens)) == len(tokens), "tokens must rise with every hold"
     assert etcd.client().get_prefix_response(prefix + "/").count == 0, "every key must be gone after unlock"

@@ -18,7 +18,7 @@ from labkit.locks.etcd_mutex import EtcdMutex
 from labkit.record.history import History
 from labkit.servers.runners.discovery import find_etcdctl
 
-from helpers import DEADLINE, wait_until
+from helpers import DEADLINE, Inside, wait_until
 from test_etcd_mutex import etcd, new_session, queue_waiters, stack, unique  # noqa: F401  (fixtures)
 
 # python3-etcd3 0.13's watch thread ends with NameError (a missing `six` import) whenever a
@@ -86,8 +86,7 @@ def test_etcdctl_waits_while_our_mutex_holds(etcd, stack):
 # -- python-etcd3's Lock, the reference -----------------------------------------------
 def test_reference_lock_excludes_and_gives_the_create_revision_as_token(etcd, stack):
     name, clients = unique("reference"), 5
-    inside, most_inside = [0], [0]
-    counter = threading.Lock()
+    inside = Inside()
     locks = []
     for index in range(clients):
         client = etcd.client(timeout=10)
@@ -96,19 +95,15 @@ def test_reference_lock_excludes_and_gives_the_create_revision_as_token(etcd, st
 
     def work(lock: Etcd3ReferenceLock) -> None:
         token = lock.acquire(timeout=DEADLINE)
-        with counter:
-            inside[0] += 1
-            most_inside[0] = max(most_inside[0], inside[0])
-        _, metadata = lock.client.get(lock.key)
-        assert metadata.create_revision == token
-        with counter:
-            inside[0] -= 1
+        with inside:
+            _, metadata = lock.client.get(lock.key)
+            assert metadata.create_revision == token
         lock.release()
 
     with ThreadPoolExecutor(clients) as pool:
         for future in [pool.submit(work, lock) for lock in locks]:
             future.result(timeout=DEADLINE * 2)
-    assert most_inside[0] == 1
+    assert inside.most == 1
 
 
 def test_reference_lock_wakes_every_waiter_on_each_release(etcd, stack):
