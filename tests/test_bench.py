@@ -124,7 +124,8 @@ def test_lesson_10_numbers_come_with_their_targets(capsys):
         assert found, f"no failover line for {recipe}:\n{out}"
         failover, timeout, ratio = (float(value) for value in found.groups()[:3])
         runs = ast.literal_eval(found.group(4))
-        assert len(runs) == 1 and failover == pytest.approx(runs[0], abs=0.005), found.group(0)
+        # the p50 is printed to 0.01 s, the run to 0.001 s: they differ by up to 0.0055 (0.965 printed 0.96)
+        assert len(runs) == 1 and failover == pytest.approx(runs[0], abs=0.0055 + 1e-9), found.group(0)
         # a SIGKILLed leader keeps its term until the server stops hearing from it, and each
         # recipe renews at least every third of its timeout: half the timeout is a safe floor
         assert timeout / 2 < failover < math.inf, found.group(0)

@@ -37,7 +37,11 @@ RUNS = 10
 FAST = 1.5            # the server's monotonic clock: 50 % fast
 SMALL_MARGIN = 0.2    # covers 25 % fast at most: flips
 BIG_MARGIN = 0.4      # covers 67 % fast: safe
-TIMEOUT = 3.0
+TIMEOUT = 3.0         # the etcd holder's lease TTL
+# ZooKeeper's session: 5 s, as in notebook 08, leaves the holder and the server 433 ms or more
+# apart either way (3 s left 170 ms on the flipping side, and at load 12 the waiter's grant
+# came after the holder gave up although the server had freed the lock first)
+ZK_TIMEOUT = 5.0
 
 
 def shimmed_env(tmp_path: Path, rate: float | None) -> dict:
@@ -56,10 +60,13 @@ PYTHON_PROBE = r"""
 import json, select, socket, threading, time
 def real():  # passes through the shim: the machine's own rate
     return time.clock_gettime(time.CLOCK_MONOTONIC_RAW)
-def measure(wait):
-    fake, began = time.monotonic(), real()
-    wait()
-    return [time.monotonic() - fake, real() - began]
+def measure(wait):  # the shortest of three: a busy machine only ever wakes a wait late
+    runs = []
+    for _ in range(3):
+        fake, began = time.monotonic(), real()
+        wait()
+        runs.append([time.monotonic() - fake, real() - began])
+    return min(runs)
 lock = threading.Lock(); lock.acquire()
 a, b = socket.socketpair()
 print(json.dumps({
@@ -82,7 +89,9 @@ def test_cpython_under_the_shim_keeps_time_by_its_monotonic_clock(tmp_path, rate
     expected = rate or 1.0
     for name in ("time.sleep", "Lock.acquire", "Event.wait"):
         fake, real = waits[name]
-        # 0.6 s of its own clock (never less), which is 0.6 / rate of real time
+        # 0.6 s of its own clock (never less), which is 0.6 / rate of real time; the upper
+        # bound tells a translated wait from one of 0.6 s real (0.9 s of a clock 1.5 x as fast),
+        # on the shortest of three (one wait woke 186 ms late at load 12)
         assert 0.6 <= fake < 0.75, (name, waits)
         assert fake / real == pytest.approx(expected, rel=0.03), (name, waits)
     # select's timeout is relative (epoll, poll, select): it lasts its real length, untranslated
@@ -180,18 +189,19 @@ def check_race(outcome, rate: float) -> None:
     had passed since the holder's last contact: between timeout / rate and (timeout + a
     tick) / rate of real time, plus the time the waiter's watch takes to arrive: up to 500 ms
     (150 ms was 49 ms short in a full run at load 12; 500 still keeps the bound below the
-    3000 ms an unchanged clock would take, so the fast clock is what freed it)."""
+    5000 ms an unchanged clock would take, so the fast clock is what freed it)."""
     freed_after_contact = outcome.freed_ms - outcome.heard_ms
-    assert 1000 * TIMEOUT / rate <= freed_after_contact < (1000 * TIMEOUT + TICK_MS) / rate + WATCH_ARRIVES_MS, outcome.row()
-    assert (1000 * TIMEOUT + TICK_MS) / rate + WATCH_ARRIVES_MS < 1000 * TIMEOUT   # the bound tells the rates apart
+    assert 1000 * ZK_TIMEOUT / rate <= freed_after_contact < (1000 * ZK_TIMEOUT + TICK_MS) / rate + WATCH_ARRIVES_MS, \
+        outcome.row()
+    assert (1000 * ZK_TIMEOUT + TICK_MS) / rate + WATCH_ARRIVES_MS < 1000 * ZK_TIMEOUT   # the bound tells the rates apart
     assert outcome.freed_ms <= outcome.acquired_ms, outcome.row()
 
 
 @pytest.mark.slow
 def test_a_server_clock_faster_than_the_margin_covers_frees_the_lock_before_the_holder_gives_up(
         zookeeper_with_clocks):
-    assert surely_flips(TIMEOUT, SMALL_MARGIN) < FAST
-    outcomes = [drift_race(zookeeper_with_clocks, FAST, SMALL_MARGIN, TIMEOUT) for _ in range(RUNS)]
+    assert surely_flips(ZK_TIMEOUT, SMALL_MARGIN) < FAST
+    outcomes = [drift_race(zookeeper_with_clocks, FAST, SMALL_MARGIN, ZK_TIMEOUT) for _ in range(RUNS)]
     for outcome in outcomes:
         print(outcome.row())
     for outcome in outcomes:
@@ -204,8 +214,8 @@ def test_a_server_clock_faster_than_the_margin_covers_frees_the_lock_before_the_
 
 @pytest.mark.slow
 def test_a_margin_that_covers_the_drift_keeps_the_holder_first(zookeeper_with_clocks):
-    assert fastest_covered_rate(TIMEOUT, BIG_MARGIN) > FAST
-    outcomes = [drift_race(zookeeper_with_clocks, FAST, BIG_MARGIN, TIMEOUT) for _ in range(RUNS)]
+    assert fastest_covered_rate(ZK_TIMEOUT, BIG_MARGIN) > FAST
+    outcomes = [drift_race(zookeeper_with_clocks, FAST, BIG_MARGIN, ZK_TIMEOUT) for _ in range(RUNS)]
     for outcome in outcomes:
         print(outcome.row())
     for outcome in outcomes:

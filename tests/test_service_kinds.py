@@ -76,9 +76,9 @@ TOY = ServiceKind("toy", ToyNode, ToyService, lay_out_toy, check=check_toy, find
 
 @pytest.fixture
 def toy():
-    kinds.register(TOY)
+    kinds.register_kind(TOY)
     yield TOY
-    kinds.unregister("toy")
+    kinds.unregister_kind("toy")
 
 
 def gone(pid: int) -> bool:
@@ -146,9 +146,9 @@ def test_a_service_is_sized_checked_and_looked_up_through_the_table(toy):
         Sizes(extra={"toy": -1}).check()
     assert TOY.wanted(Sizes(extra={"toy": 2})) == 2 and TOY.wanted(Sizes()) == 0
     with pytest.raises(ValueError, match="in the table already"):
-        kinds.register(TOY)
+        kinds.register_kind(TOY)
     with pytest.raises(ValueError, match="labkit's own"):
-        kinds.unregister("redis")
+        kinds.unregister_kind("redis")
     assert [kind.name for kind in kinds.kinds()][-1] == "toy"
 
 

@@ -5,7 +5,7 @@ in redis.py, ...): its name (``lab.<name>``, its nodes' kind, its key in the sta
 node and service classes, how many nodes a ``Sizes`` asks of it and which sizes it refuses, the
 binaries it needs on each backend, and how it lays its nodes out (layout.py). kinds.py lists them
 in the lab's order; the plan and the Lab read that table and nothing else, so a new service is
-one module and one line there (a test's own service: ``kinds.register``, nothing else).
+one module and one line there (a test's own service: ``kinds.register_kind``, nothing else).
 """
 from __future__ import annotations
 

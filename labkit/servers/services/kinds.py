@@ -3,7 +3,7 @@
 That order is the order in which a lab lays its services out (Sentinel after Redis, whose
 primary it watches), lists them (``lab.services``, ``lab.sizes()``, its state file) and checks
 their sizes. ``labkit.servers.plan`` and ``labkit.servers.lab`` read this table and name no
-service themselves. ``register`` adds a service of one's own at the end (a test's toy, say).
+service themselves. ``register_kind`` adds a service of one's own at the end (a test's toy, say).
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def kind_named(name: str) -> ServiceKind | None:
     return next((kind for kind in _table if kind.name == name), None)
 
 
-def register(kind: ServiceKind) -> ServiceKind:
+def register_kind(kind: ServiceKind) -> ServiceKind:
     """Add ``kind`` at the end of the table; labs started from now on can run it
     (``labkit.up(extra={kind.name: 1})``, then ``lab.service(kind.name)``)."""
     if kind_named(kind.name) is not None:
@@ -36,7 +36,7 @@ def register(kind: ServiceKind) -> ServiceKind:
     return kind
 
 
-def unregister(name: str) -> None:
+def unregister_kind(name: str) -> None:
     """Take a registered service out of the table again (a built-in one stays)."""
     kind = kind_named(name)
     if kind in BUILT_IN:

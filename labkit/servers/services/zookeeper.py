@@ -44,6 +44,7 @@ MAX_NOTIFICATION_INTERVAL_MS = 4 * TICK_MS
 # safely (a 2 s session keeps 0.4 s of slack, see ZooKeeperLock).
 SYNC_LIMIT = 5
 SERVER_LAG = (SYNC_LIMIT * TICK_MS + TICK_MS / 2) / 1000.0
+RECONNECT_AT_MOST = 1.0   # s: the longest a lab client waits between two tries to reconnect (client())
 
 
 def four_letter(host: str, port: int, word: str, timeout: float = 2.0) -> str:
@@ -243,8 +244,16 @@ class ZooKeeperService(Service):
         """A started KazooClient on the whole ensemble (or on ``nodes``); the caller stops it.
         ``timeout`` is the session timeout in seconds the client asks for. ``via="client-1"``
         (a lab with network=True): reach each server through links of that client's own,
-        so that ``lab.isolate("client-1")`` cuts this client and no other."""
+        so that ``lab.isolate("client-1")`` cuts this client and no other.
+
+        It reconnects at least every ``RECONNECT_AT_MOST`` seconds (a third of a shorter session
+        timeout): kazoo's own backoff doubles up to an hour, so after a few refused tries
+        during an election it slept past a new leader's whole session timeout and lost a session
+        that one more try would have kept (a race's waiter, at load 12). Pass
+        ``connection_retry=`` for another policy."""
         hosts = self.hosts_for(via, nodes)
+        kwargs.setdefault("connection_retry", {"max_tries": -1, "delay": 0.1, "backoff": 2, "max_jitter": 0.1,
+                                               "max_delay": min(RECONNECT_AT_MOST, timeout / 3)})
         client = KazooClient(hosts=hosts, timeout=timeout, **{**self.auth, **kwargs})
         client.start(timeout=15)
         return client
