@@ -72,7 +72,7 @@ def test_c30_the_bound_of_each_setting():
     bound = {setting.name: half_open.expected_hold(setting, kernel) for setting in half_open.HALF_OPEN_SETTINGS}
     assert bound["keepalive"] == 2 + 1 * 2
     assert bound["user timeout + keepalive"] == 3          # the first probe at or after 2.5 s; the count (10) ignored
-    assert bound["user timeout, answer in flight"] == pytest.approx(1.5 + 0.4 + 2)
+    assert bound["user timeout, answer in flight"] == pytest.approx(3 + 0.4 + 2)
     assert bound["user timeout, quiet"] == 7200 + 75       # nothing in flight: only keepalive's first unanswered probe
     assert bound["idle session timeout"] == bound["idle session timeout, live client"] == 2
     assert bound["nothing set"] == bound["connection check, statement running"] == 7200 + 75 * 9
