@@ -24,7 +24,7 @@ from helpers import bytes_of
 
 from labkit.servers.ports import free_ports
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 HUB = ROOT / "docker" / "hub"
 VALUES = yaml.safe_load((HUB / "z2jh-values.yaml").read_text())["singleuser"]
 IMAGE = f"{VALUES['image']['name']}:{VALUES['image']['tag']}"

@@ -2,7 +2,7 @@
 
 docker/hub/z2jh-values.yaml is the one place of the students' image and limits: the
 Kubernetes hub (untested here) reads it through Helm, the one-host hub (tested for real by
-tests/test_hub.py) through docker/hub/jupyterhub_config.py. These tests check that the
+tests/hub/test_hub.py) through docker/hub/jupyterhub_config.py. These tests check that the
 config really takes its settings from there, and that the numbers fit the measured budget.
 """
 import re
@@ -19,7 +19,7 @@ from labkit.servers.ports import ephemeral_port_range, free_ports
 
 pytestmark = pytest.mark.no_servers  # the Python-versions leg runs these
 
-HUB = Path(__file__).resolve().parent.parent / "docker" / "hub"
+HUB = Path(__file__).resolve().parents[2] / "docker" / "hub"
 VALUES = yaml.safe_load((HUB / "z2jh-values.yaml").read_text())
 SINGLEUSER = VALUES["singleuser"]
 # a learner's kernel, a full lab and ten lock client processes (README, "Teaching a class")

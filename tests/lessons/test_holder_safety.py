@@ -134,7 +134,7 @@ def test_a_session_too_short_for_the_servers_lag_is_refused_at_acquire(lab, uniq
 
 
 def test_an_ensemble_client_learns_its_ensembles_lag(zookeeper_lab, unique_name):
-    # This lab's zoo.cfg: 5 x 0.2 s + 0.1 s (tests/test_zookeeper_server_lag.py: other ensembles)
+    # This lab's zoo.cfg: 5 x 0.2 s + 0.1 s (tests/locks/test_zookeeper_server_lag.py: other ensembles)
     client = zookeeper_lab.zookeeper.client(timeout=4.0)
     try:
         lock = ZooKeeperLock(client, unique_name)

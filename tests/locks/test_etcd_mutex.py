@@ -1,7 +1,7 @@
 """EtcdSession, EtcdMutex (the port of Go's concurrency.Mutex) and python-etcd3's Lock, on a
 real etcd: mutual exclusion, FIFO, wakeups per release, lease expiry and fencing. Interop with
-Go's Mutex and python-etcd3's Lock: tests/test_etcd_peers.py; restarts and leader changes:
-tests/test_etcd_mutex_faults.py."""
+Go's Mutex and python-etcd3's Lock: tests/locks/test_etcd_peers.py; restarts and leader changes:
+tests/locks/test_etcd_mutex_faults.py."""
 from __future__ import annotations
 
 import contextlib

@@ -16,7 +16,7 @@ from labkit.record.history import History
 from labkit.locks import LockTimeout
 from labkit.locks.redis_lock import RedisLock
 
-REPOSITORY = Path(__file__).resolve().parents[1]
+REPOSITORY = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """ZooKeeperLock and kazoo's Lock on a real ZooKeeper: mutual exclusion, FIFO, wakeups per
 release, re-check, session death and timeouts. With Curator's InterProcessMutex in one queue:
-tests/test_zookeeper_curator.py."""
+tests/locks/test_zookeeper_curator.py."""
 from __future__ import annotations
 
 import re

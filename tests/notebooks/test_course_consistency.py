@@ -24,7 +24,7 @@ import pytest
 
 pytestmark = pytest.mark.no_servers  # the Python-versions leg runs these
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
 INSTRUCTOR = ROOT / "docs" / "INSTRUCTOR.md"
 MINUTES = re.compile(r"(\d+)(?:\s*[–-]\s*(\d+))?\s*min(?:utes)?\b")

@@ -9,7 +9,7 @@ import pytest
 
 pytestmark = pytest.mark.no_servers  # the Python-versions leg runs these
 
-NOTEBOOKS = Path(__file__).parent.parent / "notebooks"
+NOTEBOOKS = Path(__file__).parents[2] / "notebooks"
 
 
 def map_rows():

@@ -22,7 +22,7 @@ import pytest
 
 pytestmark = pytest.mark.no_servers
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
 
 # term: the pattern of a use (a whole word; the definition sets the same word in emphasis)

@@ -3,7 +3,7 @@
 The estimate (``labkit.book.lesson_time``): 180 words of markdown a minute, 2 minutes a
 prediction, 15 an exercise, plus the run time the first cell states. A notebook's stated minutes
 (its first cell; README, the map in 00 and docs/INSTRUCTOR.md repeat them, and
-tests/test_course_consistency.py keeps those in step) must lie within ±20 % of the estimate.
+tests/notebooks/test_course_consistency.py keeps those in step) must lie within ±20 % of the estimate.
 
 Every notebook in notebooks/ is judged, whatever its number, except those in NOT_JUDGED, each with
 the reason the estimate cannot judge it yet. Pure logic: files are read, nothing runs.
@@ -20,7 +20,7 @@ from labkit.book.lesson_time import (MINUTES_PER_EXERCISE, MINUTES_PER_PREDICTIO
 
 pytestmark = pytest.mark.no_servers
 
-NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 
 NOT_JUDGED = {
     # interview practice: its time is per scenario interview held (80 min + 45 per interview),

@@ -26,7 +26,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from labkit.book import STDERR_ON_PURPOSE_TAG, shows_stderr_on_purpose
 from labkit.servers.client_logs import route_client_logs, routed_to, show_client_logs
 
-NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 WRITES_STDERR = re.compile(r"sys\.stderr|warnings\.warn\(|logging\.basicConfig|"
                            r"\blog(?:ging|ger)?\.(?:warning|error|exception|critical)\(")
 

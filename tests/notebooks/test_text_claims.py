@@ -41,7 +41,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 WINDOW = 80   # characters on either side of a match
 
 # (name, first pattern, second pattern): the text fails where both occur within WINDOW characters.

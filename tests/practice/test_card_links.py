@@ -14,7 +14,7 @@ from labkit.practice.links import asserts_per_section
 
 pytestmark = pytest.mark.no_servers  # the Python-versions leg runs these
 
-NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 PROOF_LINKS = [(card.id, notebook, heading) for card in CARDS for notebook, heading in card.proves]
 
 

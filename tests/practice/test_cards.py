@@ -59,21 +59,21 @@ def test_cards_cover_the_claims_the_course_teaches():
 
 
 def test_sandbox_headings_exist_in_the_sandbox_notebook():
-    notebook = json.loads((Path(__file__).parent.parent / "notebooks" / "sandbox.ipynb").read_text())
+    notebook = json.loads((Path(__file__).parents[2] / "notebooks" / "sandbox.ipynb").read_text())
     markdown = "".join("".join(cell["source"]) for cell in notebook["cells"] if cell["cell_type"] == "markdown")
     for heading in SECTIONS["sandbox.ipynb"]:
         assert f"# {heading}\n" in markdown, heading
 
 
 def test_redlock_headings_exist_in_notebook_08():
-    notebook = json.loads((Path(__file__).parent.parent / "notebooks" / "08_redlock_and_clocks.ipynb").read_text())
+    notebook = json.loads((Path(__file__).parents[2] / "notebooks" / "08_redlock_and_clocks.ipynb").read_text())
     markdown = "".join("".join(cell["source"]) + "\n" for cell in notebook["cells"] if cell["cell_type"] == "markdown")
     for heading in SECTIONS["08_redlock_and_clocks.ipynb"]:
         assert f"\n## {heading}\n" in "\n" + markdown, heading
 
 
 def test_partitions_headings_exist_in_notebook_07():
-    notebook = json.loads((Path(__file__).parent.parent / "notebooks" /
+    notebook = json.loads((Path(__file__).parents[2] / "notebooks" /
                            "07_partitions_and_client_side_expiry.ipynb").read_text())
     markdown = "".join("".join(cell["source"]) + "\n" for cell in notebook["cells"] if cell["cell_type"] == "markdown")
     for heading in SECTIONS["07_partitions_and_client_side_expiry.ipynb"]:

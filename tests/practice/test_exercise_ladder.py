@@ -1,7 +1,7 @@
 """Exercises without the answer: each lesson's exercise cell holds a skeleton (no solution in
 the notebook), a hint ladder gives two hints before the reference solution, and the
 unattended flag makes a notebook run check the skeleton fails and the reference passes.
-The skeletons and references on real servers: tests/test_practice_exercises.py."""
+The skeletons and references on real servers: tests/practice/test_practice_exercises.py."""
 import ast
 import json
 import re
@@ -16,7 +16,7 @@ from labkit.practice.exercises.report import Report
 
 pytestmark = pytest.mark.no_servers
 
-NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 
 
 def exercise_cell(lesson: str) -> tuple[str, str, str]:

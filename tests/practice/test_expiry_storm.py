@@ -15,7 +15,7 @@ import pytest
 from labkit.practice.expiry_storm import STORM_POLICIES, load_storm, reconnect_curve, reconnects_per_bucket, storm_facts
 
 matplotlib.use("Agg")
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "maint" / "expiry_storm.py"
 
 

@@ -14,7 +14,7 @@ from labkit.practice.scenarios import (SCENARIOS, ScenarioInterview, ScenarioPan
 IDS = {"daily-job-once", "redis-checkout-post-mortem", "partitioned-leader-epochs", "lock-service-design",
        "kubernetes-lease-writer", "multi-region-locks", "redis-to-fenced-migration", "expiry-storm-incident",
        "multi-tenant-lock-service"}
-# the word "sequence" near "token" or "fenc" (tests/test_text_claims.py's rule, for the rubric alone)
+# the word "sequence" near "token" or "fenc" (tests/notebooks/test_text_claims.py's rule, for the rubric alone)
 SEQUENCE_AS_TOKEN = re.compile(r"\bsequences?\b.{0,80}(token|fenc)|(token|fenc).{0,80}\bsequences?\b",
                                re.IGNORECASE)
 

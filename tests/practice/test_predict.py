@@ -13,7 +13,7 @@ from labkit.practice.journal import Journal
 from labkit.practice.predict import predict
 from labkit.practice.prediction_notes import MISCONCEPTIONS, NOTES, note
 
-NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 
 pytestmark = pytest.mark.no_servers  # the Python-versions leg runs these
 

@@ -52,7 +52,7 @@ def test_served_in_creation_order(strategy):
 
 
 def test_sequence_numbers_count_creations_only_like_zookeeper():
-    # the same schedule as tests/test_zookeeper_sequence.py runs on the real server
+    # the same schedule as tests/practice/test_zookeeper_sequence.py runs on the real server
     sim = Sandbox()
     sim.add_clients(2)
     sim.release("c1")

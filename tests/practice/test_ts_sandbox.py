@@ -20,7 +20,7 @@ from labkit.practice.sandbox import STRATEGIES, Sandbox, evaluate
 from labkit.practice.sandbox_widget import WEB
 
 pytestmark = pytest.mark.no_servers
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SOURCE = REPO / "web" / "sandbox"
 NODE, NPM = shutil.which("node"), shutil.which("npm")
 needs_node = pytest.mark.skipif(NODE is None, reason="node is not installed: the cross-check runs the "

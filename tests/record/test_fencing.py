@@ -11,7 +11,7 @@ import pytest
 from labkit.lessons.fencing_edges import late_write_schedule
 from labkit.record.fencing import FencedStore, StaleToken
 
-REPOSITORY = Path(__file__).resolve().parents[1]
+REPOSITORY = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

@@ -146,7 +146,7 @@ def test_wait_for_times_out_with_a_message():
         history.wait_for("acquired", timeout=0.2)
 
 
-REPOSITORY = Path(__file__).resolve().parents[1]  # so that "python -c" imports this labkit
+REPOSITORY = Path(__file__).resolve().parents[2]  # so that "python -c" imports this labkit
 CHILD = """
 import sys
 from labkit.record.history import remote_sink

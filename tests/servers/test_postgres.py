@@ -1,6 +1,6 @@
 """PostgreSQL in the lab (labkit.up(postgres=True)), the fenced table on it (C29), and how
 long an advisory lock outlives its client (C30). Real servers: one shared lab for the module.
-A half-open connection's lock (C30, in a network namespace): tests/test_postgres_half_open.py."""
+A half-open connection's lock (C30, in a network namespace): tests/lessons/test_postgres_half_open.py."""
 import ctypes
 import ctypes.util
 import os

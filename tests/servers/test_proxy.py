@@ -3,7 +3,7 @@ session lab's real Redis: a route forwards, a cut link resets a new connection, 
 it through again, a delay holds every reply at least that long; and the rules it applies:
 a connection nobody can attribute is cut only when its target is cut from every peer, and a
 lost chunk waits one more retransmission timeout, doubled each time it is lost again.
-(tests/test_network.py drives the same proxy as the lab's own process, through Network.)"""
+(tests/servers/test_network.py drives the same proxy as the lab's own process, through Network.)"""
 from __future__ import annotations
 
 import asyncio

@@ -20,7 +20,7 @@ from labkit.servers.runners.process import process_state
 
 from helpers import run_in_kernel, wait_until
 
-NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 
 
 pytestmark = pytest.mark.backend

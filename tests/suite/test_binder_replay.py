@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-DOCKERFILE = Path(__file__).with_name("binder_replay.Dockerfile")
+ROOT = Path(__file__).resolve().parents[2]
+DOCKERFILE = Path(__file__).resolve().parents[1] / "binder_replay.Dockerfile"
 NOTEBOOKS = ("notebooks/00_start_here.ipynb", "notebooks/02_zookeeper_lock_recipe.ipynb")
 IMAGE = "labkit-binder-replay:test"
 MEMORY_LIMIT = "2g"  # mybinder.org's limit per user

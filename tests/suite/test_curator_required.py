@@ -51,7 +51,7 @@ def run_marked_test(tmp_path, marker: str, **env: str) -> tuple[subprocess.Compl
     test_file = tmp_path / "test_needs_it.py"
     test_file.write_text(f"import pytest\n\n@pytest.mark.{marker}\ndef test_it():\n    pass\n")
     command = [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "-p", "needs", str(test_file)]
-    here = {"PYTHONPATH": str(Path(__file__).parent), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+    here = {"PYTHONPATH": str(Path(__file__).parents[1]), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
             "LABKIT_CHROMIUM": str(tmp_path / "no-chromium")}   # helpers.CHROMIUM reads it first
     return tuple(subprocess.run(command, env=without_java(tmp_path, **here, **extra), capture_output=True,
                                 text=True, timeout=120, cwd=tmp_path) for extra in ({}, env))

@@ -16,7 +16,7 @@ from legs import LOAD_SENSITIVE, RACE_GROUPS, RACES
 
 pytestmark = pytest.mark.no_servers  # the Python-versions leg runs these
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_race_groups_hold_every_file_of_the_races_part_once():
@@ -29,8 +29,8 @@ def test_the_race_groups_hold_every_file_of_the_races_part_once():
 
 @pytest.mark.slow   # a pytest -n 2 session: ~5 s alone, 30 s on a loaded machine
 def test_in_the_races_part_each_group_runs_whole_on_a_worker_of_its_own(pytester, monkeypatch):
-    pytester.makeconftest((Path(__file__).parent / "conftest.py").read_text())
-    pytester.makepyfile(**{module: (Path(__file__).parent / f"{module}.py").read_text()
+    pytester.makeconftest((Path(__file__).parents[1] / "conftest.py").read_text())
+    pytester.makepyfile(**{module: (Path(__file__).parents[1] / f"{module}.py").read_text()
                            for module in ("legs", "helpers", "needs")})   # what conftest.py imports
     first, second = (sorted(group)[:2] for group in RACE_GROUPS)
     pytester.makepyfile(**{name.removesuffix(".py"): RECORDING_TEST for name in first + second})

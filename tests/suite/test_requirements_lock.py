@@ -12,7 +12,7 @@ pytestmark = pytest.mark.no_servers  # the Python-versions leg runs these
 
 tomllib = pytest.importorskip("tomllib")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LOCK = ROOT / "requirements" / "lock.txt"
 
 

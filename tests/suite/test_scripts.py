@@ -15,7 +15,7 @@ from legs import LEGS, LOAD_SENSITIVE, PARTS, RACES
 
 pytestmark = pytest.mark.no_servers  # the Python-versions leg runs these
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SHELL_SCRIPTS = [ROOT / "lab.sh", ROOT / ".ci" / "run", *sorted((ROOT / "scripts").rglob("*.sh"))]
 
 
@@ -222,7 +222,7 @@ def test_lab_test_quick_stress_runs_the_legs_beside_hogs_and_stops_them(tmp_path
 
 
 def test_the_parts_split_the_test_files_in_two():
-    names = [path.name for path in (ROOT / "tests").glob("test_*.py")]
+    names = [path.name for path in (ROOT / "tests").rglob("test_*.py")]
     races = {name for name in names if PARTS["races"](name)}
     rest = {name for name in names if PARTS["rest"](name)}
     assert races and rest and not races & rest and races | rest == set(names) and all(PARTS["all"](n) for n in names)
@@ -233,21 +233,22 @@ def test_the_tests_and_a_notebook_collect_together():
     """The Python-versions leg collects tests/ and notebook 00 in one run: two conftest.py
     files, so a test that imports ``conftest`` by name may get the notebooks' one (it did)."""
     done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-                           "--nbval-lax", "--leg", "pythons", "tests/test_scripts.py", "notebooks/00_start_here.ipynb"],
+                           "--nbval-lax", "--leg", "pythons", "tests/suite/test_scripts.py", "notebooks/00_start_here.ipynb"],
                           cwd=ROOT, capture_output=True, text=True, timeout=280)   # a hang guard: 120 s expired at load 24-40
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
 
 def test_the_races_name_test_files_that_exist():
-    assert all((ROOT / "tests" / name).is_file() for name in RACES), RACES
+    names = {path.name for path in (ROOT / "tests").rglob("test_*.py")}   # in their rooms, tests/<room>/
+    assert set(RACES) | set(LOAD_SENSITIVE) <= names, sorted(set(RACES) | set(LOAD_SENSITIVE) - names)
 
 
 @pytest.mark.slow   # two pytest sessions, one with 2 workers: ~5 s alone, 30 s on a loaded machine
 def test_workers_run_whole_files_with_a_labkit_home_each_and_the_races_together(pytester, monkeypatch):
     # a real pytest -n 2 run with this folder's conftest, on four small files: two named like
     # RACES, one with a slow test
-    pytester.makeconftest((Path(__file__).parent / "conftest.py").read_text())
-    pytester.makepyfile(**{module: (Path(__file__).parent / f"{module}.py").read_text()
+    pytester.makeconftest((Path(__file__).parents[1] / "conftest.py").read_text())
+    pytester.makepyfile(**{module: (Path(__file__).parents[1] / f"{module}.py").read_text()
                            for module in ("legs", "helpers", "needs")})   # what conftest.py imports
     races = sorted(RACES)[:2]
     files = {name.removesuffix(".py"): RECORDING_TEST for name in races}

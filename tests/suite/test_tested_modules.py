@@ -24,14 +24,14 @@ from labkit_imports import imports_of, modules, parse
 
 pytestmark = pytest.mark.no_servers
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 imports_in = functools.cache(imports_of)   # the same files are asked about again and again
 
 # Checked otherwise, each with how (an entry counts for the modules inside it too). Keep it short.
 ALLOWED = {
     "labkit.course": "the course layer: each lesson's facade is what its notebook runs (nbval runs every "
-                     "notebook in scripts/ci, and tests/test_course_layer.py checks each opens with its lesson)",
-    "labkit.book.__main__": "`python -m labkit.book`: it calls labkit.book.main, which tests/test_book.py runs",
+                     "notebook in scripts/ci, and tests/course/test_course_layer.py checks each opens with its lesson)",
+    "labkit.book.__main__": "`python -m labkit.book`: it calls labkit.book.main, which tests/book/test_book.py runs",
 }
 
 # No test imports these yet: each wants a test of its own (tests/<its room>/test_<module>.py, #35).

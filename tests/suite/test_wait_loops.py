@@ -21,7 +21,7 @@ from labkit.timing import wait_until
 
 pytestmark = pytest.mark.no_servers
 
-LABKIT = Path(__file__).resolve().parent.parent / "labkit"
+LABKIT = Path(__file__).resolve().parents[2] / "labkit"
 CLOCKS = {"monotonic", "time", "perf_counter"}
 DEADLINE_WORDS = ("deadline", "until", "remaining", "lost_by", "give_up_at")
 

@@ -23,7 +23,7 @@ import pytest
 
 from helpers import CHROMIUM, CHROMIUM_ARGS, playwright_api
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 NOTEBOOK = REPO / "notebooks" / "lab_panel.ipynb"
 ARTIFACTS = REPO / "artifacts"
 CELLS_UP_TO_THE_PANEL = 5  # title, read aloud (the lesson handle), %matplotlib, lesson.lab(), the panel (the rest click and clean up)

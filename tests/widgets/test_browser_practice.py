@@ -1,5 +1,5 @@
 """Practice in a real browser (issue #27): Jupyter Lab on 127.0.0.1, Debian's Chromium driven by
-Playwright, as tests/test_browser.py does.
+Playwright, as tests/widgets/test_browser.py does.
 
 - Lesson 00 run cell by cell: two of its four predictions answered in their widgets (a choice
   clicked, then "Lock in"), the other two left alone; the "your predictions" cell at the end
@@ -10,7 +10,7 @@ Playwright, as tests/test_browser.py does.
   is off), then mid, senior, staff in that order; and the book's static copy keeps each level
   shut until something is written in its box (book.js, from disk).
 
-Screenshots go to artifacts/. Skips like tests/test_browser.py without Chromium or Playwright.
+Screenshots go to artifacts/. Skips like tests/widgets/test_browser.py without Chromium or Playwright.
 """
 import contextlib
 import json

@@ -6,7 +6,7 @@ A second test opens the lesson's own widget cell in JupyterLab, keeps the kernel
 long sleep, and clicks: the widget still answers, since no click waits for the kernel.
 Screenshots are kept in artifacts/sandbox_widget.png and artifacts/sandbox_widget_lab.png.
 
-Needs Debian's Chromium (``apt-get install -y chromium``), as tests/test_browser.py does.
+Needs Debian's Chromium (``apt-get install -y chromium``), as tests/widgets/test_browser.py does.
 """
 import json
 from pathlib import Path
@@ -17,10 +17,10 @@ from labkit.practice.sandbox_widget import bundle
 
 from helpers import CHROMIUM, CHROMIUM_ARGS, playwright_api
 
-LESSON = Path(__file__).resolve().parent.parent / "notebooks" / "sandbox.ipynb"
+LESSON = Path(__file__).resolve().parents[2] / "notebooks" / "sandbox.ipynb"
 WIDGET_CELL = "ts-sandbox-widget"   # the lesson's cell that shows the widget, by id
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "artifacts"
 
 pytestmark = [pytest.mark.browser]   # browser: skipped without Chromium, failed where expected (tests/needs.py)

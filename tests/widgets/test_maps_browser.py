@@ -1,5 +1,5 @@
 """The lock maps in a real browser (Debian's Chromium through Playwright), drawn from small real
-runs on one lab (tests/test_maps.py's runs):
+runs on one lab (tests/widgets/test_maps.py's runs):
 
 - every map's Mermaid export renders with the ``mermaid`` npm package in Chromium, from a page
   on disk: npm fetches the pinned package (``npm pack``, its integrity checked) into a cache
@@ -29,7 +29,7 @@ from labkit.widgets.map_widget import static_map_html
 from helpers import CHROMIUM, CHROMIUM_ARGS, chromium_browser, open_watched, playwright_api
 from test_maps import etcd_run, middle_waiter_run, zookeeper_run
 
-ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
 
 pytestmark = [pytest.mark.browser]   # browser: skipped without Chromium, failed where expected (tests/needs.py)
 

@@ -1,7 +1,7 @@
 """Read aloud, without a browser: the markdown a speech engine is handed is plain words
 (no markup, no code, no hidden answers), a notebook splits into sections at its headings,
 every lesson has the control as its second cell, and the book shows the control's static
-copy. The browser half is tests/test_read_aloud_browser.py."""
+copy. The browser half is tests/widgets/test_read_aloud_browser.py."""
 import json
 import re
 
