@@ -1,6 +1,8 @@
 """Which tests each leg of the suite runs, and the parts a leg can be split in: plain data,
 used by tests/conftest.py and checked by tests/suite/test_scripts.py. (Its own module: the notebooks
-folder has a conftest.py too, so ``from conftest import ...`` can find the other one.)"""
+folder has a conftest.py too, so ``from conftest import ...`` can find the other one.)
+Files are named without their room (tests/<room>/test_x.py is "test_x.py"): the names are
+unique across the rooms (tests/suite/test_layout.py)."""
 
 # The races whose asserts are about timing (who lapses or acquires first, within margins of a
 # few hundred ms): when test files run side by side (pytest -n, scripts/ci/local.sh), these
