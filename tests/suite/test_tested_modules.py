@@ -38,7 +38,6 @@ ALLOWED = {
 TO_DO = {
     "labkit.bench.network",
     "labkit.bench.processes.contenders", "labkit.bench.processes.etcdctl_chain",
-    "labkit.bench.scale.limits",
     "labkit.book.site",
     "labkit.faults.process",
     "labkit.harness.frozen_holder",      # run by the pause tests of test_peers, test_redlock_lessons, test_scenarios
@@ -49,11 +48,11 @@ TO_DO = {
     "labkit.locks.zookeeper_contact",
     "labkit.practice.exercises.contention", "labkit.practice.exercises.diagnosis",
     "labkit.practice.exercises.fenced_sql", "labkit.practice.exercises.racing",
-    "labkit.practice.exercises.recording_client", "labkit.practice.exercises.run", "labkit.practice.reliability",
+    "labkit.practice.exercises.recording_client", "labkit.practice.exercises.run",
     "labkit.practice.sandbox_coordinator",
     "labkit.servers.live_labs", "labkit.servers.services.node", "labkit.servers.services.redis", "labkit.servers.start",
     "labkit.torture.report", "labkit.torture.workload",
-    "labkit.widgets.driver", "labkit.widgets.figure", "labkit.widgets.lifetime", "labkit.widgets.map_texts",
+    "labkit.widgets.driver", "labkit.widgets.figure", "labkit.widgets.lifetime",
     "labkit.widgets.view",
 }
 
