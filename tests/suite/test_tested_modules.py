@@ -51,7 +51,7 @@ TO_DO = {
     "labkit.practice.exercises.recording_client", "labkit.practice.exercises.run",
     "labkit.practice.sandbox_coordinator",
     "labkit.servers.live_labs", "labkit.servers.services.node", "labkit.servers.services.redis", "labkit.servers.start",
-    "labkit.torture.report", "labkit.torture.workload",
+    "labkit.torture.workload",
     "labkit.widgets.driver", "labkit.widgets.figure", "labkit.widgets.lifetime",
     "labkit.widgets.view",
 }
