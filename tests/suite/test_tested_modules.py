@@ -50,7 +50,7 @@ TO_DO = {
     "labkit.practice.exercises.fenced_sql", "labkit.practice.exercises.racing",
     "labkit.practice.exercises.recording_client", "labkit.practice.exercises.run",
     "labkit.practice.sandbox_coordinator",
-    "labkit.servers.live_labs", "labkit.servers.services.node", "labkit.servers.services.redis", "labkit.servers.start",
+    "labkit.servers.services.node", "labkit.servers.services.redis", "labkit.servers.start",
     "labkit.torture.workload",
     "labkit.widgets.driver", "labkit.widgets.figure", "labkit.widgets.lifetime",
     "labkit.widgets.view",
