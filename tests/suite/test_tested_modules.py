@@ -49,7 +49,6 @@ TO_DO = {
     "labkit.practice.exercises.contention", "labkit.practice.exercises.diagnosis",
     "labkit.practice.exercises.fenced_sql", "labkit.practice.exercises.racing",
     "labkit.practice.exercises.recording_client", "labkit.practice.exercises.run",
-    "labkit.practice.sandbox_coordinator",
     "labkit.servers.services.node", "labkit.servers.services.redis", "labkit.servers.start",
     "labkit.torture.workload",
     "labkit.widgets.driver", "labkit.widgets.figure", "labkit.widgets.lifetime",
