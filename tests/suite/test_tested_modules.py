@@ -51,7 +51,7 @@ TO_DO = {
     "labkit.practice.exercises.recording_client", "labkit.practice.exercises.run",
     "labkit.servers.services.node", "labkit.servers.services.redis", "labkit.servers.start",
     "labkit.torture.workload",
-    "labkit.widgets.driver", "labkit.widgets.figure", "labkit.widgets.lifetime",
+    "labkit.widgets.driver",
     "labkit.widgets.view",
 }
 
