@@ -14,7 +14,7 @@ matplotlib.use("Agg")
 
 import pytest  # noqa: E402
 
-from labkit.locks.registry import RECIPES  # noqa: E402
+from labkit.locks.registry import recipe_named  # noqa: E402
 from labkit.record.events import Event  # noqa: E402
 from labkit.record.fencing import StoreWrite  # noqa: E402
 from labkit.record.history import History  # noqa: E402
@@ -47,7 +47,7 @@ def trial(number: int, overlapping: bool) -> Trial:
         writes.insert(1, write(0.7, "c2", 2))
     pause = Step(1.2, "pause", "client", 0.1)
     executed = [Executed(pause, "c2", START + 1.2, START + 1.3)]
-    judgement = judge(history, writes, executed, RECIPES["zookeeper"], ttl=1.0, timeout=1.0, start=START,
+    judgement = judge(history, writes, executed, recipe_named("zookeeper"), ttl=1.0, timeout=1.0, start=START,
                       end=START + 3.0)
     return Trial(number, 7 + number, [pause], executed, history, writes, judgement, START, START + 3.0)
 
