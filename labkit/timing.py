@@ -3,7 +3,7 @@
 Readiness in this lab is probed, never slept: poll a real condition often, and give up
 after a deadline with an error that names what was awaited. A caller that knows more than
 "it did not happen" (a server's last log lines, what to try next) hands ``wait_until`` the
-error to raise, so no module needs a deadline loop of its own (tests/test_wait_loops.py
+error to raise, so no module needs a deadline loop of its own (tests/suite/test_wait_loops.py
 counts the ones left, each with its reason).
 """
 from __future__ import annotations

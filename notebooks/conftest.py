@@ -22,7 +22,7 @@ is more than 20 % over the table's fails the session (`python -m labkit.book.cel
 rewrites the table).
 
 Every lesson shows what happened as a picture: a lesson notebook (``NN_*.ipynb``) that ran
-every code cell and whose outputs hold no image fails the session (tests/test_lesson_figures.py
+every code cell and whose outputs hold no image fails the session (tests/notebooks/test_lesson_figures.py
 checks the same from the notebooks' source)."""
 from __future__ import annotations
 

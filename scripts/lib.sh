@@ -42,7 +42,7 @@ install_lab_settings() {
 install_test_extras() {
     # Curator (a real Java peer for the interop tests) and a browser for the widget test.
     if command -v apt-get >/dev/null; then
-        # python3-redis: tests/test_private_labs.py runs labkit as a second user with Debian's python
+        # python3-redis: tests/servers/test_private_labs.py runs labkit as a second user with Debian's python
         apt_install libcurator-recipes-java default-jdk-headless chromium python3-redis
     fi
 }

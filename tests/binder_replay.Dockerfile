@@ -1,5 +1,5 @@
 # What repo2docker (mybinder.org) does with .binder/, replayed on the lab's Debian base image:
-# tests/test_binder_replay.py builds this with a context of `repo/` (the course, as a clone
+# tests/suite/test_binder_replay.py builds this with a context of `repo/` (the course, as a clone
 # has it) and `ca/` (the host's local CAs, for pip behind a TLS-intercepting proxy).
 #
 # The steps and their users follow repo2docker's buildpacks (base.py, python/): apt.txt as

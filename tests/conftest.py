@@ -41,7 +41,7 @@ try:
 except ImportError:  # pytest-xdist is in the lock; without it tests run one at a time
     LoadScopeScheduling = None
 
-# pytester: tests/test_notebook_stderr.py runs a small nbval session; needs: the curator and
+# pytester: tests/notebooks/test_notebook_stderr.py runs a small nbval session; needs: the curator and
 # browser markers skip a test where its tool is missing, or fail it where the run expects the tool
 pytest_plugins = ("pytester", "needs")
 

@@ -12,7 +12,7 @@ DEADLINE = 20.0  # generous: two cores shared with other test runs
 # the session's lab (tests/conftest.py, fixture lab): what lab_of(**SHARED_SHAPE) gives too
 SHARED_SHAPE = {"zookeeper": 1, "etcd": 1, "redis": True, "redlock": 3}
 # Debian's Chromium, driven by Playwright (its own browser download cannot work here);
-# LABKIT_CHROMIUM names another (tests/test_curator_required.py: one that is not there)
+# LABKIT_CHROMIUM names another (tests/suite/test_curator_required.py: one that is not there)
 CHROMIUM = os.environ.get("LABKIT_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]

@@ -1,6 +1,6 @@
 """labkit's import graph, read from the source with ``ast`` (nothing is imported): which labkit
-modules there are and what each file imports, for tests/test_architecture.py (the rule of
-imports) and tests/test_tested_modules.py (which modules no test imports). A file outside
+modules there are and what each file imports, for tests/suite/test_architecture.py (the rule of
+imports) and tests/suite/test_tested_modules.py (which modules no test imports). A file outside
 labkit (a test) is read the same way."""
 from __future__ import annotations
 

@@ -1,13 +1,15 @@
 """Which tests each leg of the suite runs, and the parts a leg can be split in: plain data,
-used by tests/conftest.py and checked by tests/test_scripts.py. (Its own module: the notebooks
-folder has a conftest.py too, so ``from conftest import ...`` can find the other one.)"""
+used by tests/conftest.py and checked by tests/suite/test_scripts.py. (Its own module: the notebooks
+folder has a conftest.py too, so ``from conftest import ...`` can find the other one.)
+Files are named without their room (tests/<room>/test_x.py is "test_x.py"): the names are
+unique across the rooms (tests/suite/test_layout.py)."""
 
 # The races whose asserts are about timing (who lapses or acquires first, within margins of a
 # few hundred ms): when test files run side by side (pytest -n, scripts/ci/local.sh), these
 # files run one after another on one worker, never two at once; the other workers run the rest.
 # Measured: with 3 workers and the races as one unit every race passed on a machine loaded by
 # other runs; with 4 workers one curator race came out inverted. The benchmarks assert no
-# timing (tests/test_bench.py), so they are not races.
+# timing (tests/bench/test_bench.py), so they are not races.
 RACES = ("test_holder_safety.py", "test_torture_nemeses.py", "test_clock_drift.py", "test_pre_vote.py",
          "test_curator_topologies.py", "test_delayed_write.py", "test_semaphore_deadlines.py")
 

@@ -8,7 +8,7 @@ A marked test is skipped, saying what to install, where the tool cannot run; it 
 the lab image) or, unset, CI=true (labkit.locks.curator.curator_expected); for Chromium the same
 with LABKIT_EXPECT_CHROMIUM. The check runs before the test's fixtures, so no lab starts for a
 test that cannot run. A pytest plugin of its own (tests/conftest.py loads it; ``-p needs`` loads
-it in a run without that conftest, as tests/test_curator_required.py does)."""
+it in a run without that conftest, as tests/suite/test_curator_required.py does)."""
 from __future__ import annotations
 
 import importlib.util

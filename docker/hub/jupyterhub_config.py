@@ -14,7 +14,7 @@ What can go wrong, and what this configuration does about it:
   their server stops, so a restart always starts from the current image.
 
 The image and the limits are read from z2jh-values.yaml (their one place, shared with the
-Kubernetes values). Run it with `docker/hub/hub.sh start`; tests/test_hub.py runs it for real.
+Kubernetes values). Run it with `docker/hub/hub.sh start`; tests/hub/test_hub.py runs it for real.
 """
 import os
 import sys

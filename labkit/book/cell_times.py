@@ -10,7 +10,7 @@ notebooks/conftest.py appends one line per code cell; the run's rows then replac
 notebook's rows in the table, whose first line says when and under what load they were taken
 (the machine is shared: a loaded run is slower, and the table says so).
 
-The checks (notebooks/conftest.py runs both; tests/test_cell_times.py checks the table):
+The checks (notebooks/conftest.py runs both; tests/notebooks/test_cell_times.py checks the table):
 - a cell the table lists at more than ``SLOW_SECONDS`` must print progress lines
   (``labkit.progress.LINE_PREFIX``) on every nbval run, or it fails: a learner watching a
   silent cell for that long cannot tell working from stuck;
@@ -45,7 +45,7 @@ WAITS_FOR_NOTHING = {
     "906786e2": "08: draws three figures of runs made in earlier cells (matplotlib only, no server); "
                 "9.7 s at load 40 on 2 cores, well under a second idle",
 }
-TABLE_VARIABLE = "LABKIT_CELL_TABLE"   # another table for the checks (tests/test_notebook_stderr.py)
+TABLE_VARIABLE = "LABKIT_CELL_TABLE"   # another table for the checks (tests/notebooks/test_notebook_stderr.py)
 
 
 def table_path() -> Path:
@@ -123,7 +123,7 @@ def measure(notebook: Path) -> list[dict] | None:
     """Run one notebook under nbval with its cells timed: its rows, or None if it failed."""
     with tempfile.TemporaryDirectory(prefix="cell-times-") as folder:
         lines = Path(folder) / "times.tsv"
-        # measuring, not checking: no table to check against (tests/test_cell_times.py judges the new one)
+        # measuring, not checking: no table to check against (tests/notebooks/test_cell_times.py judges the new one)
         environment = {**os.environ, "LABKIT_CELL_TIMES": str(lines), TABLE_VARIABLE: str(Path(folder) / "none.csv")}
         result = subprocess.run([sys.executable, "-m", "pytest", str(notebook), "--nbval-lax", "-q",
                                  "-p", "no:cacheprovider"], cwd=ROOT, env=environment)

@@ -12,7 +12,7 @@ notebook runs in about a minute.**"). A stated time fits when it lies within ±2
 
 What the estimate cannot see: code read slowly, cards shown by a deck, a widget played with, an
 exercise that is not a ``check_exercise(`` call, a discussion in a room. It is a floor for a learner
-who reads every word once; tests/test_lesson_times.py names the notebooks it cannot judge.
+who reads every word once; tests/notebooks/test_lesson_times.py names the notebooks it cannot judge.
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ The pages draw the lock maps' Mermaid text with the ``mermaid`` npm package, cop
 built book beside the pages so that opening them loads nothing from the network. npm fetches
 the package (``npm pack``: no install, no scripts run) into ``~/.cache/labkit/npm``; its
 integrity (the sha512 npm publishes) is checked before ``dist/mermaid.min.js`` is kept.
-tests/test_maps_browser.py renders every map's export with the same file.
+tests/widgets/test_maps_browser.py renders every map's export with the same file.
 
 What can go wrong: no npm, or no registry within reach (``MermaidUnavailable``, saying what
 to install or that the cache can be filled on another machine); a package whose hash differs

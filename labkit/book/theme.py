@@ -7,7 +7,7 @@ a package fetched at build time for what is a short walk over a small set of nod
 course's notebooks use about twenty (paragraphs, headings, lists, tables, code, details, links
 and the cells' outputs). Every type has its function in ``RENDER``; a type that is not there
 raises ``UnrenderedNode`` (the build fails, naming the type and the page) rather than being
-dropped, and tests/test_book.py checks that every type of the built book is known.
+dropped, and tests/book/test_book.py checks that every type of the built book is known.
 
 Outputs: for each cell output the richest form a static page can show, in this order: a
 Mermaid map (``text/vnd.mermaid``, drawn in the page by mermaid.js) beside the map's own static

@@ -13,7 +13,7 @@ no-delay acquire time measured in the same run, plus a margin for what a loaded 
 round trip (50 ms at 50 ms); at 5 or 20 ms per link a round trip is within what a busy
 machine adds, so the bound there only catches the grossly slow. ``slow_links(...,
 extra_requests=1)`` sends one more request per acquire through the same delayed link, and
-the check must refuse it at 50 ms (tests/test_partitions_lesson.py). Measured on 2 cores at
+the check must refuse it at 50 ms (tests/lessons/test_partitions_lesson.py). Measured on 2 cores at
 a load average of 12-13: at 50 ms the fastest acquires sat 36-50 ms under the bound, and with
 one request more 53-80 ms over it.
 """

@@ -8,7 +8,7 @@ notebooks 00-11, keyed by the question's exact text.
     MISCONCEPTIONS["watch-fan-out"]      # the sentence a calibration summary shows
 
 A question the file does not know gets a note with ``None`` in both fields: the prediction
-still works, and the calibration counts it under "not named" (tests/test_predict.py fails
+still works, and the calibration counts it under "not named" (tests/practice/test_predict.py fails
 for every notebook question the file misses, so that does not last).
 """
 from __future__ import annotations

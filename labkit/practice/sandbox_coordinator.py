@@ -53,7 +53,7 @@ class Coordinator:
         return sorted(self.owner_of, key=lambda name: int(name[-10:]))
 
     def create_sequential(self, session: str, prefix: str = "lock-") -> str:
-        # Like ZooKeeper 3.8 (checked on the real server: tests/test_zookeeper_sequence.py),
+        # Like ZooKeeper 3.8 (checked on the real server: tests/practice/test_zookeeper_sequence.py),
         # the suffix counts the children ever created under the parent, and deletes do not
         # count: create 2, delete 1, and the next is ...0000000002, no gap. (The parent's
         # cversion, which a client reads in its Stat, counts deletes too: it is not the suffix.)

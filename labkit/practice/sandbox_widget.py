@@ -1,5 +1,5 @@
 """The sandbox as a widget that runs in the browser: the TypeScript model of
-web/sandbox/src/ (the same model as labkit/practice/sandbox.py, and tests/test_ts_sandbox.py
+web/sandbox/src/ (the same model as labkit/practice/sandbox.py, and tests/practice/test_ts_sandbox.py
 holds them to the same answers), compiled into labkit/practice/web/ and shipped with the
 package, so a learner needs no Node. Every click is handled by the JavaScript in the page:
 no kernel round trip, and the same code runs on a static page with no kernel at all.

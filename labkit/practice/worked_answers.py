@@ -11,7 +11,7 @@ Every number a worked answer uses is written in its text and listed with where i
 from: ``from``, an expression over labkit (a lesson's constant, a measured result a lesson's
 code computes, the committed expiry-storm run), or ``arithmetic`` on the prompt's own
 numbers; a number from outside both (the answer's own assumption, a product's default, a
-paper) is a ``given``, with why. tests/test_worked_answers.py evaluates each source and checks
+paper) is a ``given``, with why. tests/practice/test_worked_answers.py evaluates each source and checks
 that every number written in an answer is one of these, so an answer cannot drift from the
 course. The texts live in ``worked_answers.json`` next to this module.
 

@@ -54,7 +54,7 @@ stop_dockerd() {
 }
 
 install_hub_extras() {
-    # tests/test_hub.py (the class hub, docker/hub/): JupyterHub's proxy, from Debian. The hub
+    # tests/hub/test_hub.py (the class hub, docker/hub/): JupyterHub's proxy, from Debian. The hub
     # itself and its single-user image come from docker/hub/hub.sh, which the test runs.
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then apt_install node-configurable-http-proxy; fi
 }
@@ -93,7 +93,7 @@ built=$status
 if [ "$built" -eq 0 ] && [ "${LABKIT_DEBIAN13:-yes}" != no ]; then
     if scripts/ci/debian13.sh build; then debian13_image=yes; else status=1; fi
 fi
-install_hub_extras || say "node-configurable-http-proxy could not be installed: tests/test_hub.py will skip"
+install_hub_extras || say "node-configurable-http-proxy could not be installed: tests/hub/test_hub.py will skip"
 say "images ready in $((SECONDS - began)) s"
 if [ -n "$gate" ]; then
     say "the tests wait for the local leg (a lock on $gate)"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/maint/sandbox_js.sh: compile the TypeScript sandbox (web/sandbox/src/*.mts) into
 # labkit/practice/web/*.mjs, the JavaScript that ships in the package (a learner needs no
-# Node). Run it after editing the TypeScript, and commit both: tests/test_ts_sandbox.py
+# Node). Run it after editing the TypeScript, and commit both: tests/practice/test_ts_sandbox.py
 # compiles afresh and fails if the committed JavaScript differs. Needs node and npm; npm ci
 # installs the typescript that web/sandbox/package-lock.json pins.
 set -euo pipefail

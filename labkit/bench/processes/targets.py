@@ -1,5 +1,5 @@
 """The targets of ``labkit bench --processes`` and its report: pure functions of the numbers
-(tested with numbers in tests/test_bench_processes.py), never of the machine.
+(tested with numbers in tests/bench/test_bench_processes.py), never of the machine.
 
 Targets, each a ratio of hand-off p50s measured in the same run (PASS or MISS, never asserted):
 labkit's ZooKeeperLock at most 1.2 x Curator's InterProcessMutex and at most 1.0 x kazoo's Lock;

@@ -1,6 +1,6 @@
 // The ZooKeeper lock recipe on an in-memory model, in TypeScript: the same model as
 // labkit/practice/sandbox.py and its coordinator, sandbox_coordinator.py, line for line,
-// so that it runs in a browser with no kernel and no server. tests/test_ts_sandbox.py runs both on the same scenarios and fails if
+// so that it runs in a browser with no kernel and no server. tests/practice/test_ts_sandbox.py runs both on the same scenarios and fails if
 // they ever disagree (wakeups, node names, holders, the trace, errors).
 //
 // What goes wrong here is what goes wrong on a real ensemble, slowed down: a waiter that
