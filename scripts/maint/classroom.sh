@@ -51,7 +51,7 @@ fi
 [ -x "$PY" ] || die "no $PY: run ./lab.sh setup first"
 hogs=$(stress_hogs "$stress")
 
-ROOM=$(mktemp -d "${TMPDIR:-/tmp}/labkit-classroom.XXXXXX")   # a folder per learner: home/, log, result
+ROOM=$(mktemp -d "${TMPDIR:-/tmp}/labkit-classroom.XXXXXX")   # a folder per learner: home/ (its LABKIT_HOME), tmp/, log, result
 RUNNING=()   # "pid learner" of the learners still running
 
 end_class() {
@@ -66,7 +66,10 @@ end_class() {
         [ -d "$folder/home" ] || continue
         LABKIT_HOME="$folder/home" "$PY" -m labkit.cli down >/dev/null 2>&1 || true
     done
-    if [ -n "${LABKIT_CLASSROOM_KEEP:-}" ]; then mkdir -p "$LABKIT_CLASSROOM_KEEP" && cp "$ROOM"/learner-*/log "$LABKIT_CLASSROOM_KEEP"/ 2>/dev/null || true; fi
+    for folder in "$ROOM"/learner-*/; do
+        [ -n "${LABKIT_CLASSROOM_KEEP:-}" ] && [ -f "$folder/log" ] || continue
+        mkdir -p "$LABKIT_CLASSROOM_KEEP" && cp "$folder/log" "$LABKIT_CLASSROOM_KEEP/$(basename "$folder").log" || true
+    done
     rm -rf "$ROOM"
 }
 trap end_class EXIT
@@ -78,9 +81,10 @@ learner() {
     # exit code, seconds, load at the start, load at the end
     local folder="$ROOM/learner-$1" began=$SECONDS load code=0
     load=$(load_average)
-    run_pytest env LABKIT_HOME="$folder/home" JUPYTER_RUNTIME_DIR="$folder/runtime" LABKIT_BACKEND="${LABKIT_BACKEND:-local}" \
-        "$PY" -m pytest --nbval-lax "$2" --nbval-kernel-startup-timeout "$KERNEL_STARTUP_TIMEOUT" -rfE --color=no \
-        > "$folder/log" 2>&1 </dev/null || code=$?
+    # its own LABKIT_HOME, and TMPDIR (its kernel's connection file: a learner stopped midway leaves it)
+    local own=(LABKIT_HOME="$folder/home" TMPDIR="$folder/tmp" LABKIT_BACKEND="${LABKIT_BACKEND:-local}")
+    run_pytest env "${own[@]}" "$PY" -m pytest --nbval-lax "$2" --nbval-kernel-startup-timeout "$KERNEL_STARTUP_TIMEOUT" \
+        -rfE --color=no > "$folder/log" 2>&1 </dev/null || code=$?
     echo "$code $((SECONDS - began)) $load $(load_average)" > "$folder/result"
 }
 
@@ -99,7 +103,7 @@ finished() {
     local code seconds start end passed failed
     read -r code seconds start end < "$ROOM/learner-$1/result"
     read -r passed failed < <(cells "$ROOM/learner-$1/log")
-    say "$(printf 'learner %2d %-8s %-48s %3d passed %2d failed %4d s  load %s -> %s' "$1" \
+    say "$(printf 'learner %2d %-8s %-54s %3d passed %2d failed %4d s  load %s -> %s' "$1" \
         "$([ "$code" -eq 0 ] && echo passed || echo FAILED)" "$2" "$passed" "$failed" "$seconds" "$start" "$end")"
 }
 
@@ -110,7 +114,7 @@ declare -A LESSON   # learner -> notebook
 while [ "$next" -lt ${#notebooks[@]} ] || [ ${#RUNNING[@]} -gt 0 ]; do
     while [ "$next" -lt ${#notebooks[@]} ] && [ ${#RUNNING[@]} -lt "$learners" ]; do
         number=$((next + 1))
-        mkdir -p "$ROOM/learner-$number/home" "$ROOM/learner-$number/runtime"
+        mkdir -p "$ROOM/learner-$number/home" "$ROOM/learner-$number/tmp"
         LESSON[$number]=${notebooks[$next]}
         set -m   # a process group of its own: end_class stops it with its pytest and kernel
         learner "$number" "${notebooks[$next]}" &
@@ -131,12 +135,12 @@ while [ "$next" -lt ${#notebooks[@]} ] || [ ${#RUNNING[@]} -gt 0 ]; do
 done
 stop_stress_hogs
 
-say "$(printf '%-48s  %7s  %-6s  %6s  %6s  %7s  %s' notebook learner result passed failed seconds 'load (start -> end)')"
+say "$(printf '%-54s  %7s  %-6s  %6s  %6s  %7s  %s' notebook learner result passed failed seconds 'load (start -> end)')"
 for ((number = 1; number <= ${#notebooks[@]}; number++)); do
     read -r code seconds start end < "$ROOM/learner-$number/result"
     read -r passed failed < <(cells "$ROOM/learner-$number/log")
     [ "$code" -eq 0 ] || status=1
-    say "$(printf '%-48s  %7d  %-6s  %6d  %6d  %7d  %s -> %s' "${LESSON[$number]}" "$number" \
+    say "$(printf '%-54s  %7d  %-6s  %6d  %6d  %7d  %s -> %s' "${LESSON[$number]}" "$number" \
         "$([ "$code" -eq 0 ] && echo passed || echo FAILED)" "$passed" "$failed" "$seconds" "$start" "$end")"
 done
 say "$(printf 'classroom: %s in %d s, %d learners at once%s' "$([ "$status" -eq 0 ] && echo passed || echo FAILED)" \
