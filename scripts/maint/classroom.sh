@@ -81,7 +81,9 @@ learner() {
     # exit code, seconds, load at the start, load at the end
     local folder="$ROOM/learner-$1" began=$SECONDS load code=0
     load=$(load_average)
-    # its own LABKIT_HOME, and TMPDIR (its kernel's connection file: a learner stopped midway leaves it)
+    # its own LABKIT_HOME, and TMPDIR (its kernel's connection file: a learner stopped midway
+    # leaves it), which other users may enter as they enter /tmp: as root, labkit runs
+    # PostgreSQL as the user postgres with its data under TMPDIR (postgres_template.py)
     local own=(LABKIT_HOME="$folder/home" TMPDIR="$folder/tmp" LABKIT_BACKEND="${LABKIT_BACKEND:-local}")
     run_pytest env "${own[@]}" "$PY" -m pytest --nbval-lax "$2" --nbval-kernel-startup-timeout "$KERNEL_STARTUP_TIMEOUT" \
         -rfE --color=no > "$folder/log" 2>&1 </dev/null || code=$?
@@ -115,6 +117,7 @@ while [ "$next" -lt ${#notebooks[@]} ] || [ ${#RUNNING[@]} -gt 0 ]; do
     while [ "$next" -lt ${#notebooks[@]} ] && [ ${#RUNNING[@]} -lt "$learners" ]; do
         number=$((next + 1))
         mkdir -p "$ROOM/learner-$number/home" "$ROOM/learner-$number/tmp"
+        chmod 711 "$ROOM" "$ROOM/learner-$number" && chmod 1777 "$ROOM/learner-$number/tmp"
         LESSON[$number]=${notebooks[$next]}
         set -m   # a process group of its own: end_class stops it with its pytest and kernel
         learner "$number" "${notebooks[$next]}" &
