@@ -46,7 +46,7 @@ def notebook(path: Path, *sources: str) -> Path:
     return path
 
 
-@pytest.mark.slow   # two kernels side by side: ~20 s at a load of 8, more on a busy machine
+@pytest.mark.slow   # two kernels side by side: 17 s at a load of 8, 31 s at 15
 def test_a_failing_cell_fails_the_classroom_with_its_error_line(tmp_path):
     lessons = tmp_path / "lessons"
     lessons.mkdir()
@@ -87,7 +87,7 @@ def processes_naming(text: str) -> list[str]:
     return found
 
 
-@pytest.mark.slow   # a lab starting beside a kernel, then stopped: ~20 s
+@pytest.mark.slow   # a lab starting beside a kernel, then stopped: 16 s at a load of 8, 65 s at 15
 def test_ctrl_c_stops_every_learner_and_its_lab_and_removes_its_folder(tmp_path):
     env = dict(os.environ, TMPDIR=str(tmp_path))
     env.pop("LABKIT_STRESS", None)

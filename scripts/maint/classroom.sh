@@ -54,18 +54,41 @@ hogs=$(stress_hogs "$stress")
 ROOM=$(mktemp -d "${TMPDIR:-/tmp}/labkit-classroom.XXXXXX")   # a folder per learner: home/ (its LABKIT_HOME), tmp/, log, result
 RUNNING=()   # "pid learner" of the learners still running
 
+stop_learners_processes() {
+    # stop_learners_processes HOME: every process that runs with that learner's LABKIT_HOME (its
+    # kernel, in a session of its own since jupyter_client starts it so, its clients, servers
+    # still starting): a kernel whose pytest was stopped lives on, and a lab it was starting
+    # came up after the learner's `labkit down` (a ZooKeeper outlived Ctrl-C, 1 run in 2)
+    local environ pid
+    for environ in /proc/[0-9]*/environ; do
+        grep -qzxF "LABKIT_HOME=$1" "$environ" 2>/dev/null || continue
+        pid=${environ#/proc/}
+        kill -KILL "${pid%/environ}" 2>/dev/null || true
+    done
+}
+
+lab_down() {
+    # lab_down FOLDER: that learner's lab stopped, once
+    [ -d "$1/home" ] && [ ! -e "$1/down" ] || return 0
+    LABKIT_HOME="$1/home" "$PY" -m labkit.cli down >/dev/null 2>&1 || true
+    touch "$1/down"
+}
+
 end_class() {
-    # stop what is still running (each learner is a process group of its own), every learner's
-    # lab, the hogs; then forget the learners' folders
+    # stop the learners still running (each a process group of its own, and what runs with its
+    # LABKIT_HOME, before and after its `labkit down`), the hogs; then forget the learners' folders
     local entry folder
     for entry in "${RUNNING[@]}"; do kill -TERM -- "-${entry%% *}" 2>/dev/null || true; done
-    for entry in "${RUNNING[@]}"; do wait "${entry%% *}" 2>/dev/null || true; done
+    for entry in "${RUNNING[@]}"; do
+        wait "${entry%% *}" 2>/dev/null || true
+        folder="$ROOM/learner-${entry#* }"
+        stop_learners_processes "$folder/home"
+        lab_down "$folder"
+        stop_learners_processes "$folder/home"
+    done
     RUNNING=()
     stop_stress_hogs
-    for folder in "$ROOM"/learner-*/; do
-        [ -d "$folder/home" ] || continue
-        LABKIT_HOME="$folder/home" "$PY" -m labkit.cli down >/dev/null 2>&1 || true
-    done
+    for folder in "$ROOM"/learner-*/; do lab_down "${folder%/}"; done
     for folder in "$ROOM"/learner-*/; do
         [ -n "${LABKIT_CLASSROOM_KEEP:-}" ] && [ -f "$folder/log" ] || continue
         mkdir -p "$LABKIT_CLASSROOM_KEEP" && cp "$folder/log" "$LABKIT_CLASSROOM_KEEP/$(basename "$folder").log" || true
@@ -134,7 +157,7 @@ while [ "$next" -lt ${#notebooks[@]} ] || [ ${#RUNNING[@]} -gt 0 ]; do
     done
     RUNNING=("${left[@]}")
     finished "$number" "${LESSON[$number]}"
-    LABKIT_HOME="$ROOM/learner-$number/home" "$PY" -m labkit.cli down >/dev/null 2>&1 || true
+    lab_down "$ROOM/learner-$number"
 done
 stop_stress_hogs
 
