@@ -91,8 +91,11 @@ def processes_naming(text: str) -> list[str]:
 def test_ctrl_c_stops_every_learner_and_its_lab_and_removes_its_folder(tmp_path):
     env = dict(os.environ, TMPDIR=str(tmp_path))
     env.pop("LABKIT_STRESS", None)
+    # SIGINT as a terminal delivers it: the suite's legs run as a script's background jobs, which
+    # ignore SIGINT, and a shell that starts with SIGINT ignored cannot trap it (CI: exit 0, not 130)
     script = subprocess.Popen([SCRIPT, "--learners", "1", "--stress", "notebooks/01_redis_vs_consensus.ipynb"], cwd=ROOT,
-                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         # the precondition: the learner's lab is up (its servers run from the learner's folder)
         deadline = time.monotonic() + 240
