@@ -28,6 +28,7 @@ on one worker fewer (scripts/lib.sh run_pytest_in_parts).
 """
 import contextlib
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -59,6 +60,12 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     os.environ["LABKIT_BACKEND"] = LEGS[config.getoption("--leg")][0]
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        # a script's background job starts with Ctrl-C ignored (the rest part, the legs beside the
+        # local leg), and so would every process a test starts: a shell that starts so cannot trap
+        # SIGINT, Python raises no KeyboardInterrupt. Caught here, it is SIGINT's default in each
+        # process a test starts (exec resets a caught signal), as in a terminal.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if worker:
         # Test files run side by side (pytest -n, scripts/ci/local.sh): each worker gets a
