@@ -12,9 +12,11 @@
 #            image (scripts/ci/docker.sh), where a Docker engine answers or can be started
 #
 # The legs overlap where it is safe (one after another they took 43 min on a fresh 2-core
-# machine): the local leg runs in the foreground; beside it, at the lowest CPU priority (nice
-# 19), the Python-versions leg (no servers, no timing) and the Docker leg's image builds. The
-# non-root leg's notebooks follow the local leg, never at nice 19 (starved, their margins
+# machine): the local leg runs in the foreground; beside it the Python-versions leg (no servers
+# but notebook 00, no timing; one test at a time, at normal priority: at nice 19 it starved
+# beside two CPU hogs, 3.10 in 14m31s against 2m13s idle and 3.13 not done after 42 min, #34)
+# and, at nice 19, the Docker leg's image builds (docker.sh raises its priority for its tests).
+# The non-root leg's notebooks follow the local leg, never at nice 19 (starved, their margins
 # failed); the Docker leg's tests wait for the local leg too (the gate, a lock this script
 # holds until then) and then run beside the non-root leg, both at normal priority: two legs
 # side by side are a load like --stress, which every test must hold.
@@ -113,7 +115,7 @@ else
     trap 'trap - INT TERM; kill 0' INT TERM
     LABKIT_HOME="$LABKIT_HOME/docker-leg" LABKIT_DOCKER_TESTS_AFTER="$RUN/local-leg.lock" \
         beside docker run_leg docker scripts/ci/docker.sh "$@"
-    LABKIT_HOME="$LABKIT_HOME/pythons-leg" beside pythons run_leg pythons nice -n 19 scripts/ci/pythons.sh --ends
+    LABKIT_HOME="$LABKIT_HOME/pythons-leg" beside pythons run_leg pythons scripts/ci/pythons.sh --ends
     run_leg local scripts/ci/local.sh "${local_args[@]}" "$@"
     flock -u "$gate"
     say "the local leg is done: the Docker leg's tests may start, beside the non-root leg"

@@ -1,8 +1,9 @@
 """How ./lab.sh test fits its time: the races part in two groups side by side (tests/legs.py
 RACE_GROUPS, scripts/lib.sh run_pytest_in_parts), and the legs of scripts/ci/test.sh in two
-lanes: the local leg then the non-root leg in the foreground; beside them at nice 19 the
-Python-versions leg and the Docker leg's builds, whose tests wait for the local leg (a lock
-test.sh holds) and then run beside the non-root leg."""
+lanes: the local leg then the non-root leg in the foreground; beside them the Python-versions
+leg (at normal priority: nothing may starve under load) and, at nice 19, the Docker leg's
+builds, whose tests wait for the local leg (a lock test.sh holds) and then run beside the
+non-root leg."""
 import json
 import os
 import shutil
@@ -95,7 +96,7 @@ def test_the_legs_run_in_two_lanes_and_the_docker_tests_wait_for_the_local_leg(t
     # the non-root leg's notebooks start servers and assert margins: after the local leg, at its
     # priority, never beside it; the Docker leg's tests wait for the local leg (then run beside
     # the non-root leg, in either order)
-    assert f"pythons 19 {home}/pythons-leg" in lines and f"nonroot {mine}" in lines, lines
+    assert f"pythons {mine} {home}/pythons-leg" in lines and f"nonroot {mine}" in lines, lines
     assert lines.index("local ends") < lines.index(f"nonroot {mine}"), lines
     assert lines.index("local ends") < lines.index("docker tests"), lines
     assert f"docker builds {mine} {home}/docker-leg" in lines, lines    # it lowers its own priority (as root)
