@@ -39,6 +39,11 @@ PROOFS = ("leader round trip", "any answer")
 # a lock uses it: 200 clients of one ensemble ask each server once, not 200 times at once (which
 # ran a learner's process out of file descriptors, 1024 by default, in lesson 02's herd).
 _learned: "weakref.WeakValueDictionary[tuple, LearnedLag]" = weakref.WeakValueDictionary()
+# ... and kept by each client that learned it, for as long as the client lives: held by the locks
+# alone, it went with the last lock, and a lock made per acquire (kazoo's client.Lock(path) is
+# used so) asked conf again each time, a connection and a round trip more (a slowed link's
+# acquire took a round trip more than its bound allows in each of its 3 rounds, a fresh-clone run).
+_kept_by_client: "weakref.WeakKeyDictionary[KazooClient, LearnedLag]" = weakref.WeakKeyDictionary()
 _learning = threading.Lock()
 
 
@@ -57,8 +62,8 @@ class HolderDeadline:
       answers of the client's own server. A follower passes its clients' pings on to the
       leader only when the leader pings it (every half tick), and cut from the leader it keeps
       answering for syncLimit x tickTime: so syncLimit x tickTime + tickTime / 2. By default
-      (None) it is learned from the ensemble, once per connection string (the locks of every client
-      with the same hosts share what was learned): every server of it is asked with the ``conf`` four-letter word, and the largest lag
+      (None) it is learned from the ensemble, once per connection string and kept while a client
+      of it lives (the locks of every client with the same hosts share what was learned): every server of it is asked with the ``conf`` four-letter word, and the largest lag
       taken (0 for a standalone server, which expires sessions itself; ZooKeeper's sample
       config gives 5 x 2 s + 1 s = 11 s, this lab's 5 x 0.2 s + 0.1 s = 1.1 s). A server that
       will not say (conf not in ``4lw.commands.whitelist``, unreachable) makes the first
@@ -97,9 +102,10 @@ class HolderDeadline:
         if self._learned_lag is None:
             hosts = tuple(sorted(tuple(host) for host in self.client.hosts))
             with _learning:                       # one connection string, one LearnedLag
-                learned = _learned.get(hosts)
+                learned = _kept_by_client.get(self.client) or _learned.get(hosts)
                 if learned is None:
                     learned = _learned[hosts] = LearnedLag(hosts)
+                _kept_by_client[self.client] = learned
             self._learned_lag = learned
         return self._learned_lag.lag(self.contact.server)
 

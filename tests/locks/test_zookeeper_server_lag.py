@@ -5,7 +5,9 @@ say or none answers (one that is down is asked when the client connects to it). 
 the lab's 1.1 s whatever the ensemble said)."""
 from __future__ import annotations
 
+import gc
 import socket
+import threading
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,7 @@ import labkit
 from labkit.locks.zookeeper import ZooKeeperLock
 from kazoo.client import KazooClient
 
+from labkit.servers.services import zookeeper_conf
 from labkit.servers.services.zookeeper_conf import (LearnedLag, ServerLagUnknown, ServerUnreachable, lag_of,
                                                      lag_of_servers, parse_conf)
 from labkit.servers.services.zookeeper import SERVER_LAG
@@ -90,6 +93,32 @@ def test_the_largest_lag_of_the_servers_counts_and_a_standalone_server_has_none(
         stopped(client)
     members = [(node.host, node.port) for node in other_ensemble.zookeeper.nodes]
     assert lag_of_servers([(standalone.host, standalone.port)] + members) == pytest.approx(8 * 0.3 + 0.15)
+
+
+def test_locks_made_one_after_another_on_one_client_ask_conf_once(lab_ensemble, unique_name, monkeypatch):
+    # kazoo's own habit, client.Lock(path) per use: a lock per acquire. Before, the learned lag
+    # lived only as long as some lock did, and each new lock asked every server's conf again.
+    asked = []
+    real = zookeeper_conf.ask_conf
+    monkeypatch.setattr(zookeeper_conf, "ask_conf", lambda *args, **kwargs: asked.append(args) or real(*args, **kwargs))
+    client = lab_ensemble.zookeeper.client(timeout=6.0)
+    try:
+        for round_ in range(3):
+            lock = ZooKeeperLock(client, unique_name)
+            lock.acquire(timeout=10)
+            lock.release()
+            del lock
+            # forced: the hold's watch thread is gone and the lock collected before the next one
+            for thread in threading.enumerate():
+                if thread.name.startswith("zookeeper-deadline-"):
+                    thread.join(timeout=30)
+            gc.collect()
+            if round_ == 0:
+                first = len(asked)                # every server once, or none: another client of these hosts lives
+                assert first in (0, len(lab_ensemble.zookeeper.nodes)), asked
+        assert len(asked) == first, f"asked conf again for a later lock on the same client: {asked}"
+    finally:
+        stopped(client)
 
 
 def free_port() -> int:
