@@ -354,6 +354,9 @@ def test_ctrl_c_stops_every_client_and_server(tmp_path):
     finally:
         if command.poll() is None:
             command.kill()
+            # killed, it stops nothing: its lab would outlive the test (its home is never used again)
+            command.wait()
+            subprocess.run([sys.executable, "-m", "labkit.cli", "down"], env=environment, capture_output=True, timeout=120)
     assert command.returncode == 130, "".join(output) + rest
     assert "Traceback" not in rest
     assert processes_with(str(home)) == []
