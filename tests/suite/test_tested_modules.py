@@ -38,7 +38,6 @@ ALLOWED = {
 TO_DO = {
     "labkit.bench.network",
     "labkit.bench.processes.contenders", "labkit.bench.processes.etcdctl_chain",
-    "labkit.book.site",
     "labkit.faults.process",
     "labkit.harness.frozen_holder",      # run by the pause tests of test_peers, test_redlock_lessons, test_scenarios
     "labkit.health.watch_census",
