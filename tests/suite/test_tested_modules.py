@@ -47,7 +47,7 @@ TO_DO = {
     "labkit.locks.zookeeper_contact",
     "labkit.practice.exercises.diagnosis",
     "labkit.practice.exercises.fenced_sql", "labkit.practice.exercises.racing",
-    "labkit.practice.exercises.recording_client", "labkit.practice.exercises.run",
+    "labkit.practice.exercises.recording_client",
     "labkit.servers.services.redis", "labkit.servers.start",
     "labkit.torture.workload",
     "labkit.widgets.driver",
