@@ -46,7 +46,6 @@ TO_DO = {
     "labkit.lessons.zookeeper_experiments",
     "labkit.locks.zookeeper_contact",
     "labkit.practice.exercises.fenced_sql",
-    "labkit.practice.exercises.recording_client",
     "labkit.servers.services.redis", "labkit.servers.start",
     "labkit.torture.workload",
     "labkit.widgets.driver",
