@@ -45,7 +45,6 @@ TO_DO = {
     "labkit.lessons.observing", "labkit.lessons.start_here",
     "labkit.lessons.zookeeper_experiments",
     "labkit.locks.zookeeper_contact",
-    "labkit.practice.exercises.fenced_sql",
     "labkit.servers.services.redis", "labkit.servers.start",
     "labkit.torture.workload",
     "labkit.widgets.driver",
