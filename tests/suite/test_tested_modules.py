@@ -41,7 +41,7 @@ TO_DO = {
     "labkit.harness.frozen_holder",      # run by the pause tests of test_peers, test_redlock_lessons, test_scenarios
     "labkit.health.watch_census",
     "labkit.lessons.contention", "labkit.lessons.etcd_experiments", "labkit.lessons.etcd_order",
-    "labkit.lessons.observing", "labkit.lessons.start_here",
+    "labkit.lessons.observing",
     "labkit.lessons.zookeeper_experiments",
     "labkit.locks.zookeeper_contact",
     "labkit.servers.services.redis", "labkit.servers.start",
