@@ -43,7 +43,6 @@ TO_DO = {
     "labkit.lessons.contention", "labkit.lessons.etcd_experiments", "labkit.lessons.etcd_order",
     "labkit.lessons.observing",
     "labkit.lessons.zookeeper_experiments",
-    "labkit.locks.zookeeper_contact",
     "labkit.servers.services.redis", "labkit.servers.start",
     "labkit.torture.workload",
     "labkit.widgets.driver",
