@@ -39,7 +39,6 @@ TO_DO = {
     "labkit.bench.processes.contenders", "labkit.bench.processes.etcdctl_chain",
     "labkit.harness.frozen_holder",      # run by the pause tests of test_peers, test_redlock_lessons, test_scenarios
     "labkit.lessons.etcd_experiments", "labkit.lessons.etcd_order",
-    "labkit.lessons.observing",
     "labkit.lessons.zookeeper_experiments",
     "labkit.servers.services.redis", "labkit.servers.start",
     "labkit.torture.workload",
