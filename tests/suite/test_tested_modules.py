@@ -37,7 +37,6 @@ ALLOWED = {
 # No test imports these yet: each wants a test of its own (tests/<its room>/test_<module>.py, #35).
 TO_DO = {
     "labkit.bench.processes.contenders", "labkit.bench.processes.etcdctl_chain",
-    "labkit.harness.frozen_holder",      # run by the pause tests of test_peers, test_redlock_lessons, test_scenarios
     "labkit.lessons.etcd_experiments", "labkit.lessons.etcd_order",
     "labkit.lessons.zookeeper_experiments",
     "labkit.servers.services.redis", "labkit.servers.start",
