@@ -39,7 +39,7 @@ TO_DO = {
     "labkit.bench.processes.contenders", "labkit.bench.processes.etcdctl_chain",
     "labkit.lessons.etcd_experiments", "labkit.lessons.etcd_order",
     "labkit.lessons.zookeeper_experiments",
-    "labkit.servers.services.redis", "labkit.servers.start",
+    "labkit.servers.start",
     "labkit.torture.workload",
     "labkit.widgets.driver",
 }
