@@ -40,7 +40,6 @@ TO_DO = {
     "labkit.lessons.etcd_experiments", "labkit.lessons.etcd_order",
     "labkit.lessons.zookeeper_experiments",
     "labkit.servers.start",
-    "labkit.widgets.driver",
 }
 
 
