@@ -36,7 +36,6 @@ ALLOWED = {
 
 # No test imports these yet: each wants a test of its own (tests/<its room>/test_<module>.py, #35).
 TO_DO = {
-    "labkit.bench.processes.contenders",
     "labkit.servers.start",
 }
 
