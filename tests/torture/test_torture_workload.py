@@ -11,7 +11,6 @@ import pytest
 
 from labkit.clients import spawn_clients
 from labkit.record.checker import check_mutual_exclusion
-from labkit.record.fencing import FencedStore
 from labkit.torture.workload import TortureWorkload
 from labkit.timing import wait_until
 
@@ -19,23 +18,12 @@ HOLD = 0.05
 PATIENCE = 30.0
 
 
-@pytest.fixture
-def store(lab, unique_name):
-    store = FencedStore(lab.redis.client(), "store" + unique_name)
-    store.reset()
-    try:
-        yield store
-    finally:
-        store.reset()
-        store.client.close()
-
-
 def holds_of(history, name):
     return len(history.events(client=name, kind="acquired"))
 
 
-def test_every_client_takes_the_lock_in_turn_a_killed_one_rejoins_and_stop_ends_it(lab, store, unique_name):
-    with spawn_clients(lab, "zookeeper", n=2, name=unique_name, store=store, session_timeout=1.0) as clients:
+def test_every_client_takes_the_lock_in_turn_a_killed_one_rejoins_and_stop_ends_it(lab, fenced_store, unique_name):
+    with spawn_clients(lab, "zookeeper", n=2, name=unique_name, store=fenced_store, session_timeout=1.0) as clients:
         workload = TortureWorkload(clients, HOLD)
         workload.start()
         try:
@@ -51,7 +39,7 @@ def test_every_client_takes_the_lock_in_turn_a_killed_one_rejoins_and_stop_ends_
             workload.stop(timeout=PATIENCE)
         assert not any(thread.is_alive() for thread in workload._threads), "stop ends every loop's thread"
         assert workload.rejoined == 1 and clients["client-1"].pid != killed.pid
-    writes = store.writes()
+    writes = fenced_store.writes()
     assert {write.client for write in writes} == {"client-1", "client-2"}
     verdict = check_mutual_exclusion(writes)
     assert verdict.ok, verdict.summary

@@ -13,22 +13,10 @@ import pytest
 
 from labkit.clients import spawn_clients
 from labkit.record.checker import check_mutual_exclusion
-from labkit.record.fencing import FencedStore
 from labkit.timing import wait_until
 from labkit.widgets.driver import ClientDriver
 
 PATIENCE = 30.0
-
-
-@pytest.fixture
-def store(lab, unique_name):
-    store = FencedStore(lab.redis.client(), "store" + unique_name)
-    store.reset()
-    try:
-        yield store
-    finally:
-        store.reset()
-        store.client.close()
 
 
 def drivers_of(clients, stopping, errors, writes=True, hold=1.0):
@@ -43,9 +31,9 @@ def acquisitions(history, name):
     return len(history.events(client=name, kind="acquired"))
 
 
-def test_two_drivers_take_the_lock_in_turn_writing_while_they_hold_and_stop_when_closed(lab, store, unique_name):
+def test_two_drivers_take_the_lock_in_turn_writing_while_they_hold_and_stop_when_closed(lab, fenced_store, unique_name):
     stopping, errors = threading.Event(), []
-    with spawn_clients(lab, "zookeeper", n=2, name=unique_name, store=store) as clients:
+    with spawn_clients(lab, "zookeeper", n=2, name=unique_name, store=fenced_store) as clients:
         drivers = drivers_of(clients, stopping, errors)
         try:
             wait_until(lambda: all(acquisitions(clients.history, name) >= 2 for name in ("client-1", "client-2")),
@@ -56,16 +44,16 @@ def test_two_drivers_take_the_lock_in_turn_writing_while_they_hold_and_stop_when
             driver.thread.join(PATIENCE)
         assert not any(driver.thread.is_alive() for driver in drivers), "closing ends both loops"
         assert errors == [] and [driver.note for driver in drivers] == ["", ""]
-    writes = store.writes()
+    writes = fenced_store.writes()
     assert {write.client for write in writes} == {"client-1", "client-2"}
     assert all(write.value.startswith(f"{write.client} step ") for write in writes)
     verdict = check_mutual_exclusion(writes)
     assert verdict.ok, verdict.summary
 
 
-def test_a_driver_without_writes_only_acquires_and_releases(lab, store, unique_name):
+def test_a_driver_without_writes_only_acquires_and_releases(lab, fenced_store, unique_name):
     stopping, errors = threading.Event(), []
-    with spawn_clients(lab, "zookeeper", n=1, name=unique_name, store=store) as clients:
+    with spawn_clients(lab, "zookeeper", n=1, name=unique_name, store=fenced_store) as clients:
         [driver] = drivers_of(clients, stopping, errors, writes=False, hold=0.1)
         try:
             wait_until(lambda: len(clients.history.events(client="client-1", kind="released")) >= 2,
@@ -74,12 +62,12 @@ def test_a_driver_without_writes_only_acquires_and_releases(lab, store, unique_n
             stopping.set()
         driver.thread.join(PATIENCE)
         assert not driver.thread.is_alive() and errors == []
-    assert store.writes() == []
+    assert fenced_store.writes() == []
 
 
-def test_a_killed_client_ends_its_loop_with_a_note_and_no_error(lab, store, unique_name):
+def test_a_killed_client_ends_its_loop_with_a_note_and_the_other_takes_over(lab, fenced_store, unique_name):
     stopping, errors = threading.Event(), []
-    with spawn_clients(lab, "zookeeper", n=2, name=unique_name, store=store, session_timeout=1.0) as clients:
+    with spawn_clients(lab, "zookeeper", n=2, name=unique_name, store=fenced_store, session_timeout=1.0) as clients:
         holder, waiter = drivers_of(clients, stopping, errors, hold=60.0)
         try:
             wait_until(lambda: acquisitions(clients.history, "client-1") + acquisitions(clients.history, "client-2") >= 1,
