@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from labkit.locks.registry import RECIPES
+from labkit.locks.registry import recipe_named
 from labkit.record.events import Event
 from labkit.record.history import History
 from labkit.widgets.view import LOG_LINES, PanelView
@@ -30,7 +30,7 @@ class Panel:
                  events=()):
         self.lab = SimpleNamespace(zookeeper=object() if "zookeeper" in services else None,
                                    etcd=object() if "etcd" in services else None)
-        self.recipe = RECIPES[recipe]
+        self.recipe = recipe_named(recipe)
         self.name = "/locks/view"
         self.clients = [SimpleNamespace(name="client-1"), SimpleNamespace(name="client-2")]
         self.nodes = [SimpleNamespace(name="zk1"), SimpleNamespace(name="zk2")]
