@@ -31,6 +31,7 @@ def acquisitions(history, name):
     return len(history.events(client=name, kind="acquired"))
 
 
+@pytest.mark.slow   # four holds of at least a second each (a write a second), client processes
 def test_two_drivers_take_the_lock_in_turn_writing_while_they_hold_and_stop_when_closed(lab, fenced_store, unique_name):
     stopping, errors = threading.Event(), []
     with spawn_clients(lab, "zookeeper", n=2, name=unique_name, store=fenced_store) as clients:
@@ -65,6 +66,7 @@ def test_a_driver_without_writes_only_acquires_and_releases(lab, fenced_store, u
     assert fenced_store.writes() == []
 
 
+@pytest.mark.slow   # a session timeout after the kill, client processes
 def test_a_killed_client_ends_its_loop_with_a_note_and_the_other_takes_over(lab, fenced_store, unique_name):
     stopping, errors = threading.Event(), []
     with spawn_clients(lab, "zookeeper", n=2, name=unique_name, store=fenced_store, session_timeout=1.0) as clients:
