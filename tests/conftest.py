@@ -194,6 +194,20 @@ def redis_client(lab):
 
 
 @pytest.fixture
+def fenced_store(lab, unique_name):
+    """An empty fenced store on the session lab's Redis, named after the test; emptied after."""
+    from labkit.record.fencing import FencedStore
+
+    store = FencedStore(lab.redis.client(), "store" + unique_name)
+    store.reset()
+    try:
+        yield store
+    finally:
+        store.reset()
+        store.client.close()
+
+
+@pytest.fixture
 def unique_name(request):
     """A lock name no other test uses."""
     return "/" + request.node.name.replace("[", "-").replace("]", "").replace("/", "-")
