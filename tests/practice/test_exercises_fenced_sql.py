@@ -6,9 +6,9 @@ the row so the old holder could not be put in between); the watched connection r
 callback once, after the first SELECT, whether the query is text or psycopg's sql; what is
 no function is refused before anything runs, and a lab without PostgreSQL says so.
 
-Not here: the no-claim mistake (lesson_examples.fenced_add_without_claim). Whether it is
-caught depends on the old holder's write finishing within RIVAL_WAIT (0.5 s) on a loaded
-machine, so a test of it would assert a race."""
+The no-claim mistake (lesson_examples.fenced_add_without_claim) too: the checker waits until
+the old holder's write has ended or waits on the row's lock, so no timing decides it (with a
+0.5 s join it could pass on a loaded machine: the test ran beside two CPU hogs)."""
 from __future__ import annotations
 
 import pytest
@@ -68,7 +68,8 @@ def test_the_reference_claims_before_it_reads_and_passes(postgres_lab):
     (always_true, "refuses an older token", "wrong answer", "but fenced_add returned True"),
     (raising, "refuses an older token", "raised", "fenced_add raised ZeroDivisionError: the learner's bug"),
     (in_one_update, "claims before it reads", "no read", "fenced_add never read the row"),
-], ids=["no-token-check", "equal-token", "always-true", "raises", "no-read"])
+    (ex.fenced_add_without_claim, "claims before it reads", "no claim", "the old holder (token 1) wrote 110"),
+], ids=["no-token-check", "equal-token", "always-true", "raises", "no-read", "no-claim"])
 def test_each_mistake_is_named(postgres_lab, fenced_add, prop, cause, words):
     report = check_fenced_add(fenced_add, postgres_lab)
     verdict = report[prop]

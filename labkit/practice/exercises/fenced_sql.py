@@ -33,12 +33,17 @@ from psycopg import sql
 
 from labkit.practice.exercises.report import Report, learner_function
 from labkit.record.fenced_table import FencedTable
+from labkit.timing import wait_until
 
 if TYPE_CHECKING:
     from labkit.servers.lab import Lab
 
 PROPERTIES = ("refuses an older token", "accepts the holder's additions", "claims before it reads")
-RIVAL_WAIT = 0.5   # seconds the old holder's write may take before we call it blocked by the learner's claim
+# How long the old holder's write may take to end or to wait on the row's lock (the learner's
+# claim), whichever it does: a precondition waited for, not a window. (A 0.5 s join was one: on
+# a loaded machine an unblocked write that took longer looked blocked, and a solution without
+# a claim passed, its own UPDATE then locking the row ahead of the old holder.)
+RIVAL_PATIENCE = 30.0
 
 
 class WatchedConnection:
@@ -137,9 +142,18 @@ def _old_holder_in_between(report: Report, fenced_add: Callable, checker: Fenced
 
     rival = threading.Thread(target=old_write, name="exercise-old-holder", daemon=True)
 
+    backend = old_holder.conn.info.backend_pid
+
+    def waits_on_a_lock() -> bool:
+        row = checker.conn.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", (backend,)).fetchone()
+        return row is not None and row[0] == "Lock"
+
     def in_between() -> None:
         rival.start()
-        rival.join(RIVAL_WAIT)   # blocked by a claimed (locked) row: it finishes after the learner's commit
+        # done (the row was not claimed), or blocked by a claimed (locked) row: then it finishes
+        # after the learner's commit
+        wait_until(lambda: not rival.is_alive() or waits_on_a_lock(), "the old holder's write to end or wait on the row",
+                   RIVAL_PATIENCE, max_poll=0.05)
 
     conn = WatchedConnection(learner.conn, after_first_read=in_between)
     made = _call(report, prop, fenced_add, conn, table, "row", 50, 2)
