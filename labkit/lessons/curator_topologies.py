@@ -36,7 +36,9 @@ client's ping cycle):
 | follower-cut | 0.8 s | 5 | 1028-1082 | 741-873 | -291 to -158, 0 of 5 | 1833-2952 |
 | follower-cut | 0.6 s | 13 | 1012-1104 | 474-739 | -585 to -304, 0 of 13 | 1618-3091 |
 
-With the holder's follower cut off, SUSPENDED stays at ~1 s whatever the session timeout,
+With the holder's follower cut off, SUSPENDED stays at ~1 s whatever the session timeout
+(on a loaded machine a 0.6 s session's own read timeout, 0.4 s after its last answer, can
+fire first when a ping is answered late: 728 ms once at load 8, still after the grant),
 while the grant moves with it: a session shorter than syncLimit x tickTime gets SUSPENDED
 after another client holds the lock, every time. LOST came one session timeout after
 SUSPENDED, or up to 2 s later still, and after the grant in every run (by 0.2 to 3.1 s).

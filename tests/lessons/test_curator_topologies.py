@@ -8,8 +8,9 @@ leader drops its clients 0.9-1.0 s after the cut):
   the cut (the Java client's read timeout is 2/3 of it, counted from its last answer), before
   the grant;
 - its follower cut from the leader: SUSPENDED comes only when the follower drops the client,
-  ~1 s after the cut whatever the session timeout. With a 2 s session that is before the
-  grant; with a 0.6 s session it is AFTER the grant: a Curator user who stops at SUSPENDED, as
+  ~1 s after the cut whatever the session timeout (a 0.6 s session's own read timeout may fire
+  sooner on a loaded machine, when a ping is answered late). With a 2 s session that is before
+  the grant; with a 0.6 s session it is AFTER the grant: a Curator user who stops at SUSPENDED, as
   Curator's docs advise, still overlaps with the next holder;
 - LOST comes at least one session timeout after SUSPENDED (Curator's simulated expiry), after
   the grant in every run, or not at all while the cut lasts: LOST is never the signal to stop.
@@ -81,5 +82,9 @@ def test_follower_cut_with_a_session_shorter_than_the_follower_window_suspended_
     timeout = 0.6
     runs, rows = _races(zookeeper_lab, "follower-cut", timeout)
     for run in runs:
-        assert 1000 * FOLLOWER_DROP <= run.suspended_ms <= 1000 * (FOLLOWER_DROP + TICK_MS / 1000 + SLACK), rows
+        # SUSPENDED by the follower's drop, or sooner by the client's own read timeout (2/3 of the
+        # session, counted from its last answer, at most a third of it before the cut), which a
+        # loaded machine triggers when a ping's answer comes late: 728 ms once in a fresh-clone run
+        # at load 8, the follower's drop being 900 ms. The 2 s test keeps the drop's lower bound.
+        assert 1000 * (timeout / 3 - 0.05) <= run.suspended_ms <= 1000 * (FOLLOWER_DROP + TICK_MS / 1000 + SLACK), rows
         assert not run.suspended_first, rows   # Curator said SUSPENDED after the waiter got the lock
