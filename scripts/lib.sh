@@ -144,6 +144,23 @@ stop_stress_hogs() {
     STRESS_PIDS=()
 }
 
+renice_tree() {
+    # renice_tree NICE PID: PID, each of its threads and every process below it, to NICE; what
+    # they start later inherits it. As root only (another user cannot raise a priority): else
+    # nothing. Twice over the tree: a process started during the first walk is met by the second.
+    [ "$(id -u)" = 0 ] || return 0
+    local nice=$1 pid=$2 walk
+    for walk in 1 2; do renice_walk "$nice" "$pid"; done
+}
+
+renice_walk() {
+    local child
+    [ -d "/proc/$2/task" ] || return 0
+    # shellcheck disable=SC2046  # one argument per thread id
+    renice -n "$1" -p $(ls "/proc/$2/task") >/dev/null 2>&1 || true
+    for child in $(ps -o pid= --ppid "$2" 2>/dev/null); do renice_walk "$1" "$child"; done
+}
+
 load_average() {
     # the 1-minute load average (Linux /proc/loadavg, else what uptime says), "?" if unknown
     if [ -r /proc/loadavg ]; then cut -d' ' -f1 /proc/loadavg

@@ -104,9 +104,7 @@ for line in "${skipped[@]}"; do say "  $line"; done
 [ ${#found[@]} -gt 0 ] || { say "Python-versions leg skipped: no CPython 3.10+ found"; exit 77; }
 
 export LABKIT_HOME="${LABKIT_HOME:-$HOME/.local/state/labkit-tests}"
-# one test at a time (LABKIT_TEST_WORKERS=K for more): it runs beside the local leg at normal
-# priority, and takes one core of two at most from it (#34: nothing may starve under load)
-workers=$(test_workers 0)
+workers=$(test_workers 3)
 status=0 results=()
 for line in "${found[@]}"; do
     read -r minor executable <<< "$line"

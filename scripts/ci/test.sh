@@ -12,10 +12,12 @@
 #            image (scripts/ci/docker.sh), where a Docker engine answers or can be started
 #
 # The legs overlap where it is safe (one after another they took 43 min on a fresh 2-core
-# machine): the local leg runs in the foreground; beside it the Python-versions leg (no servers
-# but notebook 00, no timing; one test at a time, at normal priority: at nice 19 it starved
-# beside two CPU hogs, 3.10 in 14m31s against 2m13s idle and 3.13 not done after 42 min, #34)
-# and, at nice 19, the Docker leg's image builds (docker.sh raises its priority for its tests).
+# machine): the local leg runs in the foreground; beside it, at nice 19, the Python-versions leg
+# (no servers but notebook 00, no timing) and the Docker leg's image builds (docker.sh raises its
+# priority for its tests). Once the local leg is done the Python-versions lane is raised to
+# normal priority (as root): at nice 19 throughout it starved beside two CPU hogs (3.10 in 14m31s
+# against 2m13s idle, 3.13 not done after 42 min, #34); at normal priority throughout it took a
+# share of the local leg's CPU, which then ran 23 min against 12 (one idle fresh-clone run).
 # The non-root leg's notebooks follow the local leg, never at nice 19 (starved, their margins
 # failed); the Docker leg's tests wait for the local leg too (the gate, a lock this script
 # holds until then) and then run beside the non-root leg, both at normal priority: two legs
@@ -115,9 +117,12 @@ else
     trap 'trap - INT TERM; kill 0' INT TERM
     LABKIT_HOME="$LABKIT_HOME/docker-leg" LABKIT_DOCKER_TESTS_AFTER="$RUN/local-leg.lock" \
         beside docker run_leg docker scripts/ci/docker.sh "$@"
-    LABKIT_HOME="$LABKIT_HOME/pythons-leg" beside pythons run_leg pythons scripts/ci/pythons.sh --ends
+    LABKIT_HOME="$LABKIT_HOME/pythons-leg" beside pythons run_leg pythons nice -n 19 scripts/ci/pythons.sh --ends
     run_leg local scripts/ci/local.sh "${local_args[@]}" "$@"
     flock -u "$gate"
+    # the Python-versions lane had the CPU the local leg left; from here on a normal share, so
+    # that nothing else starves it (as root; another user cannot raise a priority)
+    for entry in "${BESIDE[@]}"; do [ "${entry%% *}" != pythons ] || renice_tree 0 "${entry#* }"; done
     say "the local leg is done: the Docker leg's tests may start, beside the non-root leg"
     [ "$nonroot" = no ] || run_leg nonroot scripts/ci/nonroot.sh
     after_beside

@@ -1,13 +1,14 @@
 """How ./lab.sh test fits its time: the races part in two groups side by side (tests/legs.py
 RACE_GROUPS, scripts/lib.sh run_pytest_in_parts), and the legs of scripts/ci/test.sh in two
-lanes: the local leg then the non-root leg in the foreground; beside them the Python-versions
-leg (at normal priority: nothing may starve under load) and, at nice 19, the Docker leg's
-builds, whose tests wait for the local leg (a lock test.sh holds) and then run beside the
-non-root leg."""
+lanes: the local leg then the non-root leg in the foreground; beside them at nice 19 the
+Python-versions leg (raised to normal priority once the local leg is done: nothing may starve
+under load) and the Docker leg's builds, whose tests wait for the local leg (a lock test.sh
+holds) and then run beside the non-root leg."""
 import json
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -96,7 +97,7 @@ def test_the_legs_run_in_two_lanes_and_the_docker_tests_wait_for_the_local_leg(t
     # the non-root leg's notebooks start servers and assert margins: after the local leg, at its
     # priority, never beside it; the Docker leg's tests wait for the local leg (then run beside
     # the non-root leg, in either order)
-    assert f"pythons {mine} {home}/pythons-leg" in lines and f"nonroot {mine}" in lines, lines
+    assert f"pythons 19 {home}/pythons-leg" in lines and f"nonroot {mine}" in lines, lines
     assert lines.index("local ends") < lines.index(f"nonroot {mine}"), lines
     assert lines.index("local ends") < lines.index("docker tests"), lines
     assert f"docker builds {mine} {home}/docker-leg" in lines, lines    # it lowers its own priority (as root)
@@ -117,3 +118,42 @@ def test_the_docker_leg_builds_low_then_waits_for_the_gate_before_its_tests():
     raised = next(i for i, line in enumerate(lines) if line.startswith("renice -n 0 -p $$"))
     tests = next(i for i, line in enumerate(lines) if line.startswith("run_pytest_in_parts "))
     assert lowered < engine < build < gate < raised < tests
+
+
+def test_the_pythons_lane_is_raised_once_the_local_leg_is_done():
+    lines = [line.strip() for line in (ROOT / "scripts" / "ci" / "test.sh").read_text().splitlines()]
+    started = next(i for i, line in enumerate(lines) if "beside pythons run_leg pythons nice -n 19" in line)
+    local = next(i for i, line in enumerate(lines) if line.startswith("run_leg local "))
+    released = next(i for i, line in enumerate(lines) if line.startswith('flock -u "$gate"'))
+    raised = next(i for i, line in enumerate(lines) if "renice_tree 0" in line)
+    assert started < local < released < raised
+
+
+def nice_of_each_thread(pid: int) -> dict[int, int]:
+    """Every thread of pid and of the processes below it: thread id -> nice (/proc stat field 19)."""
+    found = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        stat = (task / "stat").read_text()
+        found[int(task.name)] = int(stat.rsplit(")", 1)[1].split()[16])
+        for child in (task / "children").read_text().split():
+            found.update(nice_of_each_thread(int(child)))
+    return found
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root may raise a priority (renice_tree does nothing otherwise)")
+def test_renice_tree_raises_a_process_its_threads_and_what_runs_below_it():
+    threads = "import threading, time; [threading.Thread(target=time.sleep, args=(60,), daemon=True).start() for _ in range(2)]; time.sleep(60)"
+    tree = subprocess.Popen(["nice", "-n", "19", "bash", "-c", f'sleep 60 & python3 -c "{threads}" & wait'])
+    try:
+        # the precondition: the shell, its sleep and the three threads of its python are there
+        deadline = time.monotonic() + 30
+        while len(nice_of_each_thread(tree.pid)) < 5:
+            assert time.monotonic() < deadline, nice_of_each_thread(tree.pid)
+            time.sleep(0.05)
+        assert set(nice_of_each_thread(tree.pid).values()) == {19}
+        subprocess.run(["bash", "-c", f"source scripts/lib.sh && renice_tree 0 {tree.pid}"], cwd=ROOT, check=True, timeout=30)
+        assert set(nice_of_each_thread(tree.pid).values()) == {0}, nice_of_each_thread(tree.pid)
+    finally:
+        subprocess.run(["pkill", "-KILL", "-P", str(tree.pid)])
+        tree.kill()
+        tree.wait()
