@@ -144,8 +144,10 @@ def storm_run(lab: Any, policy: str, clients: int = 30, session_timeout: float =
         try:
             threading.Event().wait(pause)  # the fault's length: the leader is frozen this long
         finally:
+            # stamped before the call: the leader may act the moment SIGCONT lands, before resume()
+            # returns (a client was told 27 ms before a stamp taken after it, on a loaded machine)
+            resumed_at = time.monotonic()
             leader.resume()
-        resumed_at = time.monotonic()
         if not storm:
             ensemble.wait_for_leader(timeout=30)
             threading.Event().wait(2 * session_timeout)   # long enough for any expiry to be told
