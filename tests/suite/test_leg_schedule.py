@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -132,18 +133,31 @@ def test_the_pythons_lane_is_raised_once_the_local_leg_is_done():
 def nice_of_each_thread(pid: int) -> dict[int, int]:
     """Every thread of pid and of the processes below it: thread id -> nice (/proc stat field 19)."""
     found = {}
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        stat = (task / "stat").read_text()
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except FileNotFoundError:    # it ended while we walked
+        return found
+    for task in tasks:
+        try:
+            stat = (task / "stat").read_text()
+            children = (task / "children").read_text().split()
+        except (FileNotFoundError, ProcessLookupError):    # a thread or process that ended meanwhile
+            continue
         found[int(task.name)] = int(stat.rsplit(")", 1)[1].split()[16])
-        for child in (task / "children").read_text().split():
+        for child in children:
             found.update(nice_of_each_thread(int(child)))
     return found
 
 
 def can_raise_a_priority() -> bool:
     """Root with CAP_SYS_NICE: not another user, nor root in a container that drops it (Docker's default)."""
-    probe = subprocess.Popen(["nice", "-n", "19", "sleep", "30"])
+    # lowered here, so that it is surely at 19 before the raise is tried (with `nice -n 19 sleep`
+    # the raise could land before nice had lowered it, and pass where raising is refused: CI, the
+    # Debian 13 container)
+    probe = subprocess.Popen(["sleep", "30"])
     try:
+        os.setpriority(os.PRIO_PROCESS, probe.pid, 19)
+        assert os.getpriority(os.PRIO_PROCESS, probe.pid) == 19
         os.setpriority(os.PRIO_PROCESS, probe.pid, 0)
         return True
     except PermissionError:
@@ -157,9 +171,10 @@ def test_renice_tree_raises_a_process_its_threads_and_what_runs_below_it():
     if os.geteuid() != 0 or not can_raise_a_priority():
         pytest.skip("this user may not raise a priority (renice_tree then does nothing): not root, or a container")
     threads = "import threading, time; [threading.Thread(target=time.sleep, args=(60,), daemon=True).start() for _ in range(2)]; time.sleep(60)"
-    tree = subprocess.Popen(["nice", "-n", "19", "bash", "-c", f'sleep 60 & python3 -c "{threads}" & wait'])
+    tree = subprocess.Popen(["nice", "-n", "19", "bash", "-c", f'sleep 60 & {sys.executable} -c "{threads}" & wait'])
     try:
-        # the precondition: the shell, its sleep and the three threads of its python are there
+        # the precondition: the shell, its sleep and the three threads of its python are there (this
+        # interpreter, not `python3`, which may be a shim that execs through short-lived processes)
         deadline = time.monotonic() + 30
         while len(nice_of_each_thread(tree.pid)) < 5:
             assert time.monotonic() < deadline, nice_of_each_thread(tree.pid)
