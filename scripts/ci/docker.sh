@@ -94,6 +94,15 @@ if [ "$built" -eq 0 ] && [ "${LABKIT_DEBIAN13:-yes}" != no ]; then
     if scripts/ci/debian13.sh build; then debian13_image=yes; else status=1; fi
 fi
 install_hub_extras || say "node-configurable-http-proxy could not be installed: tests/hub/test_hub.py will skip"
+if [ "$built" -eq 0 ]; then
+    # the images the Binder replay and the class hub build in their fixtures, built now (at nice
+    # 19 beside the local leg) so that the tests after the gate find them cached: cold, their
+    # set-ups took 136 s and 59 s of a fresh-clone run's critical path, at normal priority,
+    # beside the non-root leg's notebooks. A failure here shows again in the tests.
+    "$PY" -m pytest tests/suite/test_binder_replay.py tests/hub/test_hub.py --leg docker --setup-only \
+        -q -p no:cacheprovider >/tmp/labkit-docker-prebuild.log 2>&1 ||
+        say "building the Binder replay and hub images failed (log: /tmp/labkit-docker-prebuild.log); their tests will say why"
+fi
 say "images ready in $((SECONDS - began)) s"
 if [ -n "$gate" ]; then
     say "the tests wait for the local leg (a lock on $gate)"
