@@ -20,8 +20,8 @@ What can go wrong, first:
   ``acquire`` raises ``SessionExpired``. Start again with a new session. Closing the client
   on purpose (``client.stop()``) ends the session too: that is a "released" event.
 - ``acquire(timeout)`` raises ``LockTimeout`` (and deletes my node, so I leave the queue).
-- ``release()`` waits out a lost connection while the deadline lasts, and raises ``LockError``
-  on other failures (the lock stays until a later ``release()`` or the session's end).
+- ``release()`` raises ``LockError`` if the delete cannot reach the server: my node, and so
+  the lock, stays until a later ``release()`` succeeds or the session ends.
 
 The recipe:
 
@@ -338,31 +338,20 @@ class ZooKeeperLock(GivesUpAtDeadline):
         return f"{self.path}/{self.node}"
 
     def release(self) -> None:
-        """Delete my node (idempotent). A lost connection is waited out (and the delete sent
-        again) while the client-side deadline lasts; past it, the node is deleted once the
-        connection is back, or goes with the session. Other failures raise LockError: the lock
-        stays held until a later release() succeeds or the session ends."""
+        """Delete my node (idempotent). Raises LockError if the server cannot be reached:
+        the lock then stays held until a later release() succeeds or the session ends.
+        After the client-side deadline gave the lock up, an unreachable server is no error:
+        the node is deleted as soon as the connection is back (or goes with the session)."""
         if self.node is None:
             return
         node = f"{self.path}/{self.node}"
-        while True:
-            answer_by = max(self.give_up_at() - time.monotonic(), self.heartbeat)   # kazoo may queue it
-            try:
-                self.client.delete_async(node).get(timeout=answer_by)
-                break
-            except (NoNodeError, SessionExpiredError):
-                break                             # gone already: the session ended, and its nodes with it
-            except (KazooException, self.client.handler.timeout_exception) as failure:
-                # a stalled or dead server, a blip: the session may live, so retry (as kazoo's Lock does)
-                lost_touch = isinstance(failure, (ConnectionLoss, self.client.handler.timeout_exception))
-                if lost_touch and self._held and not (self._gave_up or self._session_lost):
-                    if not self._wait_for_connection(self.give_up_at()):
-                        self.client_deadline.wait_over(self.heartbeat)   # the watch gives up at the deadline
-                    continue
-                error = failure
-            if self._gave_up or self._session_lost:
-                if self._gave_up:
-                    delete_when_connected(self.client, node)
+        try:
+            self.client.delete(node)
+        except (NoNodeError, SessionExpiredError):
+            pass                                  # gone already: the session ended, and its nodes with it
+        except KazooException as error:
+            if self._gave_up:
+                delete_when_connected(self.client, node)
                 self._forget_node()
                 return
             self._emit("error", message=f"release failed: {error!r}")

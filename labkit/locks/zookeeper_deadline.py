@@ -167,11 +167,6 @@ class HolderDeadline:
         """The hold is over (released, lost, or never made): the watch stops."""
         self._hold_over.set()
 
-    def wait_over(self, timeout: float) -> bool:
-        """Block until the hold is over (stopped, or given up at the deadline) or ``timeout``
-        seconds pass; True if it is over."""
-        return self._hold_over.wait(timeout)
-
     def _watch(self, hold_over: threading.Event, node: str,
                on_deadline: Callable[[threading.Event], None]) -> None:
         beat = None                               # the heartbeat in flight: one at a time

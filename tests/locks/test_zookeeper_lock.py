@@ -281,37 +281,6 @@ def test_a_frozen_server_suspends_the_holder_until_it_answers_again():
             client.close()
 
 
-@pytest.mark.slow
-def test_a_release_whose_connection_drops_in_flight_is_sent_again_after_the_reconnect():
-    """The delete is in flight (sent, its server frozen) when the connection drops (the frozen
-    server is killed): ConnectionLoss, with the session alive. release() waits for kazoo to
-    reconnect (the server restarted) and deletes again, as kazoo's own Lock does; it raised
-    LockError before (notebooks 04 and 07 on a loaded machine)."""
-    import labkit
-
-    history = History()
-    with labkit.up(zookeeper=1, etcd=0, redis=False, quiet=True) as own_lab:
-        client = own_lab.zookeeper.client(timeout=10.0)   # the session outlives the restart
-        try:
-            holder = make_lock("predecessor", client, "/dropped", "holder", history)
-            holder.acquire(timeout=DEADLINE)
-            node, server = holder.held_node(), own_lab.node("zk1")
-            server.pause()
-            with ThreadPoolExecutor(1) as pool:
-                releasing = pool.submit(holder.release)
-                # the precondition: the delete was sent and awaits its answer
-                wait_until(lambda: any(type(request).__name__ == "Delete" for request, _, _ in list(client._pending)),
-                           "the delete is sent to the frozen server")
-                server.kill()                    # the connection drops: ConnectionLoss in flight
-                server.start()
-                releasing.result(timeout=60)     # returns, without LockError
-            assert client.exists(node) is None, "the node should be gone once release() returns"
-            assert not history.events("holder", "error"), history.events("holder", "error")
-        finally:
-            client.stop()
-            client.close()
-
-
 def test_the_token_is_the_czxid_and_the_sequence_only_orders_the_queue(clients, unique_name):
     first, second = ZooKeeperLock(clients(), unique_name), ZooKeeperLock(clients(), unique_name)
     token = first.acquire(timeout=DEADLINE)
