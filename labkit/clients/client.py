@@ -183,6 +183,19 @@ class LockClient:
         """Let go (idempotent). Raises ClientError if the recipe could not reach its server."""
         self.command("release", timeout)
 
+    def release_through_blips(self, within: float = 30.0) -> None:
+        """release(), sent again while it fails on a dropped connection (a ZooKeeper client's
+        ConnectionLoss: a server out of reach for a moment on a loaded machine, the session
+        alive), for up to ``within`` seconds: for experiments whose point is not a failed unlock
+        (lesson 04 shows that one with release()). Other failures raise at once."""
+        deadline = time.monotonic() + within
+        while True:
+            try:
+                return self.release()
+            except ClientError as error:
+                if "ConnectionLoss" not in str(error) or time.monotonic() > deadline:
+                    raise
+
     def write(self, value: str, timeout: float = REPLY_TIMEOUT) -> bool:
         """Write to the protected store with the token of this client's last acquire
         (what a holder that does not know it lost the lock would do); True if accepted.

@@ -83,7 +83,7 @@ def pause_past_timeout(lab: Lab, recipe: str = "zookeeper", fenced: bool = True,
                        session_timeout=timeout, ttl=timeout) as run:
         told = history.wait_for("lost", client=run.frozen.name, timeout=timeout + 10)[0]
         other = run.new_holder
-        other.release()  # so that its hold ends as a release, not with the closing session
+        other.release_through_blips()  # so that its hold ends as a release, not with the closing session
     acquired = history.events(client=other.name, kind="acquired")[0]
     writes = run.writes
     return PauseOutcome(recipe, fenced, history, writes, run.old_token, run.new_token, run.late_write_accepted,

@@ -9,6 +9,7 @@ import sys
 import textwrap
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import etcd3.exceptions
 import pytest
@@ -166,6 +167,26 @@ def test_a_cut_off_zookeeper_holder_gives_up_before_the_server_grants_the_lock_t
         [granted] = clients.history.events(client="client-2", kind="acquired")
         assert "client-side deadline" in lost.detail["reason"], lost.detail
         assert lost.time < granted.time, (lost.time, granted.time)
+
+
+def test_a_release_cut_off_by_a_blip_goes_through_once_the_link_is_back(healed):
+    """A release whose delete is in flight when the holder's link is cut fails (ConnectionLoss,
+    the session alive: lesson 04's failed unlock, where release() raises ClientError);
+    release_through_blips() sends it again, and it goes through once the link is back."""
+    lab = healed
+    with spawn_clients(lab, "zookeeper", n=2, name="/net/blip", session_timeout=10, proxied=True) as clients:
+        holder, waiter = clients["client-1"], clients["client-2"]
+        holder.acquire(timeout=10)
+        lab.isolate("client-1")
+        with ThreadPoolExecutor(1) as pool:
+            releasing = pool.submit(holder.release_through_blips, 60)
+            # the precondition: its first release failed as release() would have (and raised)
+            [failed] = clients.history.wait_for("error", client="client-1", timeout=30)
+            assert "ConnectionLoss" in failed.detail["message"], failed.detail
+            lab.heal()
+            releasing.result(timeout=60)
+        waiter.acquire(timeout=5)                 # the holder's node is gone, its session lives on
+        assert holder.state != "holding"
 
 
 def test_a_cut_off_etcd_holder_loses_its_lock_when_its_lease_runs_out(healed):
