@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from labkit.errors import LabError
 from labkit.practice.exercises import ladder
 from labkit.practice.exercises.ladder import (EXERCISES, FLAG, Exercise, ExerciseError, SolutionLadder, check_exercise,
                                               is_skeleton, reveal_solution, show_solution)
@@ -161,3 +162,11 @@ def test_a_checker_that_passes_the_skeleton_is_an_error(monkeypatch):
                                                   ("answer",), (right,), ("one", "two")))
     with pytest.raises(ExerciseError, match="cannot tell"):
         check_exercise("98", skeleton, lab=None)
+
+
+def test_unattended_a_failing_reference_raises_with_the_checkers_explanation(monkeypatch):
+    # nbval's report shows a failing cell's error, not what the cell printed
+    monkeypatch.setenv(FLAG, "reference")
+    monkeypatch.setitem(EXERCISES, "97", Exercise("97", judge_by_answer, ("answer",), (wrong,), ("one", "two")))
+    with pytest.raises(LabError, match=r"(?s)reference solution failed its checker.*said 41"):
+        check_exercise("97", skeleton, lab=None)

@@ -35,6 +35,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from labkit.errors import LabError
 from labkit.practice.deck import widgets_available
 from labkit.practice.exercises import examples
 from labkit.practice.exercises import lesson_examples as ex
@@ -194,7 +195,8 @@ def unattended() -> bool:
 def check_exercise(lesson: str, *functions: Callable, lab: Any, **options: Any) -> Report:
     """Run lesson ``lesson``'s checker on the learner's ``functions`` and print its explanation.
     Unattended (``LABKIT_EXERCISES=reference``) on an untouched skeleton: check that the
-    skeleton fails, then check and return the reference solution."""
+    skeleton fails, then check and return the reference solution (LabError with the checker's
+    explanation if it fails)."""
     item = exercise(lesson)
     report = item.checker(item.learner_code(functions), lab, **options)
     print(report.explain())
@@ -215,7 +217,12 @@ def check_exercise(lesson: str, *functions: Callable, lab: Any, **options: Any) 
     print(f"\n{FLAG}=reference and the skeleton is untouched: it failed as it should ({', '.join(report.causes)}). "
           "The reference solution, checked the same way:\n")
     reference = item.checker(item.learner_code(item.reference), lab, **options)
-    print(reference.explain())
+    explanation = reference.explain()
+    print(explanation)
+    if not reference.passed:
+        # the run's report (nbval's) shows a failing cell's error, not what it printed: say it here
+        raise LabError(f"lesson {lesson}'s reference solution failed its checker:\n{explanation}",
+                       hint="the checker or the reference is wrong, or the machine was too loaded for its patience")
     return reference
 
 
