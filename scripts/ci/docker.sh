@@ -99,8 +99,9 @@ if [ "$built" -eq 0 ]; then
     # 19 beside the local leg) so that the tests after the gate find them cached: cold, their
     # set-ups took 136 s and 59 s of a fresh-clone run's critical path, at normal priority,
     # beside the non-root leg's notebooks. A failure here shows again in the tests.
+    workers=2   # the two images side by side
     run_pytest "$PY" -m pytest tests/suite/test_binder_replay.py tests/hub/test_hub.py --leg docker \
-        --setup-only -q >/tmp/labkit-docker-prebuild.log 2>&1 ||
+        --setup-only -q -n "$workers" --dist loadfile >/tmp/labkit-docker-prebuild.log 2>&1 ||
         say "building the Binder replay and hub images failed (log: /tmp/labkit-docker-prebuild.log); their tests will say why"
 fi
 say "images ready in $((SECONDS - began)) s"

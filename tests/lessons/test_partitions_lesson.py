@@ -78,7 +78,9 @@ SLOW_MS = 50   # per link, each way: half a round trip (the bound's margin) is 5
 
 
 def test_a_slow_link_costs_its_round_trips(netlab):
-    points = link_delays.slow_links(netlab, delays_ms=(0, SLOW_MS), rounds=3)
+    # the fastest of 5 rounds, as the lesson takes (3 rounds, all on a starved machine, once
+    # missed ZooKeeper's bound by 8 ms in a fresh-clone run; the bound is the claim, kept)
+    points = link_delays.slow_links(netlab, delays_ms=(0, SLOW_MS), rounds=5)
     for point in points:
         print(point.row())
     assert link_delays.check_points(points) == [], points
