@@ -132,14 +132,23 @@ def test_the_jvm_under_the_shim_keeps_time_by_its_monotonic_clock(tmp_path):
     (tmp_path / "DriftProbe.java").write_text(JAVA_PROBE)
     subprocess.run([javac, "DriftProbe.java"], cwd=tmp_path, check=True, timeout=120)
     env = shimmed_env(tmp_path, FAST)
-    done = subprocess.run([java, "-cp", str(tmp_path), "DriftProbe"], env={**os.environ, **env},
-                          capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    waits = json.loads(done.stdout)
-    print(waits)
-    for name, (fake_ms, real_ms) in waits.items():
-        assert 1000 <= fake_ms < 1150, (name, waits)          # a second of its own clock...
-        assert 1000 / FAST - 20 <= real_ms < 1150 / FAST, (name, waits)   # ...is 667 ms of ours
+    tries = []
+    # A wait never ends early, but a loaded machine may wake it late (parkNanos 244 ms late once in a
+    # fresh-clone run): the lower bounds hold on every try; the upper ones (a second of its own clock
+    # is 667 ms of ours, where an untranslated deadline could never end before 1000 ms of ours) must
+    # hold on one of three tries.
+    for _ in range(3):
+        done = subprocess.run([java, "-cp", str(tmp_path), "DriftProbe"], env={**os.environ, **env},
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        waits = json.loads(done.stdout)
+        print(waits)
+        tries.append(waits)
+        for name, (fake_ms, real_ms) in waits.items():
+            assert fake_ms >= 1000 and real_ms >= 1000 / FAST - 20, (name, waits)
+        if all(fake_ms < 1150 and real_ms < 1150 / FAST for fake_ms, real_ms in waits.values()):
+            return
+    pytest.fail(f"a JVM wait overran a second of its own clock by 150 ms or more on each of 3 tries: {tries}")
 
 
 @pytest.fixture(scope="module")
