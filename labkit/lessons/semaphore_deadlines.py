@@ -26,7 +26,7 @@ both believe until kazoo hears LOST, which it can hear only once the link is bac
 
 What can fail: ``TimeoutError`` if the waiter is never admitted or the ensemble does not
 settle after the heal; ``RunProvesNothing`` (a RuntimeError) if the holder had already stopped believing before
-the fault (a machine stalled past its deadline: that run proves nothing); ``ValueError`` for
+the fault, or the waiter was admitted before it (a machine stalled past a deadline: that run proves nothing); ``ValueError`` for
 an unknown primitive (semaphore or election) or topology, or a lab without 3 ZooKeeper members and ``network=True``.
 """
 from __future__ import annotations
@@ -35,6 +35,7 @@ import random
 import threading
 import time
 import uuid
+from typing import Callable
 
 from kazoo.exceptions import KazooException
 from kazoo.recipe.election import Election
@@ -84,7 +85,12 @@ def deadline_race(lab, primitive: str = "semaphore", topology: str = "client-lin
                 failed.append(error)
 
         threading.Thread(target=admit_the_waiter, name=f"{primitive}-waiter", daemon=True).start()
-        contest.wait_queued()
+        contest.wait_queued(lambda: bool(acquired or failed))
+        if failed:
+            raise failed[0]
+        if acquired:
+            raise RunProvesNothing(f"{primitive}, {topology}: the waiter was admitted before the fault (a hold had "
+                                   "ended on a stalled machine): this run proves nothing")
         # A random wait over one ping interval of kazoo (a third of the session timeout), so
         # that the cut falls at any point of the client's cycle of requests, not always one.
         time.sleep(random.uniform(0, timeout / 3))
@@ -176,8 +182,9 @@ class _SemaphoreContest(_Contest):
     def waiter_enters(self, patience: float) -> None:
         self.waiter.acquire(timeout=patience)
 
-    def wait_queued(self) -> None:
-        wait_until(self.at_head.is_set, "the waiter to wait at the head of the line for a slot", timeout=15)
+    def wait_queued(self, ended: Callable[[], bool]) -> None:
+        wait_until(lambda: self.at_head.is_set() or ended(), "the waiter to wait at the head of the line for a slot",
+                   timeout=30)
 
     def holder_believes(self) -> bool:
         return self.holder.is_held
@@ -222,8 +229,9 @@ class _ElectionContest(_Contest):
     def waiter_enters(self, patience: float) -> None:
         self.waiter.campaign(timeout=patience)
 
-    def wait_queued(self) -> None:
-        wait_until(lambda: len(self.waiter.candidates()) == 2, "the waiter to campaign behind the leader", timeout=15)
+    def wait_queued(self, ended: Callable[[], bool]) -> None:
+        wait_until(lambda: len(self.waiter.candidates()) == 2 or ended(), "the waiter to campaign behind the leader",
+                   timeout=30)
 
     def holder_believes(self) -> bool:
         if self.deadline:
