@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import redis
 
 from labkit.progress import shows_progress
-from labkit.timing import wait_until
+from labkit.timing import wait_for_value, wait_until
 
 
 @dataclass
@@ -76,7 +76,15 @@ def sentinel_split_brain(lab, min_replicas: bool = False, ttl_ms: int = 30_000,
             admin.config_set("min-replicas-to-write", 1)
             admin.config_set("min-replicas-max-lag", 1)
             lab.delay(replication_delay_ms, links=[f"{old.name}->{replica.name}"])
-        acknowledged = bool(client_1.set(key, "client-1", nx=True, px=ttl_ms)) if min_replicas else False
+        def take_while_acknowledged():
+            try:
+                return client_1.set(key, "client-1", nx=True, px=ttl_ms)
+            except redis.ResponseError as error:
+                if "NOREPLICAS" not in str(error):
+                    raise
+                return None   # the replica's last ack is over min-replicas-max-lag old (a loaded machine): again
+        acknowledged = bool(wait_for_value(take_while_acknowledged, "the primary to take the lock with a replica "
+                                           "acknowledging (no NOREPLICAS)", timeout=15, poll=0.1)) if min_replicas else False
         cut = time.monotonic()
         lab.partition([old.name, "client-1"], [replica.name, *sentinels, "client-2"])
         old_side = False if min_replicas else bool(client_1.set(key, "client-1", nx=True, px=ttl_ms))
