@@ -243,7 +243,9 @@ def test_cut_the_holder_hands_the_lock_to_another_client_and_heal_brings_it_back
         # healed: the cut-off client opens a new session and queues behind the new holder
         wait_until(lambda: panel.states()[first] == "waiting", f"{first} did not queue again: {panel.states()}",
                    timeout=30)
-        assert panel.holder() == second
+        # the new holder keeps the lock, unless its own 2 s session let it go on a loaded machine
+        # (in a fresh-clone run client-2 was "lost" by then, a sometimes-event)
+        assert panel.holder() == second or panel.history.events(client=second, kind="lost"), panel.states()
         phases = [(e.detail["what"], e.detail["phase"]) for e in panel.history.events(kind="fault")]
         assert phases == [("isolate", "start"), ("isolate", "end")]
 
