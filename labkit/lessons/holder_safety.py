@@ -50,6 +50,7 @@ from kazoo.client import KazooState
 
 from labkit.harness.cut_off import seats
 from labkit.lessons.client_deadlines import DEADLINE_RECIPES
+from labkit.locks.errors import LockError
 from labkit.locks.etcd_mutex import EtcdMutex
 from labkit.locks.etcd_session import EtcdSession
 from labkit.locks.registry import recipe_named
@@ -303,6 +304,8 @@ class _ZooKeeperRace(_Race):
     def close(self) -> None:
         try:
             self.waiter.release()
+        except LockError:
+            pass                        # a dropped connection (a loaded machine): stop() below ends the session
         finally:
             for client in (self.holder_client, self.waiter_client):
                 client.stop()
