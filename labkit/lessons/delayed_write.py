@@ -7,7 +7,10 @@ from the holder to Redis, in that direction, is delayed for longer than the sess
 timeout. The holder checks ``lock.is_held`` and sends its second write while it still holds,
 well before its client-side deadline ``lock.give_up_at()``; right after the send, its links
 to ZooKeeper are cut, so its session expires on the server. A second client, queued behind
-it, gets the lock (a higher token) and writes. Then the delayed write reaches Redis. The
+it, gets the lock (a higher token) and writes. Then the delayed write reaches Redis: the
+link holds it for the delay and, on a machine slow enough that the successor has not written
+by then, until it has (a one-way cut of holder -> Redis from the send to the successor's
+write), so the order the lesson shows is forced, never a race that a busy machine can lose. The
 unfenced store applies it after the successor's write, so the old holder's value wins: the
 data is corrupted. The fenced store refuses it: its token is lower than one it has seen.
 
@@ -167,12 +170,18 @@ class _Run:
             wait_until(lambda: "sent" in got or "error" in got, "the holder sends its write", timeout=5, poll=0.001)
             if "error" in got:
                 raise got["error"]
+            # the write is held past the delay until the successor wrote: the schedule, forced
+            link = f"{HOLDER}->{self.redis_node.name}"
+            lab.cut(HOLDER, self.redis_node.name, both_ways=False)
+            stall = next(fault["id"] for fault in reversed(lab.network.open_faults())
+                         if fault["what"] == "cut" and fault["target"] == link)
             lab.cut(HOLDER, self.zookeeper_node.name)   # both ways: the session expires on the server
             wait_until(lambda: not holder.is_held, "the holder gives up by its deadline",
                        timeout=2 * self.session_timeout, poll=POLL)
             got["holder gave up"] = time.monotonic()
             deadline = holder.give_up_at()   # frozen: no answer has come through the cut since
             waiting.join(timeout=30 + 3 * self.session_timeout)
+            lab.network.end(stall)   # the delay still holds it until `delay` after the send
             sending.join(timeout=self.delay + 15)
             if "error" in got:
                 raise got["error"]
@@ -248,7 +257,7 @@ def plot_delayed_writes(outcomes: list[DelayedWrite], axes: Any = None) -> Any:
         ax.broken_barh([(outcome.holder_acquired_ms, outcome.holder_gave_up_ms - outcome.holder_acquired_ms)],
                        (rows["holder"] - 0.3, 0.6), color=STATE_COLOURS["holding"], label="holds (by its own deadline)")
         ax.broken_barh([(0, outcome.late_arrived_ms)], (rows["holder's write"] - 0.3, 0.6), color=FAULT_BAND_COLOURS["delay"],
-                       label=f"write in flight ({outcome.delay_ms / 1000:g} s delay on holder→Redis)")
+                       label=f"write in flight (held ≥ {outcome.delay_ms / 1000:g} s on holder→Redis)")
         ax.broken_barh([(outcome.successor_acquired_ms, end - outcome.successor_acquired_ms)],
                        (rows["successor"] - 0.3, 0.6), color=SUCCESSOR_COLOUR, label="successor holds")
         ax.axvline(outcome.holder_deadline_ms, color=STATE_COLOURS["holding"], linestyle="--", linewidth=1)
