@@ -11,7 +11,10 @@ returns it to the loop.
 
 What can fail: a client whose process died leaves the loop quietly (``errors`` records
 why); a waiter whose session or lease ended under it is counted in ``errors`` and
-queues again with a new session; ``take_out`` and ``stop`` raise TimeoutError if a round
+queues again with a new session; a release that meets a dropped connection is sent again
+(``LockClient.release_through_blips``), and one that still fails is retried before the
+client queues again, so a blip never leaves a node that blocks every other client;
+``wait_for_rounds`` says each client's rounds, state and errors if it times out; ``take_out`` and ``stop`` raise TimeoutError if a round
 does not finish in time (the lock is stuck: a holder is paused and its session lives).
 """
 from __future__ import annotations
@@ -21,7 +24,9 @@ import time
 from typing import TYPE_CHECKING, Any, Iterable
 
 from labkit.clients import ClientError
+from labkit.errors import WaitTimedOut
 from labkit.locks.errors import LockTimeout, SessionExpired
+from labkit.timing import wait_until
 
 if TYPE_CHECKING:
     from labkit.clients import LockClient
@@ -81,21 +86,46 @@ class SteadyWorkload:
                 raise TimeoutError(f"{name} did not finish its round within {timeout:.0f} s (state "
                                    f"{self.clients[name].state}): the lock may be stuck behind a paused holder")
 
+    def wait_for_rounds(self, rounds: int, timeout: float = 60.0) -> float:
+        """Block until every client in the loop has done ``rounds`` rounds; the seconds it
+        took. WaitTimedOut says each client's rounds and state and the last errors."""
+        def not_there() -> WaitTimedOut:
+            states = ", ".join(f"{name} {self.rounds[name]} ({client.state})" for name, client in self.clients.items())
+            errors = "; ".join(f"{name}: {error}" for name, error in self.errors[-4:]) or "none"
+            return WaitTimedOut(f"waited {timeout:.0f} s for {rounds} rounds of every client; rounds so far: "
+                                f"{states}; last errors: {errors}",
+                                hint="a client stuck 'waiting' queues behind a holder that does not let go "
+                                     "(labkit status shows the servers)")
+        return wait_until(lambda: min(self.rounds.values()) >= rounds, f"{rounds} rounds of every client",
+                          timeout, poll=0.05, error=not_there)
+
     def _loop(self, client: LockClient, stop: threading.Event) -> None:
+        holds = False   # a release that failed leaves the node ours: let go before queueing again
         while not stop.is_set():
             try:
+                if holds:
+                    client.release_through_blips()
+                holds = True                  # from the request on, a node may be ours (a reply too late)
                 client.acquire(timeout=None)
                 stop.wait(self.hold)          # the work done under the lock
-                client.release()
+                client.release_through_blips()   # a ZooKeeper blip on a loaded machine is not the lesson here
+                holds = False
                 self.rounds[client.name] += 1
             except (SessionExpired, LockTimeout, ClientError) as error:
                 if client.state in ("dead", "stopped"):
                     self.errors.append((client.name, "its process is gone"))
                     return
+                if isinstance(error, (SessionExpired, LockTimeout)):
+                    holds = False             # the session took the node with it, or the timeout did
                 self.errors.append((client.name, f"{type(error).__name__}: {error}"))
                 stop.wait(FAILED_ROUND_PAUSE)
                 continue
             stop.wait(self.think)
+        if holds:   # taken out or stopped after a failed round: hand the client back idle
+            try:
+                client.release_through_blips()
+            except (SessionExpired, ClientError) as error:
+                self.errors.append((client.name, f"{type(error).__name__} at the end: {error}"))
 
     def __enter__(self) -> "SteadyWorkload":
         return self.start()

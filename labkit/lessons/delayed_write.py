@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from labkit.lessons.holder_safety import HOLDER, POLL
+from labkit.locks.errors import LockError
 from labkit.locks.zookeeper import ZooKeeperLock
 from labkit.progress import shows_progress
 from labkit.record.fencing import FencedStore, StoreWrite
@@ -193,7 +194,10 @@ class _Run:
         finally:
             lab.heal()
             if successor.is_held:
-                successor.release()
+                try:
+                    successor.release()
+                except LockError:   # a dropped connection on a loaded machine: stop() below ends the session
+                    pass
             for client in (holder_zk, successor_zk):
                 client.stop()
                 client.close()

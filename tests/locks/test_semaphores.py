@@ -143,8 +143,10 @@ def test_never_more_than_n_holders_with_killed_holders(lab, service):
 def test_a_dead_holder_frees_its_slot_at_its_timeout_a_release_at_once(lab, service):
     run = slot_after_death(lab, SEMAPHORES[service], limit=2, timeout=TIMEOUT)
     # The server frees the slot a timeout after it last heard from the holder, and a live
-    # holder is heard from at least every third of the timeout (kazoo's ping, etcd's keep-alive)
-    assert TIMEOUT * 2 / 3 - 0.05 <= run.killed_freed_after <= TIMEOUT + 1.0, run
+    # holder is heard from at least every third of the timeout (kazoo's ping, etcd's keep-alive).
+    # Never before that; after it, within one more timeout: etcd's lessor looks every 500 ms and
+    # revokes through Raft, and on the Docker leg of a loaded machine that took 3.45 s for a 2 s TTL
+    assert TIMEOUT * 2 / 3 - 0.05 <= run.killed_freed_after <= 2 * TIMEOUT, run
     assert run.released_freed_after < 0.5 and run.released_freed_after < run.killed_freed_after / 4, run
 
 

@@ -28,7 +28,7 @@ from labkit.servers.runners.docker_image import ensure_server_image, server_imag
 from labkit.servers.runners.docker_engine import docker_client, engine_problem
 from labkit.servers.runners.process import process_rss_bytes, process_start_time
 from labkit.servers.run_folder import read_state
-from labkit.timing import became_true
+from labkit.timing import became_true, wait_until
 
 LAB_LABEL = "labkit.lab"
 NODE_LABEL = "labkit.node"
@@ -266,7 +266,24 @@ def remove_lab_containers(lab_id: str) -> list[str]:
             container.remove(force=True)
         except docker.errors.NotFound:
             pass
+        except docker.errors.APIError as exc:
+            if exc.status_code != 409:
+                raise
+            # "removal ... already in progress": another process reaps the same orphan (two
+            # labs starting at once): wait until it is gone, so its ports are free after this
+            wait_until(lambda: _gone(container), f"container {container.name} removed by another process",
+                       timeout=60, poll=0.1)
     return stopped
+
+
+def _gone(container) -> bool:
+    import docker.errors
+
+    try:
+        container.reload()
+    except docker.errors.NotFound:
+        return True
+    return False
 
 
 def reap_orphan_containers() -> list[str]:
