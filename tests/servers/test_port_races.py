@@ -88,3 +88,26 @@ def test_only_a_taken_port_counts_as_taken_meanwhile():
     assert taken_meanwhile(NodeStartError("redis1 did not start", log_tail="bind: Address already in use"))
     assert not taken_meanwhile(NodeStartError("redis1 did not start", log_tail="Fatal error loading the DB"))
     assert not taken_meanwhile(TimeoutError("the lab did not answer"))
+
+
+def test_a_link_port_taken_before_the_proxy_binds_it_is_chosen_again(monkeypatch, capsys, squatters):
+    """The proxy's ports are chosen while its Python starts, and bound on connect: another lab
+    can take one in between (a fresh-clone run: the network proxy refused route, address in use)."""
+    from labkit.servers.network import links as links_module
+    routed = links_module.Network.route
+
+    def routed_then_taken(self, src, dst, target, kind="tcp", **extra):
+        port = routed(self, src, dst, target, kind, **extra)
+        if self._planned is not None and not squatters:   # chosen, not yet bound by the proxy
+            squatters.append(listen(port))
+        return port
+
+    monkeypatch.setattr(links_module.Network, "route", routed_then_taken)
+    with labkit.up(zookeeper=0, etcd=1, redis=False, network=True) as lab:   # etcd's peer link is routed
+        taken = squatters[0].getsockname()[1]
+        client = lab.etcd.client()
+        client.put("/port-races", "up")
+        assert client.get("/port-races")[0] == b"up"
+        client.close()
+    out = capsys.readouterr().out
+    assert RETRY_LINE in out and f"('127.0.0.1', {taken}): address already in use" in out

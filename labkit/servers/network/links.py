@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from labkit.errors import LabError, UnknownNode
+from labkit.errors import LabError, PortBusy, UnknownNode
 from labkit.servers.runners.process import LocalProcess
 from labkit.servers.ports import HOST, PortPool
 from labkit.timing import wait_until
@@ -143,7 +143,13 @@ class Network:
                     raise LabError("the lab's network proxy closed the control connection", "is the lab still running?")
                 answer = json.loads(reply)
                 if "error" in answer:
-                    raise LabError(f"the network proxy refused {request.get('op')}: {answer['error']}")
+                    message = f"the network proxy refused {request.get('op')}: {answer['error']}"
+                    if request.get("op") == "route" and "address already in use" in answer["error"]:
+                        # chosen free before the proxy ran, taken meanwhile (another lab starting):
+                        # up() lays the lab out again on other ports, as for a server's port
+                        raise PortBusy(message, "another program took the port after labkit chose it; "
+                                                "starting the lab again picks other ports")
+                    raise LabError(message)
                 answers.append(answer)
         return answers
 
