@@ -147,7 +147,8 @@ def test_a_dead_holder_frees_its_slot_at_its_timeout_a_release_at_once(lab, serv
     # Never before that; after it, within one more timeout: etcd's lessor looks every 500 ms and
     # revokes through Raft, and on the Docker leg of a loaded machine that took 3.45 s for a 2 s TTL
     assert TIMEOUT * 2 / 3 - 0.05 <= run.killed_freed_after <= 2 * TIMEOUT, run
-    assert run.released_freed_after < 0.5 and run.released_freed_after < run.killed_freed_after / 4, run
+    # a release frees it sooner than any death can: a round trip, not a timeout (0.48 s once at load 6)
+    assert run.released_freed_after < TIMEOUT * 2 / 3 - 0.05, run
 
 
 @pytest.mark.backend   # servers in containers on the Docker leg
