@@ -94,12 +94,14 @@ def test_killing_the_primary_makes_the_sentinels_promote_the_replica(sentinel_la
     assert failover_seconds < 30
 
     # The old primary comes back as a primary, with nothing telling it otherwise; the sentinels
-    # demote it once they have seen it report that role for 8 s (Sentinel's own fixed timers).
+    # demote it once they have seen it report that role for 8 s, and seen it up for 8 s, on INFO
+    # they send a replica every 10 s (Sentinel's own fixed timers): up to ~26 s on an idle machine,
+    # and a run under two CPU hogs took over 30. The claim is that they do it, not how fast.
     old.start()
     old.wait_ready()
     began = time.monotonic()
     while old.role != "replica":
-        assert time.monotonic() < began + 30, "the sentinels did not turn the old primary into a replica"
+        assert time.monotonic() < began + 90, "the sentinels did not turn the old primary into a replica"
         time.sleep(0.1)
     print(f"sentinel demoted the restarted {old.name} to a replica {time.monotonic() - began:.1f} s after it answered")
 
