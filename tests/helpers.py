@@ -46,6 +46,20 @@ def process_exists(pid: int) -> bool:
     return True
 
 
+def socket_inodes(pid: int | str = "self") -> set[str]:
+    """The inodes of the sockets process ``pid`` holds open (Linux /proc/PID/fd), to match
+    against /proc/net/tcp's inode column: that table lists every program's sockets."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:   # closed meanwhile
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    return inodes
+
+
 def bytes_of(size: str) -> int:
     """A size as JupyterHub's ByteSpecification reads it ("1.5G": K, M, G, T are powers of 1024)."""
     units = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}

@@ -6,10 +6,10 @@ thread); a folder that is not there is an OSError. Timing is the machine's busin
 is asserted on how fast. The throughput rows need a lab: tests/bench/test_bench_scale.py."""
 from __future__ import annotations
 
-import os
 import threading
 
 import pytest
+from helpers import socket_inodes
 
 from labkit.bench.scale.limits import fdatasync_rate, loopback_round_trip
 
@@ -20,14 +20,7 @@ def listening_ports() -> set[str]:
     """The local ports of this process's TCP sockets that listen on 127.0.0.1 (/proc/net/tcp,
     state 0A, whose inode is one of /proc/self/fd's sockets): never another program's, which a
     busy machine starts at any moment (a lab of another leg did, in a fresh-clone run)."""
-    mine = set()
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            mine.add(target[8:-1])
+    mine = socket_inodes()
     with open("/proc/net/tcp") as table:
         rows = [line.split() for line in table.readlines()[1:]]
     return {row[1] for row in rows if row[3] == "0A" and row[1].startswith("0100007F:") and row[9] in mine}

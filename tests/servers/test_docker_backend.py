@@ -13,6 +13,7 @@ import sys
 import textwrap
 
 import pytest
+from helpers import socket_inodes
 
 import labkit
 from labkit.errors import NodeStartError
@@ -26,14 +27,7 @@ LOOPBACK = {"0100007F", "0000000000000000FFFF00000100007F"}  # 127.0.0.1 in /pro
 
 def listening_addresses(pid: int) -> set[str]:
     """Hex local addresses of the TCP sockets this process listens on (Linux /proc)."""
-    inodes = set()
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            target = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            inodes.add(target[8:-1])
+    inodes = socket_inodes(pid)
     addresses = set()
     for table in (f"/proc/{pid}/net/tcp", f"/proc/{pid}/net/tcp6"):
         with open(table) as lines:
