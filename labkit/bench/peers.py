@@ -38,6 +38,14 @@ PEER_RATIOS = {"redis / python-redis-lock": ("redis", "python-redis-lock"),
                "zookeeper / curator in JVM": ("zookeeper", "curator in JVM"),
                "zookeeper / curator from Python": ("zookeeper", "curator from Python")}
 CURATOR_IN_JVM = "curator in JVM"
+OP_TIMEOUT = 5.0
+# A Redlock vote waits 50 ms per instance. On a busy machine an instance can set the key and
+# answer after the client gave up; the round fails, and its compare-and-delete can time out
+# too, so the key stays until its TTL. Once a majority holds such keys no round can win
+# until they expire: with a TTL of 10 s, an uncontended acquire gave up after 5 s (CI, stop
+# 40). The TTL stays well under half the op's timeout, so a stale key is always gone in time.
+REDLOCK_TTL = 2.0
+assert 2 * REDLOCK_TTL < OP_TIMEOUT
 
 
 def peer_methods(lab: Lab, run_id: str, curator: list[float], jvm_warm_up: int = 500) -> Methods:
@@ -48,15 +56,14 @@ def peer_methods(lab: Lab, run_id: str, curator: list[float], jvm_warm_up: int =
     connections = connections_of(lab)
     methods: Methods = {}
 
-    def recipe(label: str, name: str, lock_name: str) -> None:
-        handle = make_lock(name, connections, lock_name, label, ttl=10)
-        methods[label] = (lambda: (handle.lock.acquire(timeout=5), handle.lock.release()), handle.close)
+    def recipe(label: str, name: str, lock_name: str, ttl: float = 10) -> None:
+        methods[label] = lock_cycle(name, connections, lock_name, label, ttl)
 
     recipe("redis-py Lock", "redis-py", f"bench-{run_id}-redis-py")
     recipe("python-redis-lock", "python-redis-lock", f"bench-{run_id}-python-redis-lock")
     if getattr(lab, "redlock", None) is not None:
-        recipe("redlock", "redlock", f"bench-{run_id}-redlock")
-        recipe("pottery Redlock", "pottery", f"bench-{run_id}-pottery")
+        recipe("redlock", "redlock", f"bench-{run_id}-redlock", ttl=REDLOCK_TTL)
+        recipe("pottery Redlock", "pottery", f"bench-{run_id}-pottery", ttl=REDLOCK_TTL)
     try:
         peer = CuratorPeer(lab.zookeeper.hosts, f"/bench-{run_id}/curator", identifier="bench")
     except CuratorUnavailable:
@@ -66,6 +73,13 @@ def peer_methods(lab: Lab, run_id: str, curator: list[float], jvm_warm_up: int =
     methods["curator from Python"] = (lambda: curator.append(peer.cycle()), peer.close)
     methods["curator pipe ping"] = (peer.ping, lambda: None)
     return methods
+
+
+def lock_cycle(recipe: str, connections: dict[str, str], lock_name: str, label: str,
+               ttl: float) -> tuple[Callable[[], None], Callable[[], None]]:
+    """(one acquire + release of ``recipe``, giving up after ``OP_TIMEOUT``; its cleanup)."""
+    handle = make_lock(recipe, connections, lock_name, label, ttl=ttl)
+    return (lambda: (handle.lock.acquire(timeout=OP_TIMEOUT), handle.lock.release())), handle.close
 
 
 def peer_ratios(uncontended: dict[str, dict[str, Any]]) -> dict[str, float]:

@@ -13,7 +13,9 @@ from labkit import cli
 from labkit.bench import peers as bench_peers
 from labkit.lessons import peers
 from labkit.lessons import redlock_double_grants as double_grants
+from labkit.locks.errors import LockTimeout
 from labkit.locks.redis_peers import PotteryRedlock, PythonRedisLock, RedisPyLock
+from labkit.locks.registry import connections_of
 
 
 @pytest.fixture(scope="module")
@@ -109,3 +111,27 @@ def test_a_real_sentinel_failover_grants_the_lock_twice_with_every_library():
     for library, run in runs.items():
         assert run.open_holds == ["client-A", "client-B"], (library, run.open_holds)
         assert run.a_believes and run.b_holds and run.outcome.two_holders, library
+
+
+@pytest.mark.parametrize("recipe, key", [("redlock", "{}"), ("pottery", "redlock:{}")])
+def test_a_bench_redlock_outlasts_keys_that_failed_rounds_left_on_a_majority(clocked_lab, unique_name, recipe, key):
+    """What a busy machine does to a Redlock round, forced: a majority of instances hold a key
+    that a failed round set (its answers came after the 50 ms vote). The bench's TTL lets such a
+    key expire before its acquire gives up; with the TTL of 10 s it had (the negative control),
+    the same acquire gives up."""
+    connections = connections_of(clocked_lab)
+    for ttl, gives_up in ((bench_peers.REDLOCK_TTL, False), (10.0, True)):
+        name = f"{unique_name}-{ttl:g}"
+        for node in clocked_lab.redlock.nodes[:3]:
+            client = node.client()
+            assert client.set(key.format(name), "a failed round's value", nx=True, px=int(ttl * 1000))
+            client.close()
+        step, cleanup = bench_peers.lock_cycle(recipe, connections, name, "bench", ttl)
+        try:
+            if gives_up:
+                with pytest.raises(LockTimeout):
+                    step()
+            else:
+                step()
+        finally:
+            cleanup()
