@@ -159,9 +159,13 @@ def test_a_follower_clock_running_fast_beyond_lease_over_renew_deadline_makes_tw
     for number, run in enumerate(runs[inside]):
         # the follower judged the lease expired only after the leader had stopped believing
         assert not run.two_leaders and run.judged_at > run.leader_until, f"run {number} at {inside}x: {run}"
+    # ... but 4x fast its lease ran out first, by its clock, with renew_deadline - worst / 4 ~ 0.4 s
+    # to spare; then its write to etcd has to land within what is left for two leaders: it did in
+    # every idle run (0.33-0.54 s of overlap), not in one at load ~10 (fresh-clone run, session 13),
+    # so the write is no part of the claim, and the danger has to show in at least one run
     for number, run in enumerate(runs[beyond]):
-        # ... but 4x fast it led while the cut-off leader still believed (by about 0.45 s)
-        assert run.two_leaders and run.overlap > 0, f"run {number} at {beyond}x: {run}"
+        assert run.judged_at < run.leader_until, f"run {number} at {beyond}x: {run}"
+    assert any(run.two_leaders and run.overlap > 0 for run in runs[beyond]), runs[beyond]
 
 
 @pytest.mark.slow      # 11 client processes, 10 failovers: ~60 s on a loaded machine
