@@ -49,28 +49,31 @@ from labkit.servers.secret import login_for     # the lab is private: log in as 
 hosts, timeout, path, etcd_host, etcd_port, ttl, key = sys.argv[1:]
 zookeeper = KazooClient(hosts=hosts, timeout=float(timeout), **login_for(hosts, "zookeeper"))
 zookeeper.start(timeout=15)
+began_at = time.monotonic()                     # before either server hears of the node or the key
 node = zookeeper.create(path, b"a program that exits", ephemeral=True, makepath=True)
 etcd = etcd_client(etcd_host, int(etcd_port), **login_for(f"{etcd_host}:{etcd_port}", "etcd"))
 lease = etcd.lease(int(ttl))
 etcd.put(key, "a program that exits", lease=lease)
 print(json.dumps({"node": node, "session_id": zookeeper.client_id[0], "key": key, "lease_id": lease.id,
-                  "created_at": time.monotonic()}), flush=True)
+                  "began_at": began_at}), flush=True)
 # and here the program ends, normally: no zookeeper.stop(), no lease.revoke()
 """
 
 
 @dataclass(frozen=True)
 class ExitedProgram:
-    """What the program that exited without closing left behind. ``created_at`` and
+    """What the program that exited without closing left behind. ``began_at`` and
     ``exited_at`` are ``time.monotonic()`` values (one clock for every process on Linux):
-    when its node and key existed, and when the parent saw the process end."""
+    just before it sent its create (no server had heard of the node or the key yet: a stamp
+    taken after them came up to 0.4 s late on a busy machine, when the program waited for a
+    CPU), and when the parent saw the process end."""
 
     exit_code: int
     node: str
     session_id: int
     key: str
     lease_id: int
-    created_at: float
+    began_at: float
     exited_at: float
 
 
@@ -91,7 +94,7 @@ def exit_without_closing(lab: "Lab", path: str, key: str, session_timeout: float
                                             finished.stderr)
     report = json.loads(finished.stdout.strip().splitlines()[-1])
     return ExitedProgram(finished.returncode, report["node"], report["session_id"], report["key"],
-                         report["lease_id"], report["created_at"], exited_at)
+                         report["lease_id"], report["began_at"], exited_at)
 
 
 class DeletionWatch:

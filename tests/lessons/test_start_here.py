@@ -39,7 +39,7 @@ def test_a_program_that_exits_without_closing_leaves_its_node_and_key_until_the_
     revoked = False
     try:
         assert program.exit_code == 0 and program.node == path and program.key == key
-        assert program.created_at <= program.exited_at
+        assert program.began_at <= program.exited_at
         stat = zk.exists(program.node)
         assert stat is not None and stat.ephemeralOwner == program.session_id, "its session still owns the node"
         value, meta = etcd.get(program.key)
