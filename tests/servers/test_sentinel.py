@@ -101,7 +101,10 @@ def test_killing_the_primary_makes_the_sentinels_promote_the_replica(sentinel_la
     old.wait_ready()
     began = time.monotonic()
     while old.role != "replica":
-        assert time.monotonic() < began + 90, "the sentinels did not turn the old primary into a replica"
+        assert time.monotonic() < began + 90, (
+            "the sentinels did not turn the old primary into a replica within 90 s; their last log lines:\n"
+            + "\n".join(f"{node.name}:\n{node.log_tail(10)}" for node in sentinel_lab.sentinel.nodes)
+            + f"\n{old.name}:\n{old.log_tail(10)}")
         time.sleep(0.1)
     print(f"sentinel demoted the restarted {old.name} to a replica {time.monotonic() - began:.1f} s after it answered")
 
