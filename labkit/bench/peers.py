@@ -57,7 +57,7 @@ def peer_methods(lab: Lab, run_id: str, curator: list[float], jvm_warm_up: int =
     methods: Methods = {}
 
     def recipe(label: str, name: str, lock_name: str, ttl: float = 10) -> None:
-        methods[label] = lock_cycle(name, connections, lock_name, label, ttl)
+        methods[label] = lock_cycle(name, connections, lock_name, label, ttl=ttl)
 
     recipe("redis-py Lock", "redis-py", f"bench-{run_id}-redis-py")
     recipe("python-redis-lock", "python-redis-lock", f"bench-{run_id}-python-redis-lock")
@@ -76,9 +76,10 @@ def peer_methods(lab: Lab, run_id: str, curator: list[float], jvm_warm_up: int =
 
 
 def lock_cycle(recipe: str, connections: dict[str, str], lock_name: str, label: str,
-               ttl: float) -> tuple[Callable[[], None], Callable[[], None]]:
-    """(one acquire + release of ``recipe``, giving up after ``OP_TIMEOUT``; its cleanup)."""
-    handle = make_lock(recipe, connections, lock_name, label, ttl=ttl)
+               **settings: float) -> tuple[Callable[[], None], Callable[[], None]]:
+    """(one acquire + release of ``recipe``, giving up after ``OP_TIMEOUT``; its cleanup).
+    ``settings``: make_lock's (``ttl``, ``session_timeout``)."""
+    handle = make_lock(recipe, connections, lock_name, label, **settings)
     return (lambda: (handle.lock.acquire(timeout=OP_TIMEOUT), handle.lock.release())), handle.close
 
 

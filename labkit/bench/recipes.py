@@ -35,7 +35,7 @@ from etcd3.utils import prefix_range_end
 from labkit.bench import peers as bench_peers
 from labkit.bench.scale.crowd_handoff import HANDOFF_SCENARIOS, BenchTimeout
 from labkit.harness.handoff import hand_off, server_watches, watching_again
-from labkit.locks.registry import RecipeHandle, connections_of, lock_factory, make_lock
+from labkit.locks.registry import connections_of, lock_factory
 from labkit.stats import summarize, take_turns
 
 if TYPE_CHECKING:
@@ -51,8 +51,7 @@ def uncontended_methods(lab: Lab, run_id: str) -> dict[str, tuple[Callable[[], N
     methods: dict[str, tuple[Callable[[], None], Callable[[], None]]] = {}
 
     def recipe(label: str, name: str, lock_name: str, **settings: float) -> None:
-        handle: RecipeHandle = make_lock(name, connections, lock_name, label, **settings)
-        methods[label] = (lambda: (handle.lock.acquire(timeout=5), handle.lock.release()), handle.close)
+        methods[label] = bench_peers.lock_cycle(name, connections, lock_name, label, **settings)
 
     recipe("redis", "redis", f"bench-{run_id}-redis", ttl=10)
     recipe("zookeeper", "zookeeper", f"/bench-{run_id}/zookeeper")

@@ -126,7 +126,7 @@ def test_a_bench_redlock_outlasts_keys_that_failed_rounds_left_on_a_majority(clo
             client = node.client()
             assert client.set(key.format(name), "a failed round's value", nx=True, px=int(ttl * 1000))
             client.close()
-        step, cleanup = bench_peers.lock_cycle(recipe, connections, name, "bench", ttl)
+        step, cleanup = bench_peers.lock_cycle(recipe, connections, name, "bench", ttl=ttl)
         try:
             if gives_up:
                 with pytest.raises(LockTimeout):
