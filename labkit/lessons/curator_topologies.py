@@ -57,7 +57,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from labkit.harness.cut_off import again_if_void, ensemble_to_cut, seats
+from labkit.harness.cut_off import again_if_void, contenders_seen, ensemble_to_cut, seats
 from labkit.lessons.holder_safety import HOLDER, WAITER
 from labkit.lessons.holder_safety import TOPOLOGIES as ALL_TOPOLOGIES
 from labkit.locks.curator import CuratorLockGone, CuratorPeer
@@ -164,7 +164,7 @@ def curator_race(lab, topology: str = "follower-cut", timeout: float = 2.0) -> C
                 failed.append(error)
 
         threading.Thread(target=wait_for_the_lock, daemon=True).start()
-        wait_until(lambda: len(waiter_client.get_children(path)) == 2, "the waiter queues behind Curator")
+        wait_until(lambda: contenders_seen(waiter_client, path) == 2, "the waiter queues behind Curator")
 
         def on_change(event) -> None:
             if event.type == "DELETED":

@@ -39,6 +39,7 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from labkit.harness.cut_off import contenders_seen
 from labkit.lessons.holder_safety import HOLDER, POLL
 from labkit.locks.errors import LockError
 from labkit.locks.zookeeper import ZooKeeperLock
@@ -163,7 +164,7 @@ class _Run:
             holder_store.write("holder", old_token, "first write of the holder")
             waiting = threading.Thread(target=self._successor, args=(successor, successor_store, got), daemon=True)
             waiting.start()
-            wait_until(lambda: len(successor_zk.get_children(self.path)) == 2, "the successor queues")
+            wait_until(lambda: contenders_seen(successor_zk, self.path) == 2, "the successor queues")
             lab.delay(self.delay * 1000, links=[f"{HOLDER}->{self.redis_node.name}"])
             sending = threading.Thread(target=self._late_write, args=(holder, holder_store, old_token, got),
                                        daemon=True)

@@ -48,7 +48,7 @@ from typing import Any
 import etcd3
 from kazoo.client import KazooState
 
-from labkit.harness.cut_off import seats
+from labkit.harness.cut_off import contenders_seen, seats
 from labkit.lessons.client_deadlines import DEADLINE_RECIPES
 from labkit.locks.errors import LockError
 from labkit.locks.etcd_mutex import EtcdMutex
@@ -296,7 +296,7 @@ class _ZooKeeperRace(_Race):
         self.waiter.acquire(timeout=30 + 6 * self.timeout)
 
     def wait_queued(self) -> None:
-        wait_until(lambda: len(self.waiter_client.get_children(self.path)) == 2, "the waiter queues")
+        wait_until(lambda: contenders_seen(self.waiter_client, self.path) == 2, "the waiter queues")
 
     def holder_is_held(self) -> bool:
         return self.holder.is_held

@@ -28,6 +28,7 @@ import matplotlib.pyplot as plt
 from kazoo.protocol.states import KazooState
 from kazoo.recipe.lock import Lock as KazooLock
 
+from labkit.harness.cut_off import contenders_seen
 from labkit.locks.etcd_mutex import EtcdMutex
 from labkit.locks.etcd_session import EtcdSession
 from labkit.locks.zookeeper import ZooKeeperLock
@@ -240,7 +241,7 @@ def cut_off_zookeeper_holder(lab, deadline: bool, session_timeout: float = 2.0, 
         note("holder_acquired")
         waiting: list = []
         thread = _attempt(lambda: waiter.acquire(timeout=30), waiting)
-        wait_until(lambda: len(waiter_client.get_children(path)) == 2, "the waiter queues behind the holder")
+        wait_until(lambda: contenders_seen(waiter_client, path) == 2, "the waiter queues behind the holder")
         cut = time.monotonic()
         lab.isolate(holder_name)
         thread.join(30)
