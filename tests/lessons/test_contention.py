@@ -1,14 +1,17 @@
 """Contenders that race for a lock (labkit/lessons/contention.py, ``race``), on real ZooKeeper
 locks of the session lab, each on a session of its own: every contender gets the lock once
 and releases it, and no two hold it at once (counted by the contenders); a contender's error
-comes out of race; and a contender that cannot get the lock ends the race with a TimeoutError
-instead of hanging it. Who gets in first is up to the
+comes out of race; a contender that cannot get the lock ends the race with its LockTimeout, and
+one that overruns its timeout with a TimeoutError, instead of hanging it. Who gets in first is up to the
 server, so nothing here asserts an order."""
 from __future__ import annotations
 
+import time
+
 import pytest
 
-from labkit.lessons.contention import race
+from labkit.lessons.contention import GRACE, race
+from labkit.locks.errors import LockTimeout
 from labkit.locks.zookeeper import ZooKeeperLock
 
 
@@ -78,11 +81,30 @@ def test_a_contenders_error_comes_out_of_the_race(sessions, unique_name):
         race([ZooKeeperLock(sessions[0], unique_name), Broken()], work=0.01, timeout=10)
 
 
-def test_a_contender_that_cannot_get_the_lock_ends_the_race_with_a_timeout(sessions, unique_name):
+def test_a_contender_that_cannot_get_the_lock_ends_the_race_with_its_own_timeout(sessions, unique_name):
+    # The race waits GRACE s past the contender's own timeout: with waits of the same length the
+    # lock's LockTimeout and the race's TimeoutError came out in either order (soak, session 16).
     holder = ZooKeeperLock(sessions[0], unique_name, identifier="holder")
     assert holder.acquire(timeout=10)
     try:
-        with pytest.raises(TimeoutError):
+        with pytest.raises(LockTimeout, match="gave up waiting for lock"):
             race([Taken(ZooKeeperLock(sessions[1], unique_name, identifier="late"))], work=0.01, timeout=1.0)
     finally:
         holder.release()
+
+
+class Stuck:
+    """A lock that does not keep to its timeout."""
+
+    def acquire(self, timeout):
+        time.sleep(2 * timeout + GRACE + 1.0)
+
+    def release(self):
+        pass
+
+
+def test_a_contender_that_overruns_its_timeout_ends_the_race_with_a_timeout_error():
+    began = time.monotonic()
+    with pytest.raises(TimeoutError, match="had not finished"):
+        race([Stuck()], work=0.0, timeout=0.1)
+    assert time.monotonic() - began >= 0.2 + GRACE   # not before the grace was over
