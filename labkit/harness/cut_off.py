@@ -9,9 +9,6 @@ members and the network layer.
 ``again_if_void`` runs a race again when the run proved nothing (a stalled machine: the holder
 gave up, or its session expired, before the fault), up to ``VOID_RETRIES`` more times.
 
-``contenders_seen`` counts the contenders under a lock's path as one client's own server sees
-them: a waiter's server may not have applied the holder's create of the path yet.
-
 What can fail: ``TimeoutError`` when the service elects no leader within 30 s; ``ValueError``
 from ``ensemble_to_cut`` on a lab of another shape; the void run's own error after the retries.
 """
@@ -25,19 +22,6 @@ if TYPE_CHECKING:
 
 VOID_RETRIES = 3            # a batch's run that proved nothing runs again, up to this many times
 RaceResult = TypeVar("RaceResult")
-
-
-def contenders_seen(client: Any, path: str) -> int:
-    """How many contenders the member ``client`` is connected to has under ``path``: 0 while that
-    member has not yet applied the create of ``path`` itself. ZooKeeper answers a read from the
-    member's own copy, which may lag the leader (on a busy machine, by seconds), so a waiter's
-    member can answer NoNode for a lock its holder's member already has."""
-    from kazoo.exceptions import NoNodeError
-
-    try:
-        return len(client.get_children(path))
-    except NoNodeError:
-        return 0
 
 
 def ensemble_to_cut(lab: Lab, caller: str) -> ZooKeeperService:

@@ -57,11 +57,12 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from labkit.harness.cut_off import again_if_void, contenders_seen, ensemble_to_cut, seats
+from labkit.harness.cut_off import again_if_void, ensemble_to_cut, seats
 from labkit.lessons.holder_safety import HOLDER, WAITER
 from labkit.lessons.holder_safety import TOPOLOGIES as ALL_TOPOLOGIES
 from labkit.locks.curator import CuratorLockGone, CuratorPeer
 from labkit.locks.zookeeper import ZooKeeperLock
+from labkit.locks.zookeeper_queue import contenders_seen
 from labkit.progress import repeat, shows_progress, waiting_for
 from labkit.timing import became_true, wait_until
 

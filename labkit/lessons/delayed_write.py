@@ -39,10 +39,10 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from labkit.harness.cut_off import contenders_seen
 from labkit.lessons.holder_safety import HOLDER, POLL
 from labkit.locks.errors import LockError
 from labkit.locks.zookeeper import ZooKeeperLock
+from labkit.locks.zookeeper_queue import contenders_seen
 from labkit.progress import shows_progress
 from labkit.record.fencing import FencedStore, StoreWrite
 from labkit.timing import wait_until

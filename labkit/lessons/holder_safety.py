@@ -48,13 +48,14 @@ from typing import Any
 import etcd3
 from kazoo.client import KazooState
 
-from labkit.harness.cut_off import contenders_seen, seats
+from labkit.harness.cut_off import seats
 from labkit.lessons.client_deadlines import DEADLINE_RECIPES
 from labkit.locks.errors import LockError
 from labkit.locks.etcd_mutex import EtcdMutex
 from labkit.locks.etcd_session import EtcdSession
 from labkit.locks.registry import recipe_named
 from labkit.locks.zookeeper import ZooKeeperLock
+from labkit.locks.zookeeper_queue import contenders_seen
 from labkit.progress import repeat, waiting_for
 from labkit.servers import up
 from labkit.servers.services.zookeeper_conf import ask_conf

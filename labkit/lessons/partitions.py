@@ -28,10 +28,10 @@ import matplotlib.pyplot as plt
 from kazoo.protocol.states import KazooState
 from kazoo.recipe.lock import Lock as KazooLock
 
-from labkit.harness.cut_off import contenders_seen
 from labkit.locks.etcd_mutex import EtcdMutex
 from labkit.locks.etcd_session import EtcdSession
 from labkit.locks.zookeeper import ZooKeeperLock
+from labkit.locks.zookeeper_queue import contenders_seen
 from labkit.progress import shows_progress
 from labkit.timing import wait_until
 from labkit.vocabulary import ACCEPTED_COLOUR, ERROR_COLOUR, FAULT_COLOUR, STATE_COLOURS, SUCCESSOR_COLOUR

@@ -1,10 +1,11 @@
 """A ZooKeeper lock's queue as nodes on the server: which children of a lock's path are
 contenders and in what order they are served (``sorted_contenders``), the queue read with
-each owner's identifier (``queue_of``), and a node taken out once the connection is back
-(``delete_when_connected``). Kazoo's, Curator's and labkit's recipes name their nodes
-differently; sorting by the number ZooKeeper appends, and by nothing else, is what lets them
-queue together on one path (``ZooKeeperLock``, the election, the references and the health
-census all read the queue through these).
+each owner's identifier (``queue_of``), how many children the member a client is connected to
+has under the path (``contenders_seen``: 0 while that member has not applied the path's create),
+and a node taken out once the connection is back (``delete_when_connected``). Kazoo's, Curator's
+and labkit's recipes name their nodes differently; sorting by the number ZooKeeper appends, and
+by nothing else, is what lets them queue together on one path (``ZooKeeperLock``, the election,
+the references and the health census all read the queue through these).
 
 What can go wrong: a child that matches no pattern here is no contender and is skipped, so a
 recipe that names its nodes another way queues beside this one and excludes nobody.
@@ -63,6 +64,17 @@ def queue_of(client: KazooClient, path: str) -> list[QueuedNode]:
             continue                              # it left while we were reading
         queue.append(QueuedNode(sequence_of(node), node, (data or b"").decode(errors="replace")))
     return queue
+
+
+def contenders_seen(client: KazooClient, path: str) -> int:
+    """How many contenders the member ``client`` is connected to has under ``path``: 0 while that
+    member has not yet applied the create of ``path`` itself. ZooKeeper answers a read from the
+    member's own copy, which may lag the leader (on a busy machine, by seconds), so a waiter's
+    member can answer NoNode for a lock its holder's member already has."""
+    try:
+        return len(client.get_children(path))
+    except NoNodeError:
+        return 0
 
 
 def delete_when_connected(client: KazooClient, node: str) -> None:

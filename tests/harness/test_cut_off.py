@@ -2,12 +2,9 @@
 how it runs again a race that proved nothing (the Curator and semaphore races use it)."""
 from __future__ import annotations
 
-import uuid
-
 import pytest
-from kazoo.exceptions import NoNodeError
 
-from labkit.harness.cut_off import VOID_RETRIES, again_if_void, contenders_seen, ensemble_to_cut, seats
+from labkit.harness.cut_off import VOID_RETRIES, again_if_void, ensemble_to_cut, seats
 
 
 class Void(RuntimeError):
@@ -51,21 +48,3 @@ def test_the_holder_sits_on_the_standalone_leader_only_for_old_leader(lab):
     assert holder.name == lab.etcd.nodes[0].name and others == []
     with pytest.raises(ValueError, match="has only its leader .*start it with 3 members"):
         seats(lab.etcd, "follower-cut")                  # no follower to seat it on
-
-
-def test_a_lock_path_its_member_has_not_applied_yet_counts_no_contenders(lab):
-    # A waiter's member may lag the holder's: until it has applied the create of the lock's path,
-    # a read there answers NoNode (soak run, session 16: the race's "waiter queues" wait raised
-    # NoNodeError, 2 of 3 full runs under load). The count is 0 then; the wait goes on.
-    client = lab.zookeeper.client()
-    path = f"/seen-{uuid.uuid4().hex[:8]}"
-    try:
-        with pytest.raises(NoNodeError):
-            client.get_children(path)             # what the wait read before
-        assert contenders_seen(client, path) == 0
-        for _ in range(2):
-            client.create(f"{path}/contender-", ephemeral=True, sequence=True, makepath=True)
-        assert contenders_seen(client, path) == 2
-    finally:
-        client.stop()
-        client.close()
