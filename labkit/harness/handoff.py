@@ -48,6 +48,9 @@ class HandOffs:
     history: History
     releases: list[tuple[str, float, float]] = field(default_factory=list)
     woken: list[list[str]] = field(default_factory=list)   # who woke for each of these hand-offs
+    # who held, first holder first, taken before the teardown: the sessions close in parallel,
+    # so a waiter left waiting can take the lock while its holder's session goes
+    served: list[str] = field(default_factory=list)
 
     @property
     def wakeups(self) -> list[int]:
@@ -131,6 +134,7 @@ def hand_off(make: LockFactory, waiters: int, settled: Settled, releases: int | 
             result.releases.append((holder, asked, taken.time))
             holder = taken.client
         result.woken = woken_per_release(history.events())[:releases]   # before the teardown adds events
+        result.served = [event.client for event in acquired()]
         if releases == waiters:   # everyone was served: the last holder lets go too
             release_now[holder].set()
             check(lambda: len(history.events(kind="released")) > waiters, "the last release")
