@@ -58,6 +58,16 @@ if TYPE_CHECKING:
 _LIVE_GROUPS: "weakref.WeakSet[LockClients]" = weakref.WeakSet()
 
 
+def _checked_timeouts(timeouts: dict[str, float] | None, n: int) -> dict[str, float]:
+    names = [f"client-{number}" for number in range(1, n + 1)]
+    for name, seconds in (timeouts or {}).items():
+        if name not in names:
+            raise ValueError(f"timeouts names {name!r}, which is not one of the {n} clients ({', '.join(names)})")
+        if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or seconds <= 0:
+            raise ValueError(f"timeouts[{name!r}] = {seconds!r}: give a session timeout / TTL in seconds, above 0")
+    return dict(timeouts or {})
+
+
 class LockClients:
     """N lock client processes on one lock (see ``spawn_clients``). Index by position or
     name; iterate; ``run()`` starts every loop; ``close()`` stops them all."""
@@ -67,11 +77,12 @@ class LockClients:
                  session_timeout: float = 4.0, ttl: float = 5.0, connections: dict[str, str] | None = None,
                  start_timeout: float = START_TIMEOUT, proxied: bool = False, keep_previous: bool = False,
                  connections_for: Callable[[str], dict[str, str]] | None = None, holders: int = 1,
-                 clocks: bool = False):
+                 clocks: bool = False, timeouts: dict[str, float] | None = None):
         recipe = recipe_named(recipe)   # UnknownRecipe for a name not registered
         check_holders(recipe, holders)
         if n < 1:
             raise ValueError(f"n must be at least 1, got {n}")
+        timeouts = _checked_timeouts(timeouts, n)
         self.history = history if history is not None else History()
         self.recipe, self.name, self.hold, self.loops = recipe, name, hold, loops
         self.connections = dict(connections) if connections is not None else connections_of(lab)
@@ -91,6 +102,8 @@ class LockClients:
             for number in range(1, n + 1):
                 client_name = f"client-{number}"
                 client_spec = dict(spec, client=client_name)
+                if client_name in timeouts:   # this client's own session timeout and TTL
+                    client_spec.update(session_timeout=timeouts[client_name], ttl=timeouts[client_name])
                 if connections_for is not None:  # chosen by the caller (a torture: one member each)
                     client_spec["connections"] = connections_for(client_name)
                 elif proxied:  # links of its own, so that lab.isolate(client_name) cuts this one
@@ -291,6 +304,8 @@ def spawn_clients(lab: Lab | None = None, recipe: Recipe | str = "zookeeper", n:
     through links of its own, so ``lab.isolate("client-2")`` cuts that process only.
     ``connections_for(name)``: each client's own connections instead (e.g. one member only).
     ``holders``: how many may hold a semaphore recipe at once (1 for every other recipe).
+    ``timeouts``: {client name: seconds}, that client's own session timeout and TTL (both),
+    e.g. a waiter that must outlive an election the holder's timer is measured across.
     ``clocks=True``: each process runs under labkit's clock shim, and ``client.clock`` steps
     its wall clock or makes its monotonic clock drift (``client.clock.monotonic_rate(4)``;
     docs/CLOCKS.md); needs Linux and a C compiler (ClockUnavailable otherwise).

@@ -12,7 +12,7 @@ from labkit.lessons.common import table
 from labkit.lessons.coordinator_crash import (acquisitions_through_members, crash_then_fail_over,
                                               ETCD_ELECTION_TIMEOUT, etcd_queue, etcd_write,
                                               failover_timers_plot, LEASE_EXPIRY_CHECK, lose_majority,
-                                              ordering_plot, recovery_plot, zookeeper_write)
+                                              ordering_plot, recovery_plot, FAILOVER_WAITER_TIMEOUT, zookeeper_write)
 from labkit.locks.redis_lock import RedisLock
 from labkit.locks.zookeeper import sorted_contenders
 from labkit.locks.zookeeper_deadline import heartbeat_for
@@ -33,4 +33,4 @@ __all__ = ["acquisitions_through_members", "check_fifo", "check_guarded_put", "c
            "LEASE_EXPIRY_CHECK", "lesson_examples", "LockPanel", "lose_majority", "ordering_plot", "predict",
            "queue_behind", "recovery_plot", "RedisLock", "release_in_turn", "seconds_until", "SHAPE",
            "sorted_contenders", "spawn_clients", "table", "TICK_MS", "wait_for_replication",
-           "zookeeper_write"]
+           "FAILOVER_WAITER_TIMEOUT", "zookeeper_write"]

@@ -258,12 +258,14 @@ def _acquisition_facts(service: str, lock: Any) -> dict[str, int]:
 _ETCD_FLAGS = etcd_argv("etcd", "name", "data", 0, 0, "cluster", "token")
 ETCD_ELECTION_TIMEOUT = int(_ETCD_FLAGS[_ETCD_FLAGS.index("--election-timeout") + 1]) / 1000
 LEASE_EXPIRY_CHECK = 0.5
+# crash_then_fail_over's waiter: its timer runs through the holder's 3 s and the election
+FAILOVER_WAITER_TIMEOUT = 15.0
 
 @dataclass(frozen=True)
 class FailoverTimers:
     """What ``crash_then_fail_over`` measured, in seconds from the holder's SIGKILL.
 
-    ``timeout`` is the session timeout (ZooKeeper) or lease TTL (etcd) of both clients;
+    ``timeout`` is the session timeout (ZooKeeper) or lease TTL (etcd) of the holder;
     ``leader_killed_at``: when the leader was killed; ``elected_at``: when a new leader
     answered a probe; ``freed_at``: when the waiter held the lock (its event), which is as
     soon as the server deleted the dead holder's node or key."""
@@ -300,20 +302,31 @@ class FailoverTimers:
 
 @shows_progress("a leader crash, then the failover")
 def crash_then_fail_over(lab: Lab, service: str, timeout: float, leader_kill_delay: float | None = None,
-                         name: str | None = None) -> FailoverTimers:
+                         name: str | None = None, waiter_timeout: float = FAILOVER_WAITER_TIMEOUT) -> FailoverTimers:
     """A holder process and a waiter process on one lock of ``service`` ("zookeeper" or
-    "etcd"), each with session timeout / lease TTL ``timeout``. The holder is SIGKILLed;
-    ``leader_kill_delay`` seconds later (default: half the timeout, so its session or lease
-    is still alive) the cluster's leader is SIGKILLed too. Waits until the waiter holds the
-    lock. etcd clients talk to a follower, which survives (python-etcd3 does not fail over).
+    "etcd"): the holder's session timeout / lease TTL is ``timeout``, the waiter's
+    ``waiter_timeout``. The holder is SIGKILLed; ``leader_kill_delay`` seconds later
+    (default: half the timeout, so its session or lease is still alive) the cluster's
+    leader is SIGKILLed too. Waits until the waiter holds the lock. etcd clients talk to a
+    follower, which survives (python-etcd3 does not fail over).
 
-    The killed leader stays down: restart it with ``outcome.killed_leader.start()``.
-    Raises ValueError if the delay is not shorter than the timeout, TimeoutError /
-    ``ClientError`` if no leader is elected or the waiter never gets the lock.
+    The waiter's own timer runs through the election as well: nobody answers its keep-alives
+    until there is a new leader, and a waiter with the holder's timeout could give up first
+    on a busy machine (its client-side deadline, the safe thing to do). Hence a longer one:
+    what is measured is the holder's timer.
+
+    The killed leader stays down: restart it with ``outcome.restart_killed_leader(cluster)``.
+    If this raises after the kill, it has restarted the killed leader already, so the cells
+    after it find the whole cluster. Raises ValueError if the delay is not shorter than the
+    timeout or the waiter's timeout is not longer, TimeoutError / ``ClientError`` if no leader
+    is elected or the waiter never gets the lock.
     """
     delay = timeout / 2 if leader_kill_delay is None else leader_kill_delay
     if not 0 <= delay < timeout:
         raise ValueError(f"the leader must die before the holder's {timeout} s timeout runs out, not after {delay} s")
+    if waiter_timeout <= timeout:
+        raise ValueError(f"waiter_timeout={waiter_timeout!r} must be longer than the holder's {timeout} s: the "
+                         f"waiter's timer runs through the same election and must outlive it")
     cluster = getattr(lab, service)
     _wait_for_full_cluster(cluster, timeout=60)
     connections = None
@@ -322,22 +335,38 @@ def crash_then_fail_over(lab: Lab, service: str, timeout: float, leader_kill_del
         connections = {"etcd": follower.endpoint}
     history = History()
     name = name or f"/locks/failover-timers-{service}-{time.time_ns()}"
-    with spawn_clients(lab, service, n=2, name=name, history=history, session_timeout=timeout, ttl=timeout,
-                       connections=connections) as clients:
-        pending = queue_behind(clients)
-        holder, waiter = clients
-        holder.kill()
-        crashed_at = time.time()
-        time.sleep(max(0.0, crashed_at + delay - time.time()))   # the schedule of the lesson
-        killed = kill_leader(cluster, history=history)
-        leader_killed_at = time.time()
-        cluster.wait_for_leader(timeout=30)
-        elected_at = time.time()
-        waiter.wait_reply(pending[waiter.name], timeout=elected_at - crashed_at + 3 * timeout + 30)
-        freed_at = history.events(client=waiter.name, kind="acquired")[-1].time
-        waiter.release()
+    killed = None
+    try:
+        with spawn_clients(lab, service, n=2, name=name, history=history, session_timeout=timeout, ttl=timeout,
+                           timeouts={"client-2": waiter_timeout}, connections=connections) as clients:
+            pending = queue_behind(clients)
+            holder, waiter = clients
+            holder.kill()
+            crashed_at = time.time()
+            time.sleep(max(0.0, crashed_at + delay - time.time()))   # the schedule of the lesson
+            killed = kill_leader(cluster, history=history)
+            leader_killed_at = time.time()
+            cluster.wait_for_leader(timeout=30)
+            elected_at = time.time()
+            waiter.wait_reply(pending[waiter.name], timeout=elected_at - crashed_at + 3 * timeout + 30)
+            freed_at = history.events(client=waiter.name, kind="acquired")[-1].time
+            waiter.release()
+    except BaseException:
+        if killed is not None:
+            _start_again(killed, cluster)
+        raise
     return FailoverTimers(service, timeout, leader_killed_at - crashed_at, elected_at - crashed_at,
                           freed_at - crashed_at, killed, history)
+
+
+def _start_again(killed: Any, cluster: Any, timeout: float = 60.0) -> None:
+    # On the way out of a failed experiment: the error being raised is the news, so a
+    # restart that fails too is left for the next cell's _wait_for_full_cluster to report.
+    try:
+        killed.start()
+        _wait_for_full_cluster(cluster, timeout)
+    except Exception:
+        pass
 
 
 def _wait_for_full_cluster(cluster: Any, timeout: float) -> None:

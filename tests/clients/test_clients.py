@@ -125,6 +125,21 @@ def test_session_details_reach_the_notebook(lab, unique_name):
         etcd.close()
 
 
+
+def test_a_client_of_the_group_can_have_a_timeout_of_its_own(lab, unique_name):
+    # crash_then_fail_over's waiter: its timer must outlive an election the holder's is measured across
+    with pytest.raises(ValueError, match="'client-3', which is not one of the 2 clients"):
+        spawn_clients(lab, "etcd", n=2, name=unique_name, timeouts={"client-3": 5})
+    with pytest.raises(ValueError, match="above 0"):
+        spawn_clients(lab, "etcd", n=2, name=unique_name, timeouts={"client-2": 0})
+    etcd = lab.etcd.client()
+    try:
+        with spawn_clients(lab, "etcd", n=2, name=unique_name, ttl=3, timeouts={"client-2": 7}) as clients:
+            granted = {client.name: etcd.get_lease_info(client.session["lease_id"]).grantedTTL for client in clients}
+        assert granted == {"client-1": 3, "client-2": 7}
+    finally:
+        etcd.close()
+
 # ---- re-running a cell: the old clients go, unless asked to stay --------------------------
 def test_a_rerun_spawn_closes_the_group_it_started_before_on_the_same_lock(lab, unique_name, capsys):
     first = spawn_clients(lab, "zookeeper", n=2, name=unique_name)
