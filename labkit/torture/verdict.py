@@ -5,7 +5,8 @@
   whether two holds ever acted on the resource at once, whatever the clients believed.
 * Linearizability (``labkit.torture.linearizable``) judges the lock service: could every
   answer the clients got have come from one mutex with leases, in real time? It reads the
-  clients' events (invoke = "requested", or the client's previous event before a release;
+  clients' events (invoke = "requested", or the client's previous event before a release,
+  not the "error" its failure reports;
   complete = "acquired" / "released") and the faults the nemesis did, which say when a
   lease may legally have lapsed. What can go wrong: a lapse the lab did not cause (a
   session that expired because the machine was overloaded) is legal only if the client
@@ -183,7 +184,10 @@ def operations(history: History, executed: list[Executed], lease: str, ttl: floa
                 _end_hold(holds, ttl_holds, process, mine, at, "lost")
             elif kind in ("timeout", "error", "lost"):
                 mine["pending"] = None
-            mine["last"] = at
+            if not (kind == "error" and mine["hold"] is not None):
+                # a holder's "error" is its release failing (ZooKeeperLock.release): that release
+                # began before it, at the event before, and may have taken effect at any moment since
+                mine["last"] = at
         for process, mine in state.items():
             killed = lives.killed_at(process)
             if mine["pending"] is not None:  # killed while waiting, or still waiting at the end

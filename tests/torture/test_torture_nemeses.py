@@ -133,6 +133,32 @@ def test_a_holder_that_heard_lost_may_have_lapsed_before_the_bound():
     assert verdict(takeover(after=0.5, lost=0.4), isolated).ok is True
 
 
+def release_answer_lost(c2_acquired: float) -> History:
+    """No fault. c1 holds from 0.1 and writes its "end" at 0.5, then releases; the delete
+    takes effect, but its answer is lost (kazoo dropped the connection: a ping answered too
+    late on a busy server), so c1 reports "release failed" only at 1.5 and asks again at 1.6."""
+    return history_of((0.0, "c1", "requested", {}), (0.1, "c1", "acquired", {"token": 1}),
+                      (0.2, "c2", "requested", {}), (0.5, "c1", "write", {"token": 1, "accepted": True}),
+                      (c2_acquired, "c2", "acquired", {"token": 2}),
+                      (1.5, "c1", "error", {"message": "release failed: ConnectionLoss()"}),
+                      (1.6, "c1", "requested", {}), (1.8, "c2", "released", {}))
+
+
+def test_a_failed_release_began_before_the_error_that_reports_it():
+    """The release's invoke is c1's event before it (its last write), not the error: the model
+    that took the error as the invoke found c2's acquire at 0.7 illegal (c1 still holding, no
+    fault, no "lost"), on a history a correct lock service gives."""
+    after_the_write = verdict(release_answer_lost(c2_acquired=0.7), [])
+    assert after_the_write.ok is True, after_the_write.explanation
+    ops, holds = operations(release_answer_lost(0.7), [], "session", 2.0, 2.0, end=9.0, lapse_after=BOUND)
+    [failed] = [op for op in ops if op.action == "release" and op.process == "c1"]
+    assert (failed.invoke, failed.complete) == (0.5, None)
+    assert ("c1", 0.1, 0.5) in holds
+    # the negative control: c2 acquires while c1 still writes under its hold (0.4 < 0.5)
+    during_the_hold = verdict(release_answer_lost(c2_acquired=0.4), [])
+    assert during_the_hold.ok is False and "acquire by c2" in during_the_hold.explanation
+
+
 def test_the_other_faults_keep_their_kind_of_window():
     expire = [cut("expire", "c1", 1.0, 1.0, [])]  # the server ends the session now
     assert verdict(takeover(after=0.1), expire).ok is True
