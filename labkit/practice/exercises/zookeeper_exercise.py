@@ -100,9 +100,18 @@ class ZooKeeperRun(ExerciseRun):
         self.contenders.append(contender)
         return contender
 
+    def _children(self) -> list[str]:
+        """The children of the lock's path, in queue order, as the leader has them now. The
+        observer's own server may be a follower that has not applied the contenders' last
+        writes yet (a read on a follower is not linearizable): on a busy machine it answered
+        NoNodeError for the lock's path just after c1 had created a node under it (an idle
+        fresh-clone run, lesson 02's reference solution). ``sync`` first makes it catch up."""
+        self.observer.sync(self.path)
+        return sorted(self.observer.get_children(self.path), key=lambda child: sequence_of(child) or 0)
+
     def _observe(self, name: str, node: str) -> None:
         """The server's view at the moment acquire() returned: is my node the lowest?"""
-        children = sorted(self.observer.get_children(self.path), key=lambda child: sequence_of(child) or 0)
+        children = self._children()
         mine = node.rsplit("/", 1)[1]
         if not children or children[0] != mine:
             lowest = children[0] if children else None
@@ -165,7 +174,7 @@ class ZooKeeperRun(ExerciseRun):
 
     def lowest_now(self) -> tuple[str, str] | None:
         """(node, owner) of the lowest node on the server now, or None if there is none."""
-        children = sorted(self.observer.get_children(self.path), key=lambda child: sequence_of(child) or 0)
+        children = self._children()
         return (f"{self.path}/{children[0]}", self.owner_of(children[0])) if children else None
 
     def watched(self) -> str:
