@@ -16,7 +16,8 @@ RUNS = 3
 def test_only_without_pre_vote_does_the_rejoining_leader_force_an_election():
     runs = pre_vote.compare(runs=RUNS)
     for run in runs:
-        print(run.row(), "leader changes:", run.changes, "terms:", run.terms)
+        print(run.row(), "old leader:", run.old_leader, "new leader:", run.new_leader,
+              "healed leader:", run.healed_leader, "leader changes:", run.changes, "terms:", run.terms)
     assert [run.pre_vote for run in runs] == [False] * RUNS + [True] * RUNS
     for run in runs:
         before, cut, healed = (run.terms[phase] for phase in pre_vote.PHASES)
@@ -40,6 +41,10 @@ def test_only_without_pre_vote_does_the_rejoining_leader_force_an_election():
             assert not run.extra_election_at_heal
         else:
             assert cut[old] > cut[majority[0]], "without pre-vote the cut-off member raises its term"
-            assert [run.changes_at_heal()[n] for n in majority] == [1, 1], run.row()
+            # the majority's leader steps down at the rejoining member's term and counts the heal's
+            # election; its follower may count none: a vote request that reaches it within an
+            # election timeout of its leader's last heartbeat is ignored (check-quorum's lease), and
+            # if that leader wins again, the follower never loses it (CI of stop 45, [0, 1])
+            assert run.changes_at_heal()[run.new_leader] >= 1, run.row()
             assert healed[old] > cut[old], "the heal's election runs at a term above the rejoining member's"
             assert run.extra_election_at_heal
