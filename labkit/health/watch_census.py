@@ -61,6 +61,7 @@ def predecessor_watch_census(lab: Lab, clients: list[LockClient], history: Histo
                "every waiter's watch on the server", timeout=timeout)
     mntr = parse_mntr(lab.zookeeper.four_letter("mntr"))
     watches = parse_wchc(lab.zookeeper.four_letter("wchc"))
+    observer.sync(lock)   # its server may be a follower that has not applied every waiter's create yet
     contenders = sorted_contenders(observer.get_children(lock))
     predecessor = {}
     for waiter in waiters:

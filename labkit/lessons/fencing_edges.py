@@ -139,6 +139,8 @@ def _round(curator: CuratorPeer, locks: list[ZooKeeperLock], pool: ThreadPoolExe
     """Curator holds first, then each lock in turn; each queues before the previous releases.
     Returns the holds and the parent's czxid (read while the queue keeps the parent alive)."""
     curator.acquire(timeout=30)
+    # Curator's session may be on another server: the observer's may not have applied its create yet
+    observer.sync(curator.node)
     parent_czxid = observer.exists(curator.node.rsplit("/", 1)[0]).czxid
     holds = [NumberedHold("curator", sequence_of(curator.node), observer.exists(curator.node).czxid)]
     release = curator.release
