@@ -20,7 +20,7 @@ third member usually counts one too, but not always: with check-quorum a followe
 from its leader within the last election timeout ignores a vote request (its "lease is not
 expired"), and if that leader steps down and wins again at the higher term before the
 follower's lease runs out, the follower goes on following the same member and never sees its
-leader change (once on a busy machine, CI of stop 45). With pre-vote, a
+leader change (seen once on a busy machine). With pre-vote, a
 member first asks whether a majority would vote for it (a pre-vote raises no term); cut off,
 nobody answers, so its term stays where it was and it rejoins as a follower of the new
 leader: only the rejoining member counts a change (it learns the new leader).
